@@ -1,0 +1,421 @@
+#include "client/shard_client.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/model_spec.h"
+#include "common/status_macros.h"
+#include "grpcpp/grpcpp.h"
+
+namespace zeroshard {
+namespace {
+
+bool Retryable(grpc::StatusCode code) {
+  return code == grpc::StatusCode::UNAVAILABLE ||
+         code == grpc::StatusCode::DEADLINE_EXCEEDED ||
+         code == grpc::StatusCode::ABORTED;
+}
+
+// Runs fn(i) for i in [0, n) on separate threads (the caller takes i = 0)
+// and returns the first error in index order.
+absl::Status RunAll(size_t n, const std::function<absl::Status(size_t)>& fn) {
+  if (n == 0) return absl::OkStatus();
+  std::vector<absl::Status> results(n);
+  std::vector<std::thread> threads;
+  threads.reserve(n - 1);
+  for (size_t i = 1; i < n; ++i) {
+    threads.emplace_back([&, i] { results[i] = fn(i); });
+  }
+  results[0] = fn(0);
+  for (std::thread& t : threads) t.join();
+  for (const absl::Status& s : results) {
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+double StepNorm::norm() const { return std::sqrt(sum_squares); }
+
+absl::Status FromGrpcStatus(const grpc::Status& status,
+                            const std::string& context) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      absl::StrCat(context, ": ", status.error_message()));
+}
+
+ShardClient::ShardClient(ClientOptions options)
+    : options_(std::move(options)) {}
+
+absl::StatusOr<std::unique_ptr<ShardClient>> ShardClient::Connect(
+    ClientOptions options) {
+  if (options.addresses.empty()) {
+    return absl::InvalidArgumentError("no shard server addresses given");
+  }
+  if (options.channels_per_server < 1 || options.max_attempts < 1 ||
+      options.max_piece_bytes < kMaxChunkBytes) {
+    return absl::InvalidArgumentError(
+        "channels_per_server and max_attempts must be >= 1, "
+        "max_piece_bytes >= 1 MiB");
+  }
+  auto client = std::unique_ptr<ShardClient>(new ShardClient(options));
+  for (const std::string& address : options.addresses) {
+    if (address.empty()) {
+      return absl::InvalidArgumentError("an empty shard server address");
+    }
+    std::vector<std::unique_ptr<v1::ShardService::Stub>> stubs;
+    for (int c = 0; c < options.channels_per_server; ++c) {
+      grpc::ChannelArguments args;
+      args.SetMaxReceiveMessageSize(static_cast<int>(2 * kMaxChunkBytes));
+      args.SetMaxSendMessageSize(static_cast<int>(2 * kMaxChunkBytes));
+      // A private subchannel pool gives each channel its own connection.
+      args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+      args.SetInt("zeroshard.channel_index", c);
+      stubs.push_back(v1::ShardService::NewStub(grpc::CreateCustomChannel(
+          address, grpc::InsecureChannelCredentials(), args)));
+    }
+    client->stubs_.push_back(std::move(stubs));
+  }
+  return client;
+}
+
+v1::ShardService::Stub* ShardClient::Stub(uint32_t server,
+                                          uint64_t salt) const {
+  const auto& stubs = stubs_[server];
+  return stubs[salt % stubs.size()].get();
+}
+
+absl::Status ShardClient::WithRetries(
+    uint32_t server, const std::string& what,
+    const std::function<grpc::Status(grpc::ClientContext*)>& attempt) const {
+  auto backoff = options_.initial_backoff;
+  grpc::Status status;
+  for (int i = 1; i <= options_.max_attempts; ++i) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + options_.deadline);
+    status = attempt(&ctx);
+    if (status.ok() || !Retryable(status.error_code()) ||
+        i == options_.max_attempts) {
+      break;
+    }
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(options_.max_backoff, backoff * 2);
+  }
+  return FromGrpcStatus(status, absl::StrCat(what, " on shard ", server, " (",
+                                             options_.addresses[server], ")"));
+}
+
+absl::Status ShardClient::RegisterModel(const v1::ModelSpec& spec) {
+  ZS_RETURN_IF_ERROR(ValidateSpec(spec));
+  if (spec.num_servers() != num_servers()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ModelSpec.num_servers is ", spec.num_servers(), " but ",
+                     num_servers(), " server addresses were given"));
+  }
+  ZS_ASSIGN_OR_RETURN(PartitionPlan plan, PlanForSpec(spec));
+  const uint64_t hash = plan.Hash();
+  ZS_RETURN_IF_ERROR(RunAll(num_servers(), [&](size_t k) -> absl::Status {
+    v1::RegisterModelRequest req;
+    *req.mutable_spec() = spec;
+    v1::RegisterModelResponse resp;
+    const uint32_t s = static_cast<uint32_t>(k);
+    ZS_RETURN_IF_ERROR(
+        WithRetries(s, "RegisterModel", [&](grpc::ClientContext* ctx) {
+          return Stub(s, 0)->RegisterModel(ctx, req, &resp);
+        }));
+    const Range mine = plan.ServerRange(s);
+    if (resp.plan_hash() != hash || resp.owned().shard_index() != s ||
+        resp.owned().offset() != mine.begin ||
+        resp.owned().length() != mine.size()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "shard ", s, " (", options_.addresses[s],
+          ") computed a different partition plan; is it started with "
+          "--shard_index=",
+          s, " --num_shards=", num_servers(), "?"));
+    }
+    return absl::OkStatus();
+  }));
+  plan_ = std::make_unique<PartitionPlan>(std::move(plan));
+  spec_ = spec;
+  return absl::OkStatus();
+}
+
+absl::Status ShardClient::UseSpec(const v1::ModelSpec& spec) {
+  ZS_RETURN_IF_ERROR(ValidateSpec(spec));
+  if (spec.num_servers() != num_servers()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ModelSpec.num_servers is ", spec.num_servers(), " but ",
+                     num_servers(), " server addresses were given"));
+  }
+  ZS_ASSIGN_OR_RETURN(PartitionPlan plan, PlanForSpec(spec));
+  plan_ = std::make_unique<PartitionPlan>(std::move(plan));
+  spec_ = spec;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Range> ShardClient::TensorRange(const std::string& name) const {
+  if (plan_ == nullptr) {
+    return absl::FailedPreconditionError("RegisterModel first");
+  }
+  ZS_ASSIGN_OR_RETURN(size_t index, plan_->FindTensor(name));
+  return plan_->tensors()[index].range;
+}
+
+std::vector<ShardPiece> ShardClient::Pieces(const Range& r,
+                                            size_t esize) const {
+  const uint64_t align = plan_->alignment();
+  const uint64_t max_elems = std::max<uint64_t>(
+      align, options_.max_piece_bytes / esize / align * align);
+  std::vector<ShardPiece> out;
+  for (const ShardPiece& p : plan_->Split(r)) {
+    for (uint64_t b = p.range.begin; b < p.range.end;) {
+      // Cut at aligned offsets so each piece is a valid contribution.
+      uint64_t e = std::min(p.range.end, (b / align) * align + max_elems);
+      out.push_back(ShardPiece{p.server, Range{b, e}});
+      b = e;
+    }
+  }
+  return out;
+}
+
+absl::Status ShardClient::WriteParameters(const Range& r, const float* data) {
+  if (plan_ == nullptr) {
+    return absl::FailedPreconditionError("RegisterModel first");
+  }
+  const std::vector<ShardPiece> pieces = Pieces(r, 4);
+  return RunAll(pieces.size(), [&](size_t i) {
+    const ShardPiece& p = pieces[i];
+    const char* src =
+        reinterpret_cast<const char*>(data + (p.range.begin - r.begin));
+    return WithRetries(
+        p.server, "WriteParameters", [&](grpc::ClientContext* ctx) {
+          v1::WriteParametersResponse resp;
+          auto writer = Stub(p.server, i)->WriteParameters(ctx, &resp);
+          v1::WriteParametersRequest msg;
+          v1::WriteHeader* h = msg.mutable_header();
+          h->set_job_id(spec_.job_id());
+          h->set_offset(p.range.begin);
+          h->set_length(p.range.size());
+          h->set_dtype(v1::DTYPE_FP32);
+          const uint64_t total = p.range.size() * 4;
+          for (uint64_t off = 0; off < total; off += kMaxChunkBytes) {
+            const uint64_t n = std::min<uint64_t>(kMaxChunkBytes, total - off);
+            msg.set_data(src + off, n);
+            if (!writer->Write(msg)) break;
+            msg.clear_header();
+          }
+          writer->WritesDone();
+          return writer->Finish();
+        });
+  });
+}
+
+absl::Status ShardClient::GatherPiece(const ShardPiece& p, v1::DType dtype,
+                                      char* out, uint64_t* step) const {
+  const size_t esize = DTypeSize(dtype);
+  absl::Status framing = absl::OkStatus();
+  absl::Status s =
+      WithRetries(p.server, "Gather", [&](grpc::ClientContext* ctx) {
+        framing = absl::OkStatus();
+        v1::GatherRequest req;
+        req.set_job_id(spec_.job_id());
+        req.set_offset(p.range.begin);
+        req.set_length(p.range.size());
+        req.set_dtype(dtype);
+        auto reader = Stub(p.server, p.range.begin)->Gather(ctx, req);
+        v1::GatherChunk chunk;
+        uint64_t received = 0;
+        bool first = true;
+        while (reader->Read(&chunk)) {
+          const uint64_t n = chunk.data().size() / esize;
+          if (chunk.data().size() % esize != 0 ||
+              chunk.offset() != p.range.begin + received ||
+              n > p.range.size() - received ||
+              (!first && chunk.step() != *step)) {
+            framing = absl::DataLossError(
+                absl::StrCat("Gather on shard ", p.server,
+                             ": malformed chunk at offset ", chunk.offset()));
+            ctx->TryCancel();
+            break;
+          }
+          *step = chunk.step();
+          first = false;
+          std::memcpy(out + received * esize, chunk.data().data(),
+                      chunk.data().size());
+          received += n;
+        }
+        grpc::Status st = reader->Finish();
+        if (st.ok() && framing.ok() && received != p.range.size()) {
+          framing = absl::DataLossError(absl::StrCat(
+              "Gather on shard ", p.server, ": stream ended after ", received,
+              " of ", p.range.size(), " elements"));
+        }
+        return framing.ok() ? st : grpc::Status::OK;
+      });
+  ZS_RETURN_IF_ERROR(s);
+  return framing;
+}
+
+absl::Status ShardClient::Gather(const Range& r, v1::DType dtype, void* out,
+                                 uint64_t* step) {
+  if (plan_ == nullptr) {
+    return absl::FailedPreconditionError("RegisterModel first");
+  }
+  const size_t esize = DTypeSize(dtype);
+  if (esize == 0) return absl::InvalidArgumentError("unknown dtype");
+  const std::vector<ShardPiece> pieces = Pieces(r, esize);
+  std::vector<uint64_t> steps(pieces.size(), 0);
+  ZS_RETURN_IF_ERROR(RunAll(pieces.size(), [&](size_t i) {
+    char* dst =
+        static_cast<char*>(out) + (pieces[i].range.begin - r.begin) * esize;
+    return GatherPiece(pieces[i], dtype, dst, &steps[i]);
+  }));
+  for (uint64_t s : steps) {
+    if (s != steps.front()) {
+      return absl::AbortedError(
+          "servers answered from different steps (a commit was in "
+          "progress); gather again");
+    }
+  }
+  if (step != nullptr && !steps.empty()) *step = steps.front();
+  return absl::OkStatus();
+}
+
+std::future<absl::Status> ShardClient::GatherAsync(const Range& r,
+                                                   v1::DType dtype, void* out) {
+  return std::async(std::launch::async,
+                    [this, r, dtype, out] { return Gather(r, dtype, out); });
+}
+
+absl::Status ShardClient::PushPiece(const ShardPiece& p, v1::DType dtype,
+                                    const char* data, const PushId& id) const {
+  const size_t esize = DTypeSize(dtype);
+  return WithRetries(p.server, "PushGradients", [&](grpc::ClientContext* ctx) {
+    v1::PushGradientsResponse resp;
+    auto writer = Stub(p.server, p.range.begin)->PushGradients(ctx, &resp);
+    v1::PushGradientsRequest msg;
+    v1::PushHeader* h = msg.mutable_header();
+    h->set_job_id(spec_.job_id());
+    h->set_epoch(id.epoch);
+    h->set_step(id.step);
+    h->set_slot(id.slot);
+    h->set_offset(p.range.begin);
+    h->set_length(p.range.size());
+    h->set_dtype(dtype);
+    h->set_idempotency_key(absl::StrCat(id.key_prefix, "/", p.range.begin));
+    const uint64_t total = p.range.size() * esize;
+    const uint64_t chunk = kMaxChunkBytes / esize * esize;
+    for (uint64_t off = 0; off < total; off += chunk) {
+      msg.set_data(data + off, std::min<uint64_t>(chunk, total - off));
+      if (!writer->Write(msg)) break;  // the server answered early
+      msg.clear_header();
+    }
+    writer->WritesDone();
+    return writer->Finish();
+  });
+}
+
+absl::Status ShardClient::Push(const Range& r, v1::DType dtype,
+                               const void* data, const PushId& id) {
+  if (plan_ == nullptr) {
+    return absl::FailedPreconditionError("RegisterModel first");
+  }
+  const size_t esize = DTypeSize(dtype);
+  if (esize == 0) return absl::InvalidArgumentError("unknown dtype");
+  if (id.key_prefix.empty()) {
+    return absl::InvalidArgumentError("PushId.key_prefix is empty");
+  }
+  const std::vector<ShardPiece> pieces = Pieces(r, esize);
+  return RunAll(pieces.size(), [&](size_t i) {
+    const char* src = static_cast<const char*>(data) +
+                      (pieces[i].range.begin - r.begin) * esize;
+    return PushPiece(pieces[i], dtype, src, id);
+  });
+}
+
+std::future<absl::Status> ShardClient::PushAsync(const Range& r,
+                                                 v1::DType dtype,
+                                                 const void* data, PushId id) {
+  return std::async(std::launch::async, [this, r, dtype, data, id] {
+    return Push(r, dtype, data, id);
+  });
+}
+
+absl::StatusOr<StepNorm> ShardClient::Prepare(uint64_t epoch, uint64_t step) {
+  if (plan_ == nullptr) {
+    return absl::FailedPreconditionError("RegisterModel first");
+  }
+  std::vector<v1::PrepareStepResponse> answers(num_servers());
+  const auto give_up = std::chrono::steady_clock::now() + options_.deadline;
+  ZS_RETURN_IF_ERROR(RunAll(num_servers(), [&](size_t k) -> absl::Status {
+    const uint32_t s = static_cast<uint32_t>(k);
+    v1::PrepareStepRequest req;
+    req.set_job_id(spec_.job_id());
+    req.set_epoch(epoch);
+    req.set_step(step);
+    auto wait = std::chrono::microseconds(200);
+    while (true) {
+      ZS_RETURN_IF_ERROR(
+          WithRetries(s, "PrepareStep", [&](grpc::ClientContext* ctx) {
+            return Stub(s, 0)->PrepareStep(ctx, req, &answers[k]);
+          }));
+      if (answers[k].complete()) return absl::OkStatus();
+      if (std::chrono::steady_clock::now() > give_up) {
+        return absl::DeadlineExceededError(
+            absl::StrCat("PrepareStep on shard ", s, ": step ", step, " has ",
+                         answers[k].received_elements(), " of ",
+                         answers[k].expected_elements(),
+                         " gradient elements after the deadline"));
+      }
+      std::this_thread::sleep_for(wait);
+      wait = std::min<std::chrono::microseconds>(wait * 2,
+                                                 std::chrono::milliseconds(20));
+    }
+  }));
+  StepNorm norm;
+  for (const auto& a : answers) {  // shard order: deterministic
+    norm.sum_squares += a.sum_squares();
+    norm.overflow |= a.overflow();
+  }
+  return norm;
+}
+
+absl::Status ShardClient::Commit(uint64_t epoch, uint64_t step, float clip_coef,
+                                 double lr, bool skip) {
+  if (plan_ == nullptr) {
+    return absl::FailedPreconditionError("RegisterModel first");
+  }
+  return RunAll(num_servers(), [&](size_t k) {
+    const uint32_t s = static_cast<uint32_t>(k);
+    v1::CommitStepRequest req;
+    req.set_job_id(spec_.job_id());
+    req.set_epoch(epoch);
+    req.set_step(step);
+    req.set_clip_coef(clip_coef);
+    req.set_lr(lr);
+    req.set_skip(skip);
+    v1::CommitStepResponse resp;
+    return WithRetries(s, "CommitStep", [&](grpc::ClientContext* ctx) {
+      return Stub(s, 0)->CommitStep(ctx, req, &resp);
+    });
+  });
+}
+
+absl::StatusOr<std::vector<v1::GetStatsResponse>> ShardClient::Stats() {
+  std::vector<v1::GetStatsResponse> out(num_servers());
+  ZS_RETURN_IF_ERROR(RunAll(num_servers(), [&](size_t k) {
+    const uint32_t s = static_cast<uint32_t>(k);
+    v1::GetStatsRequest req;
+    return WithRetries(s, "GetStats", [&](grpc::ClientContext* ctx) {
+      return Stub(s, 0)->GetStats(ctx, req, &out[k]);
+    });
+  }));
+  return out;
+}
+
+}  // namespace zeroshard

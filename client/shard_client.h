@@ -1,0 +1,151 @@
+// ShardClient: what a worker (or any training job) embeds to talk to all K
+// shard servers of a job at once.
+//
+//   ClientOptions opts;
+//   opts.addresses = {"127.0.0.1:7000", "127.0.0.1:7001"};
+//   ZS_ASSIGN_OR_RETURN(auto client, ShardClient::Connect(opts));
+//   ZS_RETURN_IF_ERROR(client->RegisterModel(spec));   // plan + hash check
+//   ZS_RETURN_IF_ERROR(client->WriteParameters(all, init.data()));
+//   ... per step:
+//   ZS_RETURN_IF_ERROR(client->Push(slice, v1::DTYPE_FP32, grads, id));
+//   ZS_ASSIGN_OR_RETURN(StepNorm norm, client->Prepare(id.epoch, id.step));
+//   ZS_RETURN_IF_ERROR(client->Commit(id.epoch, id.step, clip, lr, skip));
+//   ZS_RETURN_IF_ERROR(client->Gather(all, v1::DTYPE_FP32, params, &step));
+//
+// Any flat range is split across the servers that own it (PartitionPlan)
+// and the pieces travel concurrently, one stream per piece, in chunks of at
+// most 1 MiB read from / written to the caller's buffer directly (no
+// intermediate copy of the whole range).
+//
+// Every RPC has a deadline (options.deadline); UNAVAILABLE,
+// DEADLINE_EXCEEDED and ABORTED are retried with exponential backoff up to
+// options.max_attempts. Retrying is safe: pushes carry idempotency keys,
+// prepare is read-only, commits are acknowledged once applied. Other errors
+// come back at once with the server's message, prefixed by its address.
+//
+// Threading: all methods are thread-safe. The *Async variants return a
+// future; the caller's buffer must stay alive until it is ready.
+#ifndef ZEROSHARD_CLIENT_SHARD_CLIENT_H_
+#define ZEROSHARD_CLIENT_SHARD_CLIENT_H_
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/partition.h"
+#include "proto/zeroshard.grpc.pb.h"
+
+namespace zeroshard {
+
+struct ClientOptions {
+  std::vector<std::string> addresses;         // shard k at addresses[k]
+  std::chrono::milliseconds deadline{60000};  // per RPC attempt
+  int max_attempts = 6;
+  std::chrono::milliseconds initial_backoff{10};
+  std::chrono::milliseconds max_backoff{2000};
+  // gRPC channels (TCP connections) per server; pieces are spread over
+  // them.
+  int channels_per_server = 2;
+  // Largest piece one stream carries; larger pieces are split so that
+  // several streams share the work.
+  uint64_t max_piece_bytes = 64ull << 20;
+};
+
+// Identifies one contribution: the server keys it with
+// "<key_prefix>/<offset>" so a retried push is applied once.
+struct PushId {
+  uint64_t epoch = 0;
+  uint64_t step = 0;
+  uint32_t slot = 0;
+  std::string key_prefix;  // unique per (worker, step, bucket)
+};
+
+// The combined answer of every server's PrepareStep.
+struct StepNorm {
+  double sum_squares = 0;  // summed over servers in shard order
+  bool overflow = false;
+  double norm() const;
+};
+
+class ShardClient {
+ public:
+  static absl::StatusOr<std::unique_ptr<ShardClient>> Connect(
+      ClientOptions options);
+
+  uint32_t num_servers() const {
+    return static_cast<uint32_t>(options_.addresses.size());
+  }
+  const ClientOptions& options() const { return options_; }
+
+  // Registers `spec` on every server and checks that each computed the same
+  // plan (hash) as this client. Idempotent.
+  absl::Status RegisterModel(const v1::ModelSpec& spec);
+  // The plan of the registered model (RegisterModel first).
+  const PartitionPlan& plan() const { return *plan_; }
+  const v1::ModelSpec& spec() const { return spec_; }
+  // Uses `spec` (already registered by someone else) without any RPC:
+  // for admin tools and late joiners. INVALID_ARGUMENT if it is malformed.
+  absl::Status UseSpec(const v1::ModelSpec& spec);
+  // Flat range of the tensor named `name`, or NOT_FOUND.
+  absl::StatusOr<Range> TensorRange(const std::string& name) const;
+
+  // Writes fp32 master weights for `r` (e.g. initial weights).
+  absl::Status WriteParameters(const Range& r, const float* data);
+
+  // Gathers `r` in `dtype` into `out` (r.size() × dtype bytes). `step` (if
+  // not null) receives the step the data reflects; all servers must agree,
+  // else ABORTED.
+  absl::Status Gather(const Range& r, v1::DType dtype, void* out,
+                      uint64_t* step = nullptr);
+  std::future<absl::Status> GatherAsync(const Range& r, v1::DType dtype,
+                                        void* out);
+
+  // Pushes the gradient of `r` (r.size() elements of `dtype` at `data`).
+  // `r` must start and end on the plan's alignment (or Ψ).
+  absl::Status Push(const Range& r, v1::DType dtype, const void* data,
+                    const PushId& id);
+  std::future<absl::Status> PushAsync(const Range& r, v1::DType dtype,
+                                      const void* data, PushId id);
+
+  // Polls every server until all contributions of the step are in (or the
+  // deadline passes: DEADLINE_EXCEEDED), then combines the norm partials.
+  absl::StatusOr<StepNorm> Prepare(uint64_t epoch, uint64_t step);
+  // Commits the step on every server (in shard order).
+  absl::Status Commit(uint64_t epoch, uint64_t step, float clip_coef, double lr,
+                      bool skip);
+
+  absl::StatusOr<std::vector<v1::GetStatsResponse>> Stats();
+
+ private:
+  explicit ShardClient(ClientOptions options);
+  v1::ShardService::Stub* Stub(uint32_t server, uint64_t salt) const;
+  // Runs `attempt` until it succeeds, fails permanently or runs out of
+  // attempts; `what` names the call in errors.
+  absl::Status WithRetries(
+      uint32_t server, const std::string& what,
+      const std::function<grpc::Status(grpc::ClientContext*)>& attempt) const;
+  // Splits `r` into per-server pieces of at most max_piece_bytes.
+  std::vector<ShardPiece> Pieces(const Range& r, size_t esize) const;
+  absl::Status GatherPiece(const ShardPiece& piece, v1::DType dtype, char* out,
+                           uint64_t* step) const;
+  absl::Status PushPiece(const ShardPiece& piece, v1::DType dtype,
+                         const char* data, const PushId& id) const;
+
+  const ClientOptions options_;
+  // stubs_[server][channel]
+  std::vector<std::vector<std::unique_ptr<v1::ShardService::Stub>>> stubs_;
+  std::unique_ptr<PartitionPlan> plan_;
+  v1::ModelSpec spec_;
+};
+
+// Converts a gRPC status to absl, prefixing the message with `context`.
+absl::Status FromGrpcStatus(const grpc::Status& status,
+                            const std::string& context);
+
+}  // namespace zeroshard
+
+#endif  // ZEROSHARD_CLIENT_SHARD_CLIENT_H_

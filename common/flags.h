@@ -1,0 +1,78 @@
+// A small command-line flag parser for the project's binaries.
+//
+// Every binary declares its flags on a FlagSet, then calls ParseOrExit:
+//   --help / -h       prints the usage and exits 0;
+//   a bad flag        prints "<program>: <problem>" and a hint, exits 2.
+// Accepted forms: --name=value, --name value, and for booleans --name,
+// --noname, --name=true|false. "--" ends flag parsing. Arguments that are not
+// flags are returned in order (subcommands, file names).
+//
+// Not thread-safe; use from main() before starting threads. The FlagSet
+// stores pointers to the caller's variables, which must outlive it. A
+// variable's initial value is its default and is shown in the usage.
+#ifndef ZEROSHARD_COMMON_FLAGS_H_
+#define ZEROSHARD_COMMON_FLAGS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace zeroshard {
+
+class FlagSet {
+ public:
+  // `usage` is printed under the program name, e.g.
+  // "zeroshard-server [flags]\n\nServes one shard of ...".
+  FlagSet(std::string program, std::string usage);
+
+  void String(const char* name, std::string* value, const char* help);
+  void Int64(const char* name, int64_t* value, const char* help);
+  void Uint32(const char* name, uint32_t* value, const char* help);
+  void Double(const char* name, double* value, const char* help);
+  void Bool(const char* name, bool* value, const char* help);
+
+  // Parses argv[first..argc). Returns the positional arguments, or
+  // INVALID_ARGUMENT naming the flag and the problem. Sets help_requested()
+  // on --help / -h (and returns no error).
+  absl::StatusOr<std::vector<std::string>> Parse(int argc, char** argv,
+                                                 int first = 1);
+  bool help_requested() const { return help_requested_; }
+
+  // True if the flag was given on the command line.
+  bool WasSet(const char* name) const;
+
+  std::string Usage() const;
+  const std::string& program() const { return program_; }
+
+  // Parse, handling --help (exit 0) and errors (exit 2).
+  std::vector<std::string> ParseOrExit(int argc, char** argv, int first = 1);
+
+ private:
+  enum class Kind { kString, kInt64, kUint32, kDouble, kBool };
+  struct Flag {
+    std::string name;
+    Kind kind;
+    void* value;
+    std::string help;
+    std::string default_text;
+    bool set = false;
+  };
+  void Add(const char* name, Kind kind, void* value, const char* help);
+  Flag* Find(const std::string& name);
+  static absl::Status Assign(Flag& flag, const std::string& text);
+
+  std::string program_;
+  std::string usage_;
+  std::vector<Flag> flags_;
+  bool help_requested_ = false;
+};
+
+// Prints "<program>: <message>" to stderr and exits with `code`.
+[[noreturn]] void ExitWithError(const std::string& program,
+                                const std::string& message, int code = 2);
+
+}  // namespace zeroshard
+
+#endif  // ZEROSHARD_COMMON_FLAGS_H_

@@ -1,0 +1,141 @@
+// zeroshard-server: serves one shard of a job's model state over gRPC.
+//
+//   zeroshard-server --shard-index=0 --num-shards=2 --port=7000
+//
+// Prints "zeroshard-server: shard I/K listening on HOST:PORT" once ready
+// (and writes the port to --port-file when given, for launchers and tests
+// that pass --port=0). SIGTERM or SIGINT: health turns NOT_SERVING, RPCs in
+// flight get a short grace period, and the process exits 0.
+#include <signal.h>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/flags.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "server/shard_service.h"
+#include "server/shard_store.h"
+
+namespace zeroshard {
+namespace {
+
+int Main(int argc, char** argv) {
+  std::string host = "127.0.0.1";
+  int64_t port = 0;
+  std::string port_file;
+  uint32_t shard_index = 0;
+  uint32_t num_shards = 1;
+  int64_t threads = 2;
+  int64_t grpc_threads = 16;
+  double grace_seconds = 2.0;
+  FlagSet flags("zeroshard-server",
+                "zeroshard-server [flags]\n\n"
+                "Serves one shard of a job's fp32 master weights and AdamW "
+                "state over gRPC\n(service zeroshard.v1.ShardService, plus "
+                "grpc.health.v1.Health).");
+  flags.String("host", &host,
+               "Address to listen on (0.0.0.0 for every interface).");
+  flags.Int64("port", &port, "TCP port; 0 picks a free one.");
+  flags.String("port_file", &port_file,
+               "If set, write the chosen port to this file once listening.");
+  flags.Uint32("shard_index", &shard_index, "This server's shard index k.");
+  flags.Uint32("num_shards", &num_shards, "Number of shard servers K.");
+  flags.Int64("threads", &threads,
+              "Optimizer threads (AdamW, norms), including the RPC thread.");
+  flags.Int64("grpc_threads", &grpc_threads,
+              "Most RPCs handled at once (gRPC sync-server threads).");
+  flags.Double("grace_seconds", &grace_seconds,
+               "On SIGTERM, how long RPCs in flight may take to finish.");
+  std::vector<std::string> rest = flags.ParseOrExit(argc, argv);
+  if (!rest.empty()) {
+    ExitWithError(flags.program(),
+                  absl::StrCat("unexpected argument '", rest[0], "'"));
+  }
+  if (num_shards == 0)
+    ExitWithError(flags.program(), "--num_shards must be >= 1");
+  if (shard_index >= num_shards) {
+    ExitWithError(flags.program(),
+                  absl::StrCat("--shard_index ", shard_index,
+                               " must be below --num_shards ", num_shards));
+  }
+  if (port < 0 || port > 65535) {
+    ExitWithError(flags.program(),
+                  absl::StrCat("--port ", port, " is not in [0, 65535]"));
+  }
+  if (threads < 1 || threads > 1024) {
+    ExitWithError(flags.program(), "--threads must be in [1, 1024]");
+  }
+  if (grpc_threads < 2 || grpc_threads > 4096) {
+    ExitWithError(flags.program(), "--grpc_threads must be in [2, 4096]");
+  }
+
+  // Block termination signals in every thread; one thread waits for them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  StoreOptions options;
+  options.shard_index = shard_index;
+  options.num_shards = num_shards;
+  options.threads = static_cast<int>(threads);
+  ShardStore store(options);
+  ShardServiceImpl service(&store);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  int bound_port = 0;
+  builder.AddListeningPort(absl::StrCat(host, ":", port),
+                           grpc::InsecureServerCredentials(), &bound_port);
+  builder.RegisterService(&service);
+  // One chunk (<= 1 MiB) plus its header; larger messages are refused by
+  // gRPC with RESOURCE_EXHAUSTED before any handler sees them.
+  builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxChunkBytes + 4096));
+  builder.SetMaxSendMessageSize(static_cast<int>(kMaxChunkBytes + 4096));
+  grpc::ResourceQuota quota("zeroshard-server");
+  quota.SetMaxThreads(static_cast<int>(grpc_threads));
+  builder.SetResourceQuota(quota);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || bound_port == 0) {
+    ExitWithError(flags.program(),
+                  absl::StrCat("cannot listen on ", host, ":", port,
+                               " (address in use or not available)"),
+                  1);
+  }
+  server->GetHealthCheckService()->SetServingStatus(true);
+  if (!port_file.empty()) {
+    const std::string tmp = port_file + ".tmp";
+    std::ofstream(tmp) << bound_port << "\n";
+    if (std::rename(tmp.c_str(), port_file.c_str()) != 0) {
+      ExitWithError(flags.program(),
+                    absl::StrCat("cannot write --port_file ", port_file), 1);
+    }
+  }
+  std::printf("zeroshard-server: shard %u/%u listening on %s:%d\n", shard_index,
+              num_shards, host.c_str(), bound_port);
+  std::fflush(stdout);
+
+  int signo = 0;
+  sigwait(&signals, &signo);
+  std::printf("zeroshard-server: %s received, shutting down\n",
+              signo == SIGTERM ? "SIGTERM" : "SIGINT");
+  std::fflush(stdout);
+  server->GetHealthCheckService()->SetServingStatus(false);
+  server->Shutdown(
+      std::chrono::system_clock::now() +
+      std::chrono::milliseconds(static_cast<int64_t>(grace_seconds * 1000)));
+  server->Wait();
+  std::printf("zeroshard-server: stopped\n");
+  return 0;
+}
+
+}  // namespace
+}  // namespace zeroshard
+
+int main(int argc, char** argv) { return zeroshard::Main(argc, argv); }

@@ -1,0 +1,218 @@
+#include "server/shard_service.h"
+
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace zeroshard {
+namespace {
+
+uint64_t ResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  uint64_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * 4096;
+}
+
+}  // namespace
+
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  // absl and gRPC share the canonical code numbering.
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
+                      std::string(status.message()));
+}
+
+grpc::Status ShardServiceImpl::RegisterModel(
+    grpc::ServerContext*, const v1::RegisterModelRequest* req,
+    v1::RegisterModelResponse* resp) {
+  auto result = store_->RegisterModel(req->spec());
+  if (!result.ok()) return ToGrpcStatus(result.status());
+  resp->set_created(result->created);
+  resp->set_total_elements(result->total);
+  resp->set_plan_hash(result->plan_hash);
+  resp->set_step(result->step);
+  for (size_t k = 0; k < result->ranges.size(); ++k) {
+    v1::ShardRange* r = resp->add_ranges();
+    r->set_shard_index(static_cast<uint32_t>(k));
+    r->set_offset(result->ranges[k].begin);
+    r->set_length(result->ranges[k].size());
+  }
+  *resp->mutable_owned() = resp->ranges(store_->options().shard_index);
+  return grpc::Status::OK;
+}
+
+grpc::Status ShardServiceImpl::WriteParameters(
+    grpc::ServerContext*,
+    grpc::ServerReader<v1::WriteParametersRequest>* reader,
+    v1::WriteParametersResponse* resp) {
+  v1::WriteParametersRequest msg;
+  if (!reader->Read(&msg) || !msg.has_header()) {
+    store_->CountRejected();
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "the first WriteParameters message must carry a "
+                        "header");
+  }
+  const v1::WriteHeader header = msg.header();
+  absl::Status s = store_->CheckWrite(header);
+  if (!s.ok()) return ToGrpcStatus(s);
+  uint64_t written = 0;
+  do {
+    if (written > 0 && msg.has_header()) {
+      store_->CountRejected();
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "only the first message may carry a header");
+    }
+    const std::string& data = msg.data();
+    if (data.size() > kMaxChunkBytes || data.size() % 4 != 0 ||
+        data.size() / 4 > header.length() - written) {
+      store_->CountRejected();
+      return grpc::Status(
+          grpc::StatusCode::INVALID_ARGUMENT,
+          absl::StrCat("chunk of ", data.size(),
+                       " bytes is oversized, not whole fp32 elements, or "
+                       "past the announced length ",
+                       header.length()));
+    }
+    const uint64_t n = data.size() / 4;
+    if (n > 0) {
+      s = store_->WriteParameters(header.job_id(), header.offset() + written,
+                                  reinterpret_cast<const float*>(data.data()),
+                                  n);
+      if (!s.ok()) return ToGrpcStatus(s);
+      written += n;
+    }
+  } while (reader->Read(&msg));
+  if (written != header.length()) {
+    store_->CountRejected();
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("stream ended after ", written, " of ",
+                                     header.length(), " elements"));
+  }
+  resp->set_elements_written(written);
+  return grpc::Status::OK;
+}
+
+grpc::Status ShardServiceImpl::GetStats(grpc::ServerContext*,
+                                        const v1::GetStatsRequest*,
+                                        v1::GetStatsResponse* resp) {
+  const StoreStats s = store_->Stats();
+  resp->set_shard_index(store_->options().shard_index);
+  resp->set_num_shards(store_->options().num_shards);
+  resp->set_step(s.step);
+  resp->set_optimizer_steps(s.optimizer_steps);
+  resp->set_owned_elements(s.owned.size());
+  resp->set_bytes_held(s.bytes_held);
+  resp->set_contributions_applied(s.contributions_applied);
+  resp->set_duplicates_ignored(s.duplicates_ignored);
+  resp->set_requests_rejected(s.requests_rejected);
+  resp->set_bytes_pushed(s.bytes_pushed);
+  resp->set_bytes_gathered(s.bytes_gathered);
+  resp->set_last_step_seconds(s.last_step_seconds);
+  resp->set_optimizer_elements_per_second(
+      s.last_step_seconds > 0 ? s.owned.size() / s.last_step_seconds : 0);
+  resp->set_epoch(s.epoch);
+  resp->set_elements_applied(s.elements_applied);
+  resp->set_bytes_held_rss(ResidentBytes());
+  store_->SpecInto(resp->mutable_spec());
+  return grpc::Status::OK;
+}
+
+grpc::Status ShardServiceImpl::Gather(
+    grpc::ServerContext* ctx, const v1::GatherRequest* req,
+    grpc::ServerWriter<v1::GatherChunk>* writer) {
+  absl::Status s = store_->CheckGather(*req);
+  if (!s.ok()) return ToGrpcStatus(s);
+  const size_t esize = DTypeSize(req->dtype());
+  const uint64_t per_chunk = kMaxChunkBytes / esize;
+  v1::GatherChunk chunk;
+  uint64_t first_step = 0;
+  for (uint64_t done = 0; done < req->length();) {
+    if (ctx->IsCancelled()) {
+      return grpc::Status(grpc::StatusCode::CANCELLED, "gather cancelled");
+    }
+    const uint64_t n = std::min(per_chunk, req->length() - done);
+    std::string* data = chunk.mutable_data();
+    data->resize(n * esize);
+    uint64_t step = 0;
+    s = store_->GatherInto(req->offset() + done, n, req->dtype(), data->data(),
+                           &step);
+    if (!s.ok()) return ToGrpcStatus(s);
+    if (done == 0) first_step = step;
+    if (step != first_step) {
+      return grpc::Status(grpc::StatusCode::ABORTED,
+                          "a step was committed during the gather; retry");
+    }
+    chunk.set_step(step);
+    chunk.set_offset(req->offset() + done);
+    if (!writer->Write(chunk)) {
+      return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
+    }
+    done += n;
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ShardServiceImpl::PushGradients(
+    grpc::ServerContext*, grpc::ServerReader<v1::PushGradientsRequest>* reader,
+    v1::PushGradientsResponse* resp) {
+  v1::PushGradientsRequest msg;
+  if (!reader->Read(&msg) || !msg.has_header()) {
+    store_->CountRejected();
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "the first PushGradients message must carry a "
+                        "header");
+  }
+  auto session = store_->BeginPush(msg.header());
+  if (!session.ok()) return ToGrpcStatus(session.status());
+  if ((*session)->duplicate()) {
+    resp->set_duplicate(true);
+    resp->set_elements_received((*session)->length());
+    return grpc::Status::OK;
+  }
+  bool first = true;
+  do {
+    if (!first && msg.has_header()) {
+      store_->CountRejected();
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "only the first message may carry a header");
+    }
+    first = false;
+    if (!msg.data().empty()) {
+      absl::Status s =
+          (*session)->AddChunk(msg.data().data(), msg.data().size());
+      if (!s.ok()) return ToGrpcStatus(s);
+    }
+  } while (reader->Read(&msg));
+  absl::Status s = (*session)->Finish();
+  if (!s.ok()) return ToGrpcStatus(s);
+  resp->set_elements_received((*session)->length());
+  return grpc::Status::OK;
+}
+
+grpc::Status ShardServiceImpl::PrepareStep(grpc::ServerContext*,
+                                           const v1::PrepareStepRequest* req,
+                                           v1::PrepareStepResponse* resp) {
+  auto r = store_->Prepare(req->job_id(), req->epoch(), req->step());
+  if (!r.ok()) return ToGrpcStatus(r.status());
+  resp->set_complete(r->complete);
+  resp->set_received_elements(r->received_elements);
+  resp->set_expected_elements(r->expected_elements);
+  resp->set_sum_squares(r->sum_squares);
+  resp->set_overflow(r->overflow);
+  return grpc::Status::OK;
+}
+
+grpc::Status ShardServiceImpl::CommitStep(grpc::ServerContext*,
+                                          const v1::CommitStepRequest* req,
+                                          v1::CommitStepResponse* resp) {
+  auto r = store_->Commit(*req);
+  if (!r.ok()) return ToGrpcStatus(r.status());
+  resp->set_applied(r->applied);
+  resp->set_already_committed(r->already_committed);
+  resp->set_step(r->step);
+  return grpc::Status::OK;
+}
+
+}  // namespace zeroshard

@@ -1,0 +1,272 @@
+// ShardStore: one shard server's model state and the rules that guard it.
+// No gRPC here: server/shard_service.cc adapts RPCs onto this class.
+//
+// For its owned range [b, e) of the flat parameter space the store holds, in
+// RAM allocated once at registration:
+//   master  fp32 p            (e-b) × 4 bytes
+//   m, v    fp32 AdamW moments 2 × (e-b) × 4
+//   grads   fp32, one buffer per contribution slot (contributions_per_step)
+//   serve   bf16 or fp16 serving copy of p, (e-b) × 2
+//
+// Step protocol (one step at a time, numbered by committed steps `step`):
+//   1. BeginPush/PushSession: contributions for `step` land in their slot's
+//      gradient buffer; each (slot, range) may be received once per step,
+//      each idempotency key is applied once (a repeat is acknowledged and
+//      ignored).
+//   2. Prepare: once every slot covers the owned range, slots are summed in
+//      slot order and the fp64 sum of squares and a NaN/Inf flag reported.
+//   3. Commit: AdamW with the leader's clip coefficient and lr (or a skip),
+//      then `step` advances. A commit is applied exactly once; a retried
+//      commit of the previous step is acknowledged as already committed.
+// A membership epoch newer than the store's aborts the unfinished step: its
+// contributions are discarded.
+//
+// Errors: every rejected call returns a non-OK absl::Status (codes chosen
+// for the gRPC edge: INVALID_ARGUMENT for malformed input, FAILED_PRECONDITION
+// for a request that does not fit the current state, NOT_FOUND for another
+// job, ABORTED for a retryable race) and changes nothing.
+//
+// Threading: all methods are thread-safe. Pushes write their reserved,
+// disjoint regions without a global lock; gathers copy under a shared lock
+// that only commits and parameter writes take exclusively.
+#ifndef ZEROSHARD_SERVER_SHARD_STORE_H_
+#define ZEROSHARD_SERVER_SHARD_STORE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/model_spec.h"
+#include "common/partition.h"
+#include "common/thread_pool.h"
+#include "proto/zeroshard.pb.h"
+
+namespace zeroshard {
+
+struct StoreOptions {
+  uint32_t shard_index = 0;
+  uint32_t num_shards = 1;
+  int threads = 2;  // optimizer / norm threads (including the caller)
+};
+
+struct StoreStats {
+  uint64_t step = 0;
+  uint64_t optimizer_steps = 0;
+  uint64_t epoch = 0;
+  Range owned;
+  uint64_t bytes_held = 0;
+  uint64_t contributions_applied = 0;
+  uint64_t duplicates_ignored = 0;
+  uint64_t elements_applied = 0;
+  uint64_t requests_rejected = 0;
+  uint64_t bytes_pushed = 0;
+  uint64_t bytes_gathered = 0;
+  double last_step_seconds = 0;
+};
+
+class ShardStore;
+
+// One contribution being received. Created by ShardStore::BeginPush, fed
+// chunks in order, then Finish()ed; destroying it unfinished releases the
+// range and applies nothing. Not thread-safe (one stream feeds it).
+class PushSession {
+ public:
+  ~PushSession();
+  PushSession(const PushSession&) = delete;
+  PushSession& operator=(const PushSession&) = delete;
+
+  // True when the key was already applied: the caller acknowledges without
+  // reading further data.
+  bool duplicate() const { return duplicate_; }
+  uint64_t length() const { return length_; }
+
+  // Converts one chunk into the slot's gradient buffer. INVALID_ARGUMENT
+  // when it is larger than kMaxChunkBytes, not a whole number of elements,
+  // or runs past the header's length.
+  absl::Status AddChunk(const void* data, size_t bytes);
+
+  // Marks the contribution received. INVALID_ARGUMENT if fewer elements
+  // arrived than the header announced; ABORTED if a newer epoch discarded
+  // the step meanwhile.
+  absl::Status Finish();
+
+ private:
+  friend class ShardStore;
+  PushSession() = default;
+
+  ShardStore* store_ = nullptr;
+  bool duplicate_ = false;
+  bool finished_ = false;
+  uint32_t slot_ = 0;
+  Range range_;  // absolute flat range
+  uint64_t length_ = 0;
+  uint64_t received_ = 0;  // elements so far
+  v1::DType dtype_ = v1::DTYPE_UNSPECIFIED;
+  std::string key_;
+  float* dst_ = nullptr;  // slot buffer at range_.begin
+};
+
+struct PrepareResult {
+  bool complete = false;
+  uint64_t received_elements = 0;
+  uint64_t expected_elements = 0;
+  double sum_squares = 0;
+  bool overflow = false;
+};
+
+struct CommitResult {
+  bool applied = false;
+  bool already_committed = false;
+  uint64_t step = 0;
+};
+
+struct RegisterResult {
+  bool created = false;
+  uint64_t total = 0;
+  Range owned;
+  std::vector<Range> ranges;
+  uint64_t plan_hash = 0;
+  uint64_t step = 0;
+};
+
+class ShardStore {
+ public:
+  explicit ShardStore(StoreOptions options);
+  ~ShardStore();
+
+  const StoreOptions& options() const { return options_; }
+
+  // Registers the model (allocates state; seeded init if the spec asks).
+  // An identical spec again returns created = false; a different one
+  // FAILED_PRECONDITION naming the first difference.
+  absl::StatusOr<RegisterResult> RegisterModel(const v1::ModelSpec& spec)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Writes fp32 master weights for [offset, offset + n) (absolute) and
+  // refreshes the serving copy. FAILED_PRECONDITION while gradients for the
+  // current step are pending.
+  absl::Status WriteParameters(const std::string& job_id, uint64_t offset,
+                               const float* data, uint64_t n)
+      ABSL_LOCKS_EXCLUDED(mu_, data_mu_);
+  // Validates a WriteParameters header before any data is read.
+  absl::Status CheckWrite(const v1::WriteHeader& header)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Validates a gather request (job, dtype, range inside the owned range).
+  absl::Status CheckGather(const v1::GatherRequest& request)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Copies [offset, offset + n) in `dtype` to `out` (n × DTypeSize bytes)
+  // under the shared lock and reports the step the data reflects. Call
+  // CheckGather first.
+  absl::Status GatherInto(uint64_t offset, uint64_t n, v1::DType dtype,
+                          void* out, uint64_t* step)
+      ABSL_LOCKS_EXCLUDED(data_mu_);
+
+  // Starts receiving a contribution (see PushSession). Errors per header
+  // field as described in proto/zeroshard.proto.
+  absl::StatusOr<std::unique_ptr<PushSession>> BeginPush(
+      const v1::PushHeader& header) ABSL_LOCKS_EXCLUDED(mu_);
+
+  absl::StatusOr<PrepareResult> Prepare(const std::string& job_id,
+                                        uint64_t epoch, uint64_t step)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  absl::StatusOr<CommitResult> Commit(const v1::CommitStepRequest& request)
+      ABSL_LOCKS_EXCLUDED(mu_, data_mu_);
+
+  StoreStats Stats() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Copies the registered spec (left empty before registration).
+  void SpecInto(v1::ModelSpec* spec) const ABSL_LOCKS_EXCLUDED(mu_);
+  // The job held, or "" before registration.
+  std::string job_id() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Counts a request rejected before it reached the store (malformed
+  // stream framing, for instance).
+  void CountRejected() { rejected_.fetch_add(1); }
+
+ private:
+  friend class PushSession;
+
+  struct Contribution {
+    uint32_t slot;
+    Range range;
+    bool done;  // false while its stream is still being received
+  };
+  // Per-slot set of disjoint ranges, keyed by begin.
+  using RangeSet = std::map<uint64_t, uint64_t>;
+
+  absl::Status CheckJob(const std::string& job_id) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Reject(absl::Status s) {
+    rejected_.fetch_add(1);
+    return s;
+  }
+  // Discards the current step's contributions (new epoch).
+  void ResetStepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FinishPush(PushSession* session) ABSL_LOCKS_EXCLUDED(mu_);
+  void ReleasePush(PushSession* session) ABSL_LOCKS_EXCLUDED(mu_);
+  // Sums slots into slot 0 and computes the norm partial.
+  void ReduceSlotsLocked(PrepareResult* result)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Rewrites the serving copy of owned-relative [begin, end) from master.
+  void RefreshServing(uint64_t begin, uint64_t end)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(data_mu_);
+
+  const StoreOptions options_;
+  ThreadPool pool_;
+
+  mutable absl::Mutex mu_;  // metadata: spec, step, ledgers
+  bool registered_ ABSL_GUARDED_BY(mu_) = false;
+  v1::ModelSpec spec_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<PartitionPlan> plan_;       // set once at registration
+  Range owned_;                               // set once at registration
+  uint32_t slots_ = 1;                        // set once at registration
+  v1::DType serving_dtype_ = v1::DTYPE_BF16;  // set once at registration
+  // Optimizer work items: owned-relative ranges of at most kTile elements,
+  // each inside one parameter group.
+  struct Tile {
+    uint64_t begin, end;
+    uint32_t group;
+  };
+  std::vector<Tile> tiles_;  // set once at registration
+
+  uint64_t step_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t optimizer_steps_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<RangeSet> reserved_ ABSL_GUARDED_BY(mu_);  // in flight + done
+  std::vector<RangeSet> received_ ABSL_GUARDED_BY(mu_);  // done
+  std::vector<uint64_t> received_elements_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, Contribution> keys_ ABSL_GUARDED_BY(mu_);
+  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  bool prepared_ ABSL_GUARDED_BY(mu_) = false;
+  bool committing_ ABSL_GUARDED_BY(mu_) = false;
+  bool last_commit_valid_ ABSL_GUARDED_BY(mu_) = false;
+  CommitResult last_commit_ ABSL_GUARDED_BY(mu_);
+  uint64_t last_commit_epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  PrepareResult prepared_result_ ABSL_GUARDED_BY(mu_);
+
+  uint64_t contributions_applied_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t duplicates_ignored_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t elements_applied_ ABSL_GUARDED_BY(mu_) = 0;
+  double last_step_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<uint64_t> rejected_{0};
+  std::atomic<uint64_t> bytes_pushed_{0};
+  std::atomic<uint64_t> bytes_gathered_{0};
+
+  // Model state. The buffers are allocated once at registration; master,
+  // m, v and serve change only under data_mu_ held exclusively.
+  mutable absl::Mutex data_mu_;
+  uint64_t data_step_ ABSL_GUARDED_BY(data_mu_) = 0;
+  struct Buffers;
+  std::unique_ptr<Buffers> buf_;
+};
+
+}  // namespace zeroshard
+
+#endif  // ZEROSHARD_SERVER_SHARD_STORE_H_
