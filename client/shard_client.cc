@@ -270,17 +270,26 @@ absl::Status ShardClient::Gather(const Range& r, v1::DType dtype, void* out,
   if (esize == 0) return absl::InvalidArgumentError("unknown dtype");
   const std::vector<ShardPiece> pieces = Pieces(r, esize);
   std::vector<uint64_t> steps(pieces.size(), 0);
-  ZS_RETURN_IF_ERROR(RunAll(pieces.size(), [&](size_t i) {
-    char* dst =
-        static_cast<char*>(out) + (pieces[i].range.begin - r.begin) * esize;
-    return GatherPiece(pieces[i], dtype, dst, &steps[i]);
-  }));
-  for (uint64_t s : steps) {
-    if (s != steps.front()) {
+  // Pieces from different servers can straddle a commit (one server has
+  // committed, another not yet): gather again, a bounded number of times.
+  auto backoff = options_.initial_backoff;
+  for (int attempt = 1;; ++attempt) {
+    ZS_RETURN_IF_ERROR(RunAll(pieces.size(), [&](size_t i) {
+      char* dst = static_cast<char*>(out) +
+                  (pieces[i].range.begin - r.begin) * esize;
+      return GatherPiece(pieces[i], dtype, dst, &steps[i]);
+    }));
+    const bool consistent =
+        std::all_of(steps.begin(), steps.end(),
+                    [&](uint64_t s) { return s == steps.front(); });
+    if (consistent) break;
+    if (attempt == options_.max_attempts) {
       return absl::AbortedError(
-          "servers answered from different steps (a commit was in "
+          "servers kept answering from different steps (commits in "
           "progress); gather again");
     }
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(options_.max_backoff, backoff * 2);
   }
   if (step != nullptr && !steps.empty()) *step = steps.front();
   return absl::OkStatus();
