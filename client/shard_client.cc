@@ -158,6 +158,18 @@ absl::Status ShardClient::UseSpec(const v1::ModelSpec& spec) {
   return absl::OkStatus();
 }
 
+absl::Status ShardClient::AttachToRegistered() {
+  v1::GetStatsResponse stats;
+  ZS_RETURN_IF_ERROR(WithRetries(0, "GetStats", [&](grpc::ClientContext* ctx) {
+    return Stub(0, 0)->GetStats(ctx, v1::GetStatsRequest(), &stats);
+  }));
+  if (!stats.has_spec()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no model is registered on shard 0 (", options_.addresses[0], ")"));
+  }
+  return UseSpec(stats.spec());
+}
+
 absl::StatusOr<Range> ShardClient::TensorRange(const std::string& name) const {
   if (plan_ == nullptr) {
     return absl::FailedPreconditionError("RegisterModel first");
@@ -275,8 +287,8 @@ absl::Status ShardClient::Gather(const Range& r, v1::DType dtype, void* out,
   auto backoff = options_.initial_backoff;
   for (int attempt = 1;; ++attempt) {
     ZS_RETURN_IF_ERROR(RunAll(pieces.size(), [&](size_t i) {
-      char* dst = static_cast<char*>(out) +
-                  (pieces[i].range.begin - r.begin) * esize;
+      char* dst =
+          static_cast<char*>(out) + (pieces[i].range.begin - r.begin) * esize;
       return GatherPiece(pieces[i], dtype, dst, &steps[i]);
     }));
     const bool consistent =

@@ -90,6 +90,9 @@ class ShardClient {
   // Uses `spec` (already registered by someone else) without any RPC:
   // for admin tools and late joiners. INVALID_ARGUMENT if it is malformed.
   absl::Status UseSpec(const v1::ModelSpec& spec);
+  // Fetches the registered spec from shard 0 and uses it (UseSpec).
+  // FAILED_PRECONDITION when no model is registered yet.
+  absl::Status AttachToRegistered();
   // Flat range of the tensor named `name`, or NOT_FOUND.
   absl::StatusOr<Range> TensorRange(const std::string& name) const;
 

@@ -35,8 +35,12 @@ void CheckPlan(const PartitionPlan& plan, uint32_t workers) {
     const Range r = plan.ServerRange(s);
     ASSERT_EQ(r.begin, expect_begin) << "server " << s;
     ASSERT_LE(r.begin, r.end);
-    if (r.begin != total) ASSERT_EQ(r.begin % align, 0u);
-    if (r.end != total) ASSERT_EQ(r.end % align, 0u);
+    if (r.begin != total) {
+      ASSERT_EQ(r.begin % align, 0u);
+    }
+    if (r.end != total) {
+      ASSERT_EQ(r.end % align, 0u);
+    }
     const uint64_t units = (r.size() + align - 1) / align;
     min_units = std::min(min_units, units);
     max_units = std::max(max_units, units);

@@ -61,30 +61,76 @@ def zs_proto_library(name, src, grpc = True, deps = [], visibility = None):
         visibility = visibility,
     )
 
-def zs_cuda_library(name, srcs, hdrs = [], deps = [], visibility = None):
-    """Compiles .cu files with nvcc for sm_90 (+ PTX) into a cc_library.
+def zs_cuda_library(
+        name,
+        srcs,
+        hdrs = [],
+        deps = [],
+        nocuda_srcs = [],
+        copts = [],
+        nvcc_opts = [],
+        tags = [],
+        visibility = None,
+        **kwargs):
+    """CUDA code as a cc_library that builds in every configuration.
 
-    Only meaningful under --config=cuda; callers wrap uses in
-    select({"//tools:cuda_enabled": [...], "//conditions:default": []}).
+    Under --config=cuda (//tools:cuda_enabled) each .cu file of `srcs` is
+    compiled by /usr/local/cuda/bin/nvcc for sm_90 SASS plus compute_90 PTX
+    (JIT fallback for newer GPUs); the library is those objects plus
+    //tools:cuda (cudart, cuBLAS, NCCL, CUDA headers) and it defines
+    ZEROSHARD_HAVE_CUDA=1 for itself and for every target that depends on it.
+
+    In the default configuration nothing needs CUDA: the library is `hdrs`
+    plus `nocuda_srcs` (ordinary C++ compiled with ZS_COPTS, e.g. stubs that
+    report "built without --config=cuda"), ZEROSHARD_HAVE_CUDA is undefined,
+    and the nvcc genrules are tagged manual so `bazel build //...` never runs
+    them. Dependents can therefore use the library unconditionally and test
+    ZEROSHARD_HAVE_CUDA (or the stubs' return values) at run time.
+
+    Non-.cu entries of `srcs` (private .h/.cuh) are inputs of every nvcc
+    action. .cu files include project headers by workspace path (-I.) and are
+    compiled with -DZEROSHARD_HAVE_CUDA=1.
     """
+    cuda_srcs = [s for s in srcs if s.endswith(".cu")]
+    private_hdrs = [s for s in srcs if not s.endswith(".cu")]
     objs = []
-    for src in srcs:
+    for src in cuda_srcs:
         obj = src[:-len(".cu")] + ".cu.o"
         native.genrule(
             name = name + "_" + src.replace("/", "_").replace(".", "_"),
-            srcs = [src] + hdrs,
+            srcs = [src] + hdrs + private_hdrs,
             outs = [obj],
-            cmd = ("/usr/local/cuda/bin/nvcc -std=c++17 -O3 -Xcompiler -fPIC -I. " +
-                   "-gencode arch=compute_90,code=sm_90 " +
-                   "-gencode arch=compute_90,code=compute_90 " +
-                   "-c $(location %s) -o $@" % src),
+            cmd = (
+                "/usr/local/cuda/bin/nvcc -std=c++17 -O3 -Xcompiler -fPIC " +
+                "-DZEROSHARD_HAVE_CUDA=1 -I. -I$(GENDIR) " +
+                "-gencode arch=compute_90,code=sm_90 " +
+                "-gencode arch=compute_90,code=compute_90 " +
+                " ".join(nvcc_opts) +
+                " -c $(location %s) -o $@" % src
+            ),
+            # Only built when the cc_library below selects it (--config=cuda).
+            tags = tags + ["manual"],
+            visibility = ["//visibility:private"],
         )
         objs.append(obj)
     native.cc_library(
         name = name,
-        srcs = objs,
+        srcs = select({
+            "//tools:cuda_enabled": objs,
+            "//conditions:default": nocuda_srcs,
+        }),
         hdrs = hdrs,
-        deps = deps + ["//tools:cuda"],
+        copts = ZS_COPTS + copts,
+        defines = select({
+            "//tools:cuda_enabled": ["ZEROSHARD_HAVE_CUDA=1"],
+            "//conditions:default": [],
+        }),
+        deps = deps + select({
+            "//tools:cuda_enabled": ["//tools:cuda"],
+            "//conditions:default": [],
+        }),
         linkstatic = True,
+        tags = tags,
         visibility = visibility,
+        **kwargs
     )
