@@ -38,13 +38,12 @@ class BadInputTest : public ::testing::Test {
     std::string s;
     for (const auto& st : *stats) {
       s += absl::StrCat(st.step(), ",", st.optimizer_steps(), ",",
-                        st.contributions_applied(), ",",
-                        st.elements_applied(), ",", st.duplicates_ignored(),
-                        ",", st.epoch(), ";");
+                        st.contributions_applied(), ",", st.elements_applied(),
+                        ",", st.duplicates_ignored(), ",", st.epoch(), ";");
     }
     std::vector<float> p(total_);
-    EXPECT_TRUE(client_->Gather(Range{0, total_}, v1::DTYPE_FP32, p.data())
-                    .ok());
+    EXPECT_TRUE(
+        client_->Gather(Range{0, total_}, v1::DTYPE_FP32, p.data()).ok());
     s.append(reinterpret_cast<const char*>(p.data()), p.size() * 4);
     return s;
   }
@@ -98,15 +97,15 @@ class BadInputTest : public ::testing::Test {
   std::vector<float> init_;
 };
 
-#define EXPECT_REJECTED(call, code, needle)                          \
-  do {                                                               \
-    const std::string before = Snapshot();                           \
-    const grpc::Status st = (call);                                  \
-    EXPECT_EQ(st.error_code(), grpc::StatusCode::code)               \
-        << #call << ": " << st.error_message();                      \
-    EXPECT_NE(st.error_message().find(needle), std::string::npos)    \
-        << #call << ": " << st.error_message();                      \
-    EXPECT_TRUE(before == Snapshot()) << #call << " changed state";  \
+#define EXPECT_REJECTED(call, code, needle)                         \
+  do {                                                              \
+    const std::string before = Snapshot();                          \
+    const grpc::Status st = (call);                                 \
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::code)              \
+        << #call << ": " << st.error_message();                     \
+    EXPECT_NE(st.error_message().find(needle), std::string::npos)   \
+        << #call << ": " << st.error_message();                     \
+    EXPECT_TRUE(before == Snapshot()) << #call << " changed state"; \
   } while (0)
 
 TEST_F(BadInputTest, EachBadRequestIsRejectedAndChangesNothing) {
@@ -118,8 +117,8 @@ TEST_F(BadInputTest, EachBadRequestIsRejectedAndChangesNothing) {
     req.mutable_spec()->mutable_tensors(3)->set_shape(0, 191 * 1);
     v1::RegisterModelResponse resp;
     grpc::ClientContext ctx;
-    EXPECT_REJECTED(stub_->RegisterModel(&ctx, req, &resp),
-                    FAILED_PRECONDITION, "tensors[3] ('fc.w') shape");
+    EXPECT_REJECTED(stub_->RegisterModel(&ctx, req, &resp), FAILED_PRECONDITION,
+                    "tensors[3] ('fc.w') shape");
   }
   {
     v1::RegisterModelRequest req;
@@ -127,8 +126,8 @@ TEST_F(BadInputTest, EachBadRequestIsRejectedAndChangesNothing) {
     req.mutable_spec()->set_num_servers(3);
     v1::RegisterModelResponse resp;
     grpc::ClientContext ctx;
-    EXPECT_REJECTED(stub_->RegisterModel(&ctx, req, &resp),
-                    FAILED_PRECONDITION, "num_servers is 3");
+    EXPECT_REJECTED(stub_->RegisterModel(&ctx, req, &resp), FAILED_PRECONDITION,
+                    "num_servers is 3");
   }
   {
     v1::RegisterModelRequest req;
@@ -198,8 +197,8 @@ TEST_F(BadInputTest, EachBadRequestIsRejectedAndChangesNothing) {
     w->WritesDone();
     EXPECT_REJECTED(w->Finish(), INVALID_ARGUMENT, "must carry a header");
   }
-  EXPECT_REJECTED(RawPush(Header(b, 64, ""), {Floats(64, 1)}),
-                  INVALID_ARGUMENT, "idempotency_key");
+  EXPECT_REJECTED(RawPush(Header(b, 64, ""), {Floats(64, 1)}), INVALID_ARGUMENT,
+                  "idempotency_key");
   {
     v1::PushHeader h = Header(b, 64, "k11");
     h.set_slot(1);
@@ -240,8 +239,7 @@ TEST_F(BadInputTest, EachBadRequestIsRejectedAndChangesNothing) {
   EXPECT_FALSE(resp.duplicate());
   {
     const std::string before = Snapshot();
-    ASSERT_TRUE(
-        RawPush(Header(b, 64, "dup"), {Floats(64, 0.5f)}, &resp).ok());
+    ASSERT_TRUE(RawPush(Header(b, 64, "dup"), {Floats(64, 0.5f)}, &resp).ok());
     EXPECT_TRUE(resp.duplicate());
     auto stats = client_->Stats();
     EXPECT_EQ((*stats)[1].duplicates_ignored(), 1u);
@@ -317,9 +315,9 @@ TEST_F(BadInputTest, EachBadRequestIsRejectedAndChangesNothing) {
   ASSERT_TRUE(client_->Gather(Range{0, total_}, v1::DTYPE_FP32, p.data()).ok());
   EXPECT_EQ(testing::FirstBitDifference(p, reference.params()), -1);
   // The server stayed up through all of it and counted the rejections.
-  EXPECT_TRUE(CheckHealth(fleet_->addresses()[1],
-                          std::chrono::milliseconds(2000))
-                  .ok());
+  EXPECT_TRUE(
+      CheckHealth(fleet_->addresses()[1], std::chrono::milliseconds(2000))
+          .ok());
   auto stats = client_->Stats();
   ASSERT_TRUE(stats.ok());
   EXPECT_GE((*stats)[1].requests_rejected(), 20u);

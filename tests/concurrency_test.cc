@@ -77,8 +77,7 @@ TEST(ConcurrencyTest, ThirtyTwoThreadsTwoServers) {
         if (pushed[s]->Block()) pushed[s].reset();
         // Gathers racing with the commit: ABORTED ones are retried inside
         // the client; any success reflects s or s + 1 on every server.
-        st = client->Gather(Range{0, total}, v1::DTYPE_BF16, buf.data(),
-                            &step);
+        st = client->Gather(Range{0, total}, v1::DTYPE_BF16, buf.data(), &step);
         if (!st.ok()) fail(st);
         if (step != s && step != s + 1) {
           fail(absl::InternalError("gather saw a wrong step during commit"));

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Every binary answers --help (exit 0) and rejects bad flags (exit 2, naming
+# the flag); zeroshard-server serves health and exits 0 on SIGTERM; the
+# launcher's smoke job runs; SIGTERM to the launcher leaves no process.
+set -uo pipefail
+R="${TEST_SRCDIR:-.}/zeroshard"
+SERVER="$R/server/zeroshard-server"
+WORKER="$R/worker/zeroshard-worker"
+CTL="$R/client/zeroshard-ctl"
+LAUNCHER="$R/launcher/zeroshard"
+T="${TEST_TMPDIR:-$(mktemp -d)}"
+fails=0
+check() {  # description, then the condition's exit status in $?
+  if [ "$2" -eq 0 ]; then echo "ok   $1"; else echo "FAIL $1"; fails=$((fails + 1)); fi
+}
+
+for b in "$SERVER" "$WORKER" "$CTL" "$LAUNCHER"; do
+  name=$(basename "$b")
+  out=$("$b" --help 2>&1); rc=$?
+  [ $rc -eq 0 ] && grep -q "Usage" <<<"$out"; check "$name --help exits 0 with usage" $?
+  out=$("$b" --no_such_flag=1 2>&1); rc=$?
+  if [ "$name" = zeroshard ]; then out=$("$b" smoke --no_such_flag=1 2>&1); rc=$?; fi
+  [ $rc -eq 2 ] && grep -q "no_such_flag" <<<"$out"; check "$name bad flag exits 2 naming it (got $rc: $out)" $?
+done
+out=$("$SERVER" --num_shards=2 --shard_index=5 2>&1); rc=$?
+[ $rc -eq 2 ] && grep -q "shard_index 5 must be below --num_shards 2" <<<"$out"; check "server rejects shard_index >= num_shards" $?
+out=$("$SERVER" --port=abc 2>&1); rc=$?
+[ $rc -eq 2 ] && grep -q "'abc' is not an integer" <<<"$out"; check "server rejects a non-integer port" $?
+out=$("$CTL" frobnicate 2>&1); rc=$?
+[ $rc -eq 2 ] && grep -q "unknown command 'frobnicate'" <<<"$out"; check "ctl rejects an unknown command" $?
+
+# Server lifecycle: start, health, SIGTERM, clean exit.
+"$SERVER" --port=0 --port_file="$T/port" >"$T/server.log" 2>&1 &
+pid=$!
+for _ in $(seq 200); do [ -s "$T/port" ] && break; sleep 0.05; done
+port=$(cat "$T/port" 2>/dev/null)
+[ -n "$port" ]; check "server wrote its port" $?
+out=$("$CTL" health --servers="127.0.0.1:$port" 2>&1)
+grep -q SERVING <<<"$out"; check "ctl health reports SERVING ($out)" $?
+out=$("$CTL" stats --servers="127.0.0.1:$port" 2>&1); rc=$?
+[ $rc -eq 0 ] && grep -q "shard" <<<"$out"; check "ctl stats answers" $?
+kill -TERM $pid
+wait $pid; rc=$?
+[ $rc -eq 0 ] && grep -q "stopped" "$T/server.log"; check "server exits 0 on SIGTERM (rc $rc)" $?
+
+# The smoke job, end to end.
+out=$("$LAUNCHER" smoke --steps=12 --elements=4096 --work_dir="$T/smoke" 2>&1); rc=$?
+[ $rc -eq 0 ] && grep -q "smoke OK" <<<"$out"; check "zeroshard smoke succeeds" $?
+# ... and ctl against a killed job's servers fails cleanly (exit 1).
+out=$("$CTL" health --servers=127.0.0.1:1 2>&1); rc=$?
+[ $rc -eq 1 ]; check "ctl health on a dead address exits 1" $?
+
+# SIGTERM to the launcher mid-job leaves no process behind.
+"$LAUNCHER" smoke --steps=100000 --elements=4096 --work_dir="$T/smoke2" >"$T/l.log" 2>&1 &
+lpid=$!
+for _ in $(seq 200); do grep -q "initial loss" "$T/l.log" 2>/dev/null && break; sleep 0.05; done
+sleep 0.5
+kill -TERM $lpid
+wait $lpid
+sleep 0.5
+left=$( (pgrep -f "$T/smoke2"; pgrep -f "zeroshard-worker.*--steps=100000") | wc -l)
+[ "$left" -eq 0 ]; check "no process of the job left after SIGTERM ($left left)" $?
+pkill -KILL -f "$T/smoke2" 2>/dev/null
+pkill -KILL -f "zeroshard-worker.*--steps=100000" 2>/dev/null
+
+echo "$fails failed"
+[ $fails -eq 0 ]

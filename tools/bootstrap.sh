@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Installs every Debian package the build, the tests and the demo need.
+# Idempotent: checks first and installs only what is missing. Fails loudly,
+# naming the package, if one cannot be installed. Needs root (or sudo) only
+# when something is missing.
+set -euo pipefail
+
+PACKAGES=(
+  # build
+  bazel-bootstrap g++ git
+  # protocol and RPC
+  libgrpc++-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev
+  libabsl-dev
+  # collectives, BLAS, storage
+  libucx-dev ucx-utils libopenblas-dev liburing-dev libaio-dev
+  # tests and benchmarks
+  libgtest-dev libgmock-dev libbenchmark-dev clang clang-format
+  libclang-rt-14-dev python3-torch python3-numpy fio openssl procps
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "bootstrap: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null; then SUDO="sudo"; else
+    echo "bootstrap: missing packages (${missing[*]}) and not root; run as root" >&2
+    exit 1
+  fi
+fi
+echo "bootstrap: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq || { echo "bootstrap: apt-get update failed" >&2; exit 1; }
+if ! $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/tmp/zeroshard-bootstrap.log 2>&1; then
+  # Say which package failed.
+  for p in "${missing[@]}"; do
+    if ! $SUDO apt-get install -y -qq --no-install-recommends "$p" >>/tmp/zeroshard-bootstrap.log 2>&1; then
+      echo "bootstrap: could not install Debian package '$p' (see /tmp/zeroshard-bootstrap.log)" >&2
+      exit 1
+    fi
+  done
+fi
+for p in "${missing[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    echo "bootstrap: Debian package '$p' is still not installed" >&2
+    exit 1
+  fi
+done
+echo "bootstrap: installed ${#missing[@]} packages"
