@@ -150,7 +150,7 @@ int Smoke(int argc, char** argv) {
     }
     procs.push_back(std::move(*p));
   }
-  uint64_t last_step = 0;
+  uint64_t last_step = 0, printed = 0;
   const auto start = std::chrono::steady_clock::now();
   size_t done = 0;
   while (done < procs.size()) {
@@ -181,7 +181,9 @@ int Smoke(int argc, char** argv) {
       const double secs = std::chrono::duration<double>(
                               std::chrono::steady_clock::now() - start)
                               .count();
-      if (last_step % 5 == 0 || last_step == static_cast<uint64_t>(steps)) {
+      if (last_step / 5 > printed / 5 ||
+          last_step == static_cast<uint64_t>(steps)) {
+        printed = last_step;
         std::printf("step %llu/%lld  %.1f steps/s\n",
                     static_cast<unsigned long long>(last_step),
                     static_cast<long long>(steps), last_step / secs);
