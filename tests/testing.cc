@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/dtype.h"
 #include "common/model_spec.h"
 #include "gtest/gtest.h"
 #include "server/optim/adamw.h"
@@ -101,7 +102,7 @@ void ReferenceAdamW::Step(const std::vector<float>& g, float clip_coef,
     h.step = t_;
     const uint64_t b = t.range.begin;
     std::vector<uint16_t> serve(t.numel);
-    AdamWStepAt(optim::Isa::kScalar, h, p_.data() + b, g.data() + b,
+    AdamWStepAt(SimdLevel::kScalar, h, p_.data() + b, g.data() + b,
                 m_.data() + b, v_.data() + b, serve.data(), ServingType::kNone,
                 t.numel);
   }

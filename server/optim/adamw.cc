@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/dtype.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 // GCC 12 reports its own _mm512_undefined_*() placeholders in the AVX-512
 // intrinsics as "maybe uninitialized"; the warning is spurious.
@@ -25,53 +27,10 @@ namespace {
 
 constexpr uint32_t kCanonicalNan = 0x7FC00000u;
 
-inline uint32_t Bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof(u));
-  return u;
-}
-
 inline float FromBits(uint32_t u) {
   float f;
   std::memcpy(&f, &u, sizeof(f));
   return f;
-}
-
-inline uint16_t Bf16(float f) {
-  const uint32_t x = Bits(f);
-  if ((x & 0x7FFFFFFFu) > 0x7F800000u) {
-    return static_cast<uint16_t>((x >> 16) | 0x0040u);  // quiet NaN
-  }
-  return static_cast<uint16_t>((x + 0x7FFFu + ((x >> 16) & 1u)) >> 16);
-}
-
-inline uint16_t Fp16(float f) {
-  const uint32_t x = Bits(f);
-  const uint32_t sign = (x >> 16) & 0x8000u;
-  const uint32_t ax = x & 0x7FFFFFFFu;
-  if (ax > 0x7F800000u) {  // NaN: quiet it, keep the top 9 payload bits
-    return static_cast<uint16_t>(sign | 0x7E00u | ((ax >> 13) & 0x3FFu));
-  }
-  if (ax >= 0x477FF000u) {  // >= 65520 (incl. Inf) rounds to Inf
-    return static_cast<uint16_t>(sign | 0x7C00u);
-  }
-  if (ax >= 0x38800000u) {  // >= 2^-14: normal fp16
-    const uint32_t r = ax + 0xFFFu + ((ax >> 13) & 1u) - 0x38000000u;
-    return static_cast<uint16_t>(sign | (r >> 13));
-  }
-  if (ax <= 0x33000000u) {  // <= 2^-25 (half the least subnormal): to zero
-    return static_cast<uint16_t>(sign);
-  }
-  // fp16 subnormal: round(|f| / 2^-24) to nearest even. |f| is a normal
-  // float here with biased exponent e in [102, 112].
-  const uint32_t e = ax >> 23;
-  const uint32_t mant = (ax & 0x7FFFFFu) | 0x800000u;
-  const uint32_t shift = 126u - e;  // in [14, 24]
-  uint32_t q = mant >> shift;
-  const uint32_t rem = mant & ((1u << shift) - 1u);
-  const uint32_t half = 1u << (shift - 1u);
-  if (rem > half || (rem == half && (q & 1u))) ++q;  // may carry to 0x400
-  return static_cast<uint16_t>(sign | q);
 }
 
 inline float Canonical(float x) {
@@ -113,7 +72,10 @@ Consts MakeConsts(const AdamWHyper& h) {
 }
 
 // The reference formula. The SIMD paths perform exactly these operations in
-// this order, with FMA exactly where std::fma appears.
+// this order, with FMA exactly where std::fma appears, and convert the
+// serving copy inline (fused into the same pass) with the rules of
+// Fp32ToBf16 / Fp32ToFp16 (vcvtps2ph for fp16, which Fp32ToFp16 matches for
+// every input).
 template <ServingType kSt>
 inline void ScalarElement(const Consts& c, float* p, const float* g, float* m,
                           float* v, uint16_t* s, size_t i) {
@@ -127,9 +89,9 @@ inline void ScalarElement(const Consts& c, float* p, const float* g, float* m,
   m[i] = Canonical(mn);
   v[i] = Canonical(vn);
   if constexpr (kSt == ServingType::kBf16) {
-    s[i] = Bf16(pn);
+    s[i] = Fp32ToBf16(pn);
   } else if constexpr (kSt == ServingType::kFp16) {
-    s[i] = Fp16(pn);
+    s[i] = Fp32ToFp16(pn);
   }
 }
 
@@ -325,10 +287,10 @@ ZS_TARGET_AVX512 void RunAvx512(const Consts& k, float* p, const float* g,
 using KernelFn = void (*)(const Consts&, float*, const float*, float*, float*,
                           uint16_t*, size_t);
 
-KernelFn SelectKernel(optim::Isa isa, ServingType st) {
-  switch (isa) {
+KernelFn SelectKernel(SimdLevel level, ServingType st) {
+  switch (level) {
 #if ZS_OPTIM_X86
-    case optim::Isa::kAvx512:
+    case SimdLevel::kAvx512:
       switch (st) {
         case ServingType::kNone:
           return &RunAvx512<ServingType::kNone>;
@@ -338,7 +300,7 @@ KernelFn SelectKernel(optim::Isa isa, ServingType st) {
           return &RunAvx512<ServingType::kFp16>;
       }
       break;
-    case optim::Isa::kAvx2:
+    case SimdLevel::kAvx2:
       switch (st) {
         case ServingType::kNone:
           return &RunAvx2<ServingType::kNone>;
@@ -363,87 +325,34 @@ KernelFn SelectKernel(optim::Isa isa, ServingType st) {
   }
 }
 
-bool ComputeSupported(optim::Isa isa) {
-  switch (isa) {
-    case optim::Isa::kScalar:
-      return true;
-#if ZS_OPTIM_X86
-    case optim::Isa::kAvx2:
-      __builtin_cpu_init();
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-             __builtin_cpu_supports("f16c");
-    case optim::Isa::kAvx512:
-      __builtin_cpu_init();
-      return __builtin_cpu_supports("avx512f") &&
-             __builtin_cpu_supports("avx512bw") &&
-             __builtin_cpu_supports("avx512vl") &&
-             __builtin_cpu_supports("avx512dq") &&
-             __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-             __builtin_cpu_supports("f16c");
-#endif
-    default:
-      return false;
+// Whether the code path for `level` may run here. DetectSimdLevel() reports
+// kAvx2 only with AVX2 + FMA + F16C and kAvx512 only with AVX-512 F/BW/VL/DQ
+// on top of those (and OS support for the register state), which is exactly
+// what RunAvx2 and RunAvx512 are compiled for.
+bool LevelUsable(SimdLevel level) {
+  switch (level) {
+    case SimdLevel::kScalar:
+    case SimdLevel::kAvx2:
+    case SimdLevel::kAvx512:
+      return static_cast<int>(level) <= static_cast<int>(DetectSimdLevel());
   }
-}
-
-struct IsaTable {
-  bool supported[3];
-  optim::Isa best;
-  IsaTable() {
-    supported[0] = ComputeSupported(optim::Isa::kScalar);
-    supported[1] = ComputeSupported(optim::Isa::kAvx2);
-    supported[2] = ComputeSupported(optim::Isa::kAvx512);
-    best = supported[2]   ? optim::Isa::kAvx512
-           : supported[1] ? optim::Isa::kAvx2
-                          : optim::Isa::kScalar;
-  }
-};
-
-const IsaTable& Isas() {
-  static const IsaTable table;
-  return table;
+  return false;
 }
 
 }  // namespace
 
-namespace optim {
-
-Isa DetectIsa() { return Isas().best; }
-
-bool IsaSupported(Isa isa) {
-  const int i = static_cast<int>(isa);
-  return i >= 0 && i < 3 && Isas().supported[i];
-}
-
-const char* IsaName(Isa isa) {
-  switch (isa) {
-    case Isa::kScalar:
-      return "scalar";
-    case Isa::kAvx2:
-      return "avx2";
-    case Isa::kAvx512:
-      return "avx512";
-  }
-  return "unknown";
-}
-
-uint16_t FloatToBf16(float f) { return Bf16(f); }
-uint16_t FloatToFp16(float f) { return Fp16(f); }
-
-}  // namespace optim
-
 void AdamWStep(const AdamWHyper& h, float* p, const float* g, float* m,
                float* v, uint16_t* serve, ServingType st, size_t n) {
   if (n == 0) return;
-  SelectKernel(optim::DetectIsa(), st)(MakeConsts(h), p, g, m, v, serve, n);
+  SelectKernel(DetectSimdLevel(), st)(MakeConsts(h), p, g, m, v, serve, n);
 }
 
-bool AdamWStepAt(optim::Isa isa, const AdamWHyper& h, float* p, const float* g,
+bool AdamWStepAt(SimdLevel level, const AdamWHyper& h, float* p, const float* g,
                  float* m, float* v, uint16_t* serve, ServingType st,
                  size_t n) {
-  if (!optim::IsaSupported(isa)) return false;
+  if (!LevelUsable(level)) return false;
   if (n == 0) return true;
-  SelectKernel(isa, st)(MakeConsts(h), p, g, m, v, serve, n);
+  SelectKernel(level, st)(MakeConsts(h), p, g, m, v, serve, n);
   return true;
 }
 

@@ -33,36 +33,12 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "common/dtype.h"
+
 namespace zeroshard {
 
 // Format of the serving copy that AdamWStep() writes next to the fp32 master.
 enum class ServingType { kNone, kBf16, kFp16 };
-
-namespace optim {
-
-// Instruction sets the AdamW kernel has code paths for.
-//   kAvx2:   AVX2 + FMA + F16C.
-//   kAvx512: AVX-512 F/BW/VL/DQ.
-enum class Isa { kScalar, kAvx2, kAvx512 };
-
-// Best path this CPU supports (cached after the first call).
-Isa DetectIsa();
-// Whether this CPU (and OS) supports `isa`. kScalar is always supported.
-bool IsaSupported(Isa isa);
-// "scalar", "avx2" or "avx512".
-const char* IsaName(Isa isa);
-
-// The scalar conversions the kernels use (and that the SIMD paths match bit
-// for bit).
-// bf16: round to nearest even, denormals kept, NaN -> quiet NaN with the same
-// sign and top payload bits.
-uint16_t FloatToBf16(float f);
-// fp16: IEEE round to nearest even with fp16 subnormals, overflow to Inf,
-// NaN -> quiet NaN keeping sign and the top 9 payload bits; exactly what
-// F16C vcvtps2ph with round-to-nearest produces (MXCSR.DAZ clear).
-uint16_t FloatToFp16(float f);
-
-}  // namespace optim
 
 struct AdamWHyper {
   float lr;  // this step's learning rate
@@ -74,17 +50,21 @@ struct AdamWHyper {
 };
 
 // One fused AdamW step over n elements: reads p, g, m, v; writes p, m, v and,
-// unless st is kNone, `serve` (bf16 or fp16 bit patterns of the new p).
-// g is only read; serve may be null when st is kNone. No allocation; pointers
-// may have any (element) alignment. Pure and thread-safe on disjoint ranges,
-// so callers parallelize by splitting [0, n) into tiles (keep tile starts at
-// multiples of 64 elements for aligned vectors). Uses the best ISA.
+// unless st is kNone, `serve`: serve[i] = Fp32ToBf16(p[i]) or
+// Fp32ToFp16(p[i]) of the new p[i] (common/dtype.h), bit for bit on every
+// path. g is only read; serve may be null when st is kNone. No allocation;
+// pointers may have any (element) alignment. Pure and thread-safe on disjoint
+// ranges, so callers parallelize by splitting [0, n) into tiles (keep tile
+// starts at multiples of 64 elements for aligned vectors). Uses the code path
+// for DetectSimdLevel().
 void AdamWStep(const AdamWHyper& h, float* p, const float* g, float* m,
                float* v, uint16_t* serve, ServingType st, size_t n);
 
-// Same as AdamWStep() but forcing the code path `isa` (tests, benchmarks).
-// Returns false, touching nothing, if this CPU lacks `isa`.
-bool AdamWStepAt(optim::Isa isa, const AdamWHyper& h, float* p, const float* g,
+// Same as AdamWStep() but forcing the code path for `level` (tests,
+// benchmarks): kScalar is portable C++, kAvx2 uses AVX2 + FMA + F16C, kAvx512
+// uses AVX-512 F/BW/VL/DQ (see SimdLevel). Returns false, touching nothing, if
+// `level` is above DetectSimdLevel() or not a valid SimdLevel.
+bool AdamWStepAt(SimdLevel level, const AdamWHyper& h, float* p, const float* g,
                  float* m, float* v, uint16_t* serve, ServingType st, size_t n);
 
 }  // namespace zeroshard

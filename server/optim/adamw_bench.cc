@@ -30,11 +30,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "common/dtype.h"
+#include "common/thread_pool.h"
 #include "server/optim/adamw.h"
-#include "server/optim/parallel.h"
 
 namespace zeroshard {
 namespace {
@@ -220,11 +222,11 @@ ZS_BENCH_AVX512 void ProbeAvx512(float* p, const float* g, float* m, float* v,
 
 #endif  // ZS_BENCH_X86
 
-void Probe(optim::Isa isa, float* p, const float* g, float* m, float* v,
+void Probe(SimdLevel level, float* p, const float* g, float* m, float* v,
            uint16_t* s, size_t n, uint32_t key) {
 #if ZS_BENCH_X86
-  if (isa == optim::Isa::kAvx512) return ProbeAvx512(p, g, m, v, s, n, key);
-  if (isa == optim::Isa::kAvx2) return ProbeAvx2(p, g, m, v, s, n, key);
+  if (level == SimdLevel::kAvx512) return ProbeAvx512(p, g, m, v, s, n, key);
+  if (level == SimdLevel::kAvx2) return ProbeAvx2(p, g, m, v, s, n, key);
 #endif
   ProbeScalar(p, g, m, v, s, n, key);
 }
@@ -311,29 +313,43 @@ double Median(std::vector<double> v) {
 int Main(int argc, char** argv) {
   Args args;
   if (!ParseArgs(argc, argv, &args)) return 2;
-  optim::Isa isa = optim::DetectIsa();
-  if (args.isa == "scalar") isa = optim::Isa::kScalar;
-  if (args.isa == "avx2") isa = optim::Isa::kAvx2;
-  if (args.isa == "avx512") isa = optim::Isa::kAvx512;
-  if (!optim::IsaSupported(isa)) {
-    std::fprintf(stderr, "ISA %s not supported here\n", optim::IsaName(isa));
+  SimdLevel isa = DetectSimdLevel();
+  if (args.isa == "scalar") isa = SimdLevel::kScalar;
+  if (args.isa == "avx2") isa = SimdLevel::kAvx2;
+  if (args.isa == "avx512") isa = SimdLevel::kAvx512;
+  if (static_cast<int>(isa) > static_cast<int>(DetectSimdLevel())) {
+    std::fprintf(stderr, "ISA %s not supported here\n", SimdLevelName(isa));
     return 2;
   }
   const size_t n = args.n;
   std::printf(
       "adamw_bench: n=%zu threads=%d iters=%d (+%d warm-up) tile=%zu isa=%s "
       "(best %s) serving=bf16, %zu MiB of arrays\n",
-      n, args.threads, args.iters, args.warmup, args.tile, optim::IsaName(isa),
-      optim::IsaName(optim::DetectIsa()), (n * 18) >> 20);
+      n, args.threads, args.iters, args.warmup, args.tile, SimdLevelName(isa),
+      SimdLevelName(DetectSimdLevel()), (n * 18) >> 20);
 
-  optim::TilePool pool(args.threads);
+  // One pool for the first touch, the kernel and the probe. Work item i is
+  // the tile [i * tile, min(n, (i + 1) * tile)); tiles are a multiple of 64
+  // elements (--tile=0: one tile per thread), so they start on cache lines.
+  ThreadPool pool(args.threads);
+  size_t tile = args.tile;
+  if (tile == 0) tile = (n + args.threads - 1) / args.threads;
+  tile = (tile + 63) / 64 * 64;
+  const size_t num_tiles = (n + tile - 1) / tile;
+  using TileFn = std::function<void(size_t begin, size_t end)>;
+  auto run_tiles = [&](const TileFn& fn) {
+    pool.ParallelFor(num_tiles, [&](size_t i) {
+      const size_t b = i * tile;
+      fn(b, std::min(n, b + tile));
+    });
+  };
   float* p = AllocArray<float>(n);
   float* g = AllocArray<float>(n);
   float* m = AllocArray<float>(n);
   float* v = AllocArray<float>(n);
   uint16_t* s = AllocArray<uint16_t>(n);
   // First touch by the threads that will work on the pages.
-  pool.Run(n, args.tile, [&](size_t b, size_t e) {
+  run_tiles([&](size_t b, size_t e) {
     for (size_t i = b; i < e; ++i) {
       p[i] = 0.02f * Noise(i, 1);
       g[i] = 1e-3f * Noise(i, 2);
@@ -361,9 +377,9 @@ int Main(int argc, char** argv) {
   auto probe = [&](size_t b, size_t e) {
     Probe(isa, p + b, g + b, m + b, v + b, s + b, e - b, key);
   };
-  auto time_run = [&](const optim::TilePool::TileFn& fn) {
+  auto time_run = [&](const TileFn& fn) {
     const auto t0 = std::chrono::steady_clock::now();
-    pool.Run(n, args.tile, fn);
+    run_tiles(fn);
     const auto t1 = std::chrono::steady_clock::now();
     return std::chrono::duration<double>(t1 - t0).count();
   };
@@ -402,7 +418,7 @@ int Main(int argc, char** argv) {
     float* rp = &saved_p[c * kCheck];
     float* rm = &saved_m[c * kCheck];
     float* rv = &saved_v[c * kCheck];
-    AdamWStepAt(optim::Isa::kScalar, h, rp, g + check_at[c], rm, rv,
+    AdamWStepAt(SimdLevel::kScalar, h, rp, g + check_at[c], rm, rv,
                 ref_s.data(), ServingType::kBf16, kCheck);
     const size_t o = check_at[c];
     for (size_t i = 0; i < kCheck; ++i) {
@@ -427,7 +443,7 @@ int Main(int argc, char** argv) {
   std::printf(
       "adamw (fused, %s, bf16 copy): best %.3f Gelem/s = %.1f GB/s, median "
       "%.3f Gelem/s\n",
-      optim::IsaName(isa), adamw_best * 1e-9, adamw_best * kBytes * 1e-9,
+      SimdLevelName(isa), adamw_best * 1e-9, adamw_best * kBytes * 1e-9,
       adamw_med * 1e-9);
   std::printf(
       "probe (same streams, no math): best %.3f Gelem/s = %.1f GB/s, median "

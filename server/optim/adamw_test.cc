@@ -15,8 +15,9 @@
 #include <thread>
 #include <vector>
 
+#include "common/dtype.h"
+#include "common/thread_pool.h"
 #include "gtest/gtest.h"
-#include "server/optim/parallel.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -27,8 +28,6 @@
 
 namespace zeroshard {
 namespace {
-
-using optim::Isa;
 
 uint32_t Bits(float f) {
   uint32_t u;
@@ -54,10 +53,15 @@ const char* StName(ServingType st) {
   return "?";
 }
 
-std::vector<Isa> SimdIsas() {
-  std::vector<Isa> out;
-  for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
-    if (optim::IsaSupported(isa)) out.push_back(isa);
+// Whether AdamWStepAt() can run `level` on this CPU.
+bool LevelSupported(SimdLevel level) {
+  return static_cast<int>(level) <= static_cast<int>(DetectSimdLevel());
+}
+
+std::vector<SimdLevel> SimdLevels() {
+  std::vector<SimdLevel> out;
+  for (SimdLevel level : {SimdLevel::kAvx2, SimdLevel::kAvx512}) {
+    if (LevelSupported(level)) out.push_back(level);
   }
   return out;
 }
@@ -76,70 +80,6 @@ AdamWHyper DefaultHyper() {
 
 // ------------------------------------------------------------ conversions --
 
-TEST(ConversionTest, Bf16KnownValues) {
-  struct Case {
-    uint32_t in;
-    uint16_t out;
-  };
-  const Case cases[] = {
-      {0x3F800000, 0x3F80},  // 1
-      {0x3F808000, 0x3F80},  // tie, even stays
-      {0x3F818000, 0x3F82},  // tie, odd rounds up
-      {0x3F808001, 0x3F81},  // above tie
-      {0x3F807FFF, 0x3F80},  // below tie
-      {0x7F7FFFFF, 0x7F80},  // max float rounds to Inf
-      {0x7F800000, 0x7F80},  // Inf
-      {0xFF800000, 0xFF80},  // -Inf
-      {0x00000000, 0x0000},  // +0
-      {0x80000000, 0x8000},  // -0
-      {0x00000001, 0x0000},  // tiny denormal rounds to 0
-      {0x00018000, 0x0002},  // denormal tie, odd rounds up (kept, no flush)
-      {0x00010000, 0x0001},  // denormal exactly representable
-      {0x807F0000, 0x807F},  // largest negative bf16 denormal
-      {0x7FC00000, 0x7FC0},  // quiet NaN
-      {0x7F800001, 0x7FC0},  // signalling NaN is quieted
-      {0xFF812345, 0xFFC1},  // sign and top payload bits kept
-      {0x7FFFFFFF, 0x7FFF},  // must not overflow into the sign
-  };
-  for (const Case& c : cases) {
-    EXPECT_EQ(optim::FloatToBf16(FromBits(c.in)), c.out)
-        << std::hex << "in=0x" << c.in;
-  }
-}
-
-TEST(ConversionTest, Fp16KnownValues) {
-  struct Case {
-    float in;
-    uint16_t out;
-  };
-  const float sub = std::ldexp(1.0f, -24);  // least fp16 subnormal
-  const Case cases[] = {
-      {1.0f, 0x3C00},
-      {-2.0f, 0xC000},
-      {65504.0f, 0x7BFF},
-      {65519.99f, 0x7BFF},
-      {65520.0f, 0x7C00},
-      {1e30f, 0x7C00},
-      {-std::numeric_limits<float>::infinity(), 0xFC00},
-      {std::ldexp(1.0f, -14), 0x0400},
-      {sub, 0x0001},
-      {std::ldexp(1.0f, -25), 0x0000},  // tie to even (0)
-      {std::nextafter(std::ldexp(1.0f, -25), 1.0f), 0x0001},
-      {1.5f * sub, 0x0002},  // tie, odd rounds up
-      {2.5f * sub, 0x0002},  // tie, even stays
-      {-0.0f, 0x8000},
-      {std::ldexp(1.0f, -14) - sub / 2, 0x0400},   // rounds up to the normal
-      {1.0f + std::ldexp(1.0f, -11), 0x3C00},      // tie, even stays
-      {1.0f + 3 * std::ldexp(1.0f, -11), 0x3C02},  // tie, odd rounds up
-      {FromBits(0x7F800001), 0x7E00},
-      {FromBits(0xFFFFE000), 0xFFFF},
-  };
-  for (const Case& c : cases) {
-    EXPECT_EQ(optim::FloatToFp16(c.in), c.out)
-        << std::hex << "in=0x" << Bits(c.in);
-  }
-}
-
 #if ZS_TEST_X86
 // Converts n (a multiple of 8) floats with F16C, round to nearest.
 __attribute__((target("avx,f16c"))) void HardwareFp16(const float* in,
@@ -152,8 +92,9 @@ __attribute__((target("avx,f16c"))) void HardwareFp16(const float* in,
 }
 #endif
 
-// The scalar fp16 conversion (used by the scalar path and the AVX2 tails)
-// agrees with F16C vcvtps2ph for every one of the 2^32 float bit patterns.
+// The scalar fp16 conversion Fp32ToFp16 (used by the scalar path and the
+// AVX2 tails) agrees with F16C vcvtps2ph (used by the SIMD paths) for every
+// one of the 2^32 float bit patterns.
 TEST(ConversionTest, Fp16MatchesF16cExhaustively) {
 #if ZS_TEST_X86
   __builtin_cpu_init();
@@ -163,11 +104,16 @@ TEST(ConversionTest, Fp16MatchesF16cExhaustively) {
   constexpr size_t kChunk = 1 << 16;
   const int threads = static_cast<int>(
       std::min(4u, std::max(1u, std::thread::hardware_concurrency())));
-  optim::TilePool pool(threads);
+  ThreadPool pool(threads);
   std::atomic<uint64_t> bad{0};
   std::atomic<uint32_t> first_bad{0};
-  // Tiles are chunks of kChunk consecutive patterns.
-  pool.Run(size_t{1} << 16, 64, [&](size_t b, size_t e) {
+  // Work item t covers chunks [t * kTile, (t + 1) * kTile); a chunk is kChunk
+  // consecutive patterns.
+  constexpr size_t kChunks = size_t{1} << 16;
+  constexpr size_t kTile = 64;
+  pool.ParallelFor(kChunks / kTile, [&](size_t t) {
+    const size_t b = t * kTile;
+    const size_t e = std::min(kChunks, b + kTile);
     std::vector<uint32_t> u(kChunk);
     std::vector<float> f(kChunk);
     std::vector<uint16_t> hw(kChunk);
@@ -178,7 +124,7 @@ TEST(ConversionTest, Fp16MatchesF16cExhaustively) {
       std::memcpy(f.data(), u.data(), kChunk * 4);
       HardwareFp16(f.data(), hw.data(), kChunk);
       for (size_t i = 0; i < kChunk; ++i) {
-        if (optim::FloatToFp16(f[i]) != hw[i] && bad.fetch_add(1) == 0) {
+        if (Fp32ToFp16(f[i]) != hw[i] && bad.fetch_add(1) == 0) {
           first_bad.store(u[i]);
         }
       }
@@ -186,7 +132,7 @@ TEST(ConversionTest, Fp16MatchesF16cExhaustively) {
   });
   EXPECT_EQ(bad.load(), 0u)
       << "first mismatch at 0x" << std::hex << first_bad.load() << ": soft 0x"
-      << optim::FloatToFp16(FromBits(first_bad.load()));
+      << Fp32ToFp16(FromBits(first_bad.load()));
 #else
   GTEST_SKIP() << "not x86";
 #endif
@@ -194,13 +140,23 @@ TEST(ConversionTest, Fp16MatchesF16cExhaustively) {
 
 // --------------------------------------------------------------- kernels --
 
-TEST(AdamWTest, IsaDetection) {
-  EXPECT_TRUE(optim::IsaSupported(Isa::kScalar));
-  EXPECT_TRUE(optim::IsaSupported(optim::DetectIsa()));
-  std::printf("best ISA: %s; avx2 %s, avx512 %s\n",
-              optim::IsaName(optim::DetectIsa()),
-              optim::IsaSupported(Isa::kAvx2) ? "yes" : "no",
-              optim::IsaSupported(Isa::kAvx512) ? "yes" : "no");
+// AdamWStepAt() runs exactly the levels up to DetectSimdLevel() and rejects
+// values that are not a SimdLevel.
+TEST(AdamWTest, LevelSupport) {
+  for (int l = -1; l <= 3; ++l) {
+    const bool want = l >= 0 && l <= static_cast<int>(SimdLevel::kAvx512) &&
+                      l <= static_cast<int>(DetectSimdLevel());
+    EXPECT_EQ(
+        AdamWStepAt(static_cast<SimdLevel>(l), DefaultHyper(), nullptr, nullptr,
+                    nullptr, nullptr, nullptr, ServingType::kNone, 0),
+        want)
+        << l;
+  }
+  EXPECT_TRUE(LevelSupported(SimdLevel::kScalar));
+  std::printf("best level: %s; avx2 %s, avx512 %s\n",
+              SimdLevelName(DetectSimdLevel()),
+              LevelSupported(SimdLevel::kAvx2) ? "yes" : "no",
+              LevelSupported(SimdLevel::kAvx512) ? "yes" : "no");
 }
 
 // A value of a random class: ordinary, tiny/huge magnitudes, zeros,
@@ -299,8 +255,8 @@ constexpr float kFill = -12345.5f;
 constexpr uint16_t kFill16 = 0xABCD;
 
 // Runs one step on copies of `st`, placed at the given element offsets.
-Result RunOnce(Isa isa, const AdamWHyper& h, const State& st, ServingType sty,
-               const size_t offs[5]) {
+Result RunOnce(SimdLevel level, const AdamWHyper& h, const State& st,
+               ServingType sty, const size_t offs[5]) {
   const size_t n = st.p.size();
   Guarded<float> p(n, offs[0], kFill), g(n, offs[1], kFill),
       m(n, offs[2], kFill), v(n, offs[3], kFill);
@@ -312,7 +268,7 @@ Result RunOnce(Isa isa, const AdamWHyper& h, const State& st, ServingType sty,
     std::memcpy(v.data(), st.v.data(), n * 4);
   }
   Result r;
-  r.ran = AdamWStepAt(isa, h, p.data(), g.data(), m.data(), v.data(),
+  r.ran = AdamWStepAt(level, h, p.data(), g.data(), m.data(), v.data(),
                       sty == ServingType::kNone ? nullptr : s.data(), sty, n);
   r.p.resize(n);
   r.m.resize(n);
@@ -356,8 +312,8 @@ std::vector<AdamWHyper> HyperVariants() {
 }
 
 TEST(AdamWTest, SimdMatchesScalarBitwise) {
-  const std::vector<Isa> isas = SimdIsas();
-  if (isas.empty()) GTEST_SKIP() << "no SIMD path on this CPU";
+  const std::vector<SimdLevel> levels = SimdLevels();
+  if (levels.empty()) GTEST_SKIP() << "no SIMD path on this CPU";
   const size_t lengths[] = {0,  1,  7,  8,  9,  15,  16,   17,  31,
                             32, 33, 63, 64, 65, 100, 1000, 4097};
   const size_t offsets[][5] = {
@@ -371,19 +327,21 @@ TEST(AdamWTest, SimdMatchesScalarBitwise) {
         for (ServingType sty :
              {ServingType::kNone, ServingType::kBf16, ServingType::kFp16}) {
           for (const auto& offs : offsets) {
-            const Result ref = RunOnce(Isa::kScalar, hypers[hi], st, sty, offs);
+            const Result ref =
+                RunOnce(SimdLevel::kScalar, hypers[hi], st, sty, offs);
             ASSERT_TRUE(ref.ran);
             ASSERT_TRUE(ref.guards_ok) << "scalar wrote out of bounds";
             ASSERT_TRUE(ref.g_unchanged);
-            for (Isa isa : isas) {
-              const Result r = RunOnce(isa, hypers[hi], st, sty, offs);
+            for (SimdLevel level : levels) {
+              const Result r = RunOnce(level, hypers[hi], st, sty, offs);
               ++runs;
-              const std::string where =
-                  std::string(optim::IsaName(isa)) + " n=" + std::to_string(n) +
-                  " serve=" + StName(sty) + " hyper=" + std::to_string(hi) +
-                  " special=" + std::to_string(special) +
-                  " off=" + std::to_string(offs[0]) + "," +
-                  std::to_string(offs[1]);
+              const std::string where = std::string(SimdLevelName(level)) +
+                                        " n=" + std::to_string(n) +
+                                        " serve=" + StName(sty) +
+                                        " hyper=" + std::to_string(hi) +
+                                        " special=" + std::to_string(special) +
+                                        " off=" + std::to_string(offs[0]) +
+                                        "," + std::to_string(offs[1]);
               ASSERT_TRUE(r.ran) << where;
               ASSERT_TRUE(r.guards_ok) << "out-of-bounds write, " << where;
               ASSERT_TRUE(r.g_unchanged) << where;
@@ -406,11 +364,11 @@ TEST(AdamWTest, SimdMatchesScalarBitwise) {
 
 // Many steps in lockstep: the paths stay bit-identical as state evolves.
 TEST(AdamWTest, SimdMatchesScalarOverManySteps) {
-  const std::vector<Isa> isas = SimdIsas();
-  if (isas.empty()) GTEST_SKIP() << "no SIMD path on this CPU";
+  const std::vector<SimdLevel> levels = SimdLevels();
+  if (levels.empty()) GTEST_SKIP() << "no SIMD path on this CPU";
   const size_t n = 4097;
   State ref = RandomState(n, 42, false);
-  std::vector<State> sts(isas.size(), ref);
+  std::vector<State> sts(levels.size(), ref);
   std::vector<uint16_t> sref(n), s(n);
   std::mt19937_64 rng(5);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -420,13 +378,13 @@ TEST(AdamWTest, SimdMatchesScalarOverManySteps) {
     h.lr = 1e-3f * (1.0f + 0.5f * std::sin(0.1f * t));
     for (size_t i = 0; i < n; ++i) ref.g[i] = 0.1f * normal(rng);
     const ServingType sty = t % 2 ? ServingType::kBf16 : ServingType::kFp16;
-    ASSERT_TRUE(AdamWStepAt(Isa::kScalar, h, ref.p.data(), ref.g.data(),
+    ASSERT_TRUE(AdamWStepAt(SimdLevel::kScalar, h, ref.p.data(), ref.g.data(),
                             ref.m.data(), ref.v.data(), sref.data(), sty, n));
-    for (size_t k = 0; k < isas.size(); ++k) {
+    for (size_t k = 0; k < levels.size(); ++k) {
       State& st = sts[k];
       st.g = ref.g;
-      ASSERT_TRUE(AdamWStepAt(isas[k], h, st.p.data(), st.g.data(), st.m.data(),
-                              st.v.data(), s.data(), sty, n));
+      ASSERT_TRUE(AdamWStepAt(levels[k], h, st.p.data(), st.g.data(),
+                              st.m.data(), st.v.data(), s.data(), sty, n));
       ASSERT_EQ(0, std::memcmp(st.p.data(), ref.p.data(), n * 4)) << t;
       ASSERT_EQ(0, std::memcmp(st.m.data(), ref.m.data(), n * 4)) << t;
       ASSERT_EQ(0, std::memcmp(st.v.data(), ref.v.data(), n * 4)) << t;
@@ -439,21 +397,21 @@ TEST(AdamWTest, NanAndInfGradientsGiveCanonicalNan) {
   const float inf = std::numeric_limits<float>::infinity();
   const float grads[] = {FromBits(0x7FC00000), FromBits(0xFF812345),
                          FromBits(0x7F800001), inf, -inf};
-  std::vector<Isa> isas = SimdIsas();
-  isas.push_back(Isa::kScalar);
-  for (Isa isa : isas) {
+  std::vector<SimdLevel> levels = SimdLevels();
+  levels.push_back(SimdLevel::kScalar);
+  for (SimdLevel level : levels) {
     for (float gv : grads) {
       // Several elements so that the SIMD body (not only tails) is used.
       const size_t n = 37;
       std::vector<float> p(n, 0.5f), g(n, gv), m(n, 0.01f), v(n, 1e-4f);
       std::vector<uint16_t> b(n), f(n);
       AdamWHyper h = DefaultHyper();
-      ASSERT_TRUE(AdamWStepAt(isa, h, p.data(), g.data(), m.data(), v.data(),
+      ASSERT_TRUE(AdamWStepAt(level, h, p.data(), g.data(), m.data(), v.data(),
                               b.data(), ServingType::kBf16, n));
       for (size_t i = 0; i < n; ++i) {
         EXPECT_EQ(Bits(p[i]), 0x7FC00000u)
-            << optim::IsaName(isa) << " g=" << gv;
-        EXPECT_EQ(b[i], 0x7FC0) << optim::IsaName(isa);
+            << SimdLevelName(level) << " g=" << gv;
+        EXPECT_EQ(b[i], 0x7FC0) << SimdLevelName(level);
         if (std::isnan(gv)) {
           EXPECT_EQ(Bits(m[i]), 0x7FC00000u);
           EXPECT_EQ(Bits(v[i]), 0x7FC00000u);
@@ -465,7 +423,7 @@ TEST(AdamWTest, NanAndInfGradientsGiveCanonicalNan) {
       // Next step with a finite gradient: NaN state stays NaN.
       std::fill(g.begin(), g.end(), 0.1f);
       h.step = 2;
-      ASSERT_TRUE(AdamWStepAt(isa, h, p.data(), g.data(), m.data(), v.data(),
+      ASSERT_TRUE(AdamWStepAt(level, h, p.data(), g.data(), m.data(), v.data(),
                               f.data(), ServingType::kFp16, n));
       for (size_t i = 0; i < n; ++i) {
         EXPECT_EQ(Bits(p[i]), 0x7FC00000u);
@@ -480,13 +438,13 @@ TEST(AdamWTest, NanAndInfGradientsGiveCanonicalNan) {
 TEST(AdamWTest, MatchesDoublePrecisionFormula) {
   const size_t n = 1000;
   State st = RandomState(n, 9, false);
-  std::vector<Isa> isas = SimdIsas();
-  isas.push_back(Isa::kScalar);
-  for (Isa isa : isas) {
+  std::vector<SimdLevel> levels = SimdLevels();
+  levels.push_back(SimdLevel::kScalar);
+  for (SimdLevel level : levels) {
     for (const AdamWHyper& h : HyperVariants()) {
       if (h.eps == 0.0f) continue;
       State s = st;
-      ASSERT_TRUE(AdamWStepAt(isa, h, s.p.data(), s.g.data(), s.m.data(),
+      ASSERT_TRUE(AdamWStepAt(level, h, s.p.data(), s.g.data(), s.m.data(),
                               s.v.data(), nullptr, ServingType::kNone, n));
       const double bc1 = 1 - std::pow(double{h.beta1}, double(h.step));
       const double bc2 = 1 - std::pow(double{h.beta2}, double(h.step));
@@ -516,7 +474,7 @@ TEST(AdamWTest, DispatchAndServingCopy) {
   const size_t offs[5] = {0, 0, 0, 0, 0};
   for (ServingType sty : {ServingType::kBf16, ServingType::kFp16}) {
     const Result best =
-        RunOnce(optim::DetectIsa(), DefaultHyper(), st, sty, offs);
+        RunOnce(DetectSimdLevel(), DefaultHyper(), st, sty, offs);
     State s = st;
     std::vector<uint16_t> serve(n);
     AdamWStep(DefaultHyper(), s.p.data(), s.g.data(), s.m.data(), s.v.data(),
@@ -524,19 +482,19 @@ TEST(AdamWTest, DispatchAndServingCopy) {
     for (size_t i = 0; i < n; ++i) {
       ASSERT_EQ(Bits(s.p[i]), best.p[i]);
       ASSERT_EQ(serve[i], best.s[i]);
-      const uint16_t want = sty == ServingType::kBf16
-                                ? optim::FloatToBf16(s.p[i])
-                                : optim::FloatToFp16(s.p[i]);
+      const uint16_t want =
+          sty == ServingType::kBf16 ? Fp32ToBf16(s.p[i]) : Fp32ToFp16(s.p[i]);
       ASSERT_EQ(serve[i], want) << i;
     }
   }
   // Empty ranges and null pointers.
   AdamWStep(DefaultHyper(), nullptr, nullptr, nullptr, nullptr, nullptr,
             ServingType::kBf16, 0);
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
-    EXPECT_EQ(AdamWStepAt(isa, DefaultHyper(), nullptr, nullptr, nullptr,
+  for (SimdLevel level :
+       {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512}) {
+    EXPECT_EQ(AdamWStepAt(level, DefaultHyper(), nullptr, nullptr, nullptr,
                           nullptr, nullptr, ServingType::kNone, 0),
-              optim::IsaSupported(isa));
+              LevelSupported(level));
   }
 }
 
@@ -550,10 +508,14 @@ TEST(AdamWTest, TiledEqualsWhole) {
   AdamWStep(DefaultHyper(), whole.p.data(), whole.g.data(), whole.m.data(),
             whole.v.data(), sw.data(), ServingType::kBf16, n);
   for (int threads : {1, 2, 3}) {
-    for (size_t tile : {size_t{64}, size_t{1000}, size_t{0}}) {
+    // 0: one tile per thread, rounded up to a multiple of 64 elements.
+    for (size_t tile : {size_t{64}, size_t{1000}, size_t{1024}, size_t{0}}) {
+      if (tile == 0) tile = ((n + threads - 1) / threads + 63) / 64 * 64;
       State t = st;
-      optim::TilePool pool(threads);
-      pool.Run(n, tile, [&](size_t b, size_t e) {
+      ThreadPool pool(threads);
+      pool.ParallelFor((n + tile - 1) / tile, [&](size_t i) {
+        const size_t b = i * tile;
+        const size_t e = std::min(n, b + tile);
         AdamWStep(DefaultHyper(), t.p.data() + b, t.g.data() + b,
                   t.m.data() + b, t.v.data() + b, st2.data() + b,
                   ServingType::kBf16, e - b);
@@ -701,9 +663,9 @@ TEST(TorchParityTest, TwoGroupsHundredSteps) {
   ASSERT_EQ(rc, 0) << cmd << " failed (needs python3-torch):\n" << out;
   std::printf("%s", out.c_str());
 
-  std::vector<Isa> isas = SimdIsas();
-  isas.insert(isas.begin(), Isa::kScalar);
-  for (Isa isa : isas) {
+  std::vector<SimdLevel> levels = SimdLevels();
+  levels.insert(levels.begin(), SimdLevel::kScalar);
+  for (SimdLevel level : levels) {
     double worst = 0;
     size_t exact = 0, total = 0;
     for (int i = 0; i < kGroups; ++i) {
@@ -719,7 +681,7 @@ TEST(TorchParityTest, TwoGroupsHundredSteps) {
         h.weight_decay = wds[i];
         h.grad_scale = scales[i];
         h.step = t + 1;
-        ASSERT_TRUE(AdamWStepAt(isa, h, p.data(), &grads[i][t * n], m.data(),
+        ASSERT_TRUE(AdamWStepAt(level, h, p.data(), &grads[i][t * n], m.data(),
                                 v.data(), serve.data(), ServingType::kBf16, n));
       }
       const std::string s = std::to_string(i);
@@ -742,16 +704,16 @@ TEST(TorchParityTest, TwoGroupsHundredSteps) {
           ++total;
         }
         std::printf("  %-6s group %d %s: max rel err %.3g\n",
-                    optim::IsaName(isa), i, names[a], arr_worst);
+                    SimdLevelName(level), i, names[a], arr_worst);
         EXPECT_LE(arr_worst, 1e-6)
-            << names[a] << s << " " << optim::IsaName(isa);
+            << names[a] << s << " " << SimdLevelName(level);
         worst = std::max(worst, arr_worst);
       }
     }
     std::printf(
         "%s vs torch: max rel err %.3g over p, m, v; %zu of %zu values "
         "bit-identical\n",
-        optim::IsaName(isa), worst, exact, total);
+        SimdLevelName(level), worst, exact, total);
   }
 }
 
