@@ -6,6 +6,7 @@
 // (and writes the port to --port-file when given, for launchers and tests
 // that pass --port=0). SIGTERM or SIGINT: health turns NOT_SERVING, RPCs in
 // flight get a short grace period, and the process exits 0.
+#include <malloc.h>
 #include <signal.h>
 
 #include <cstdio>
@@ -73,6 +74,12 @@ int Main(int argc, char** argv) {
   if (grpc_threads < 2 || grpc_threads > 4096) {
     ExitWithError(flags.program(), "--grpc_threads must be in [2, 4096]");
   }
+
+  // Stream chunks are ~1 MiB buffers allocated per message; above glibc's
+  // default mmap threshold each would be mmap'ed, faulted in and unmapped.
+  // Keep them on the heap so the pages are reused.
+  mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
 
   // Block termination signals in every thread; one thread waits for them.
   sigset_t signals;

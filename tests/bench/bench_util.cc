@@ -24,13 +24,14 @@ CpuTimes ProcessCpu(pid_t pid) {
   if (close == std::string::npos) return CpuTimes{};
   std::istringstream rest(line.substr(close + 2));
   std::string field;
-  double utime = 0, stime = 0;
+  double utime = 0, stime = 0, minflt = 0;
   for (int i = 3; i <= 15 && rest >> field; ++i) {
+    if (i == 10) minflt = std::strtod(field.c_str(), nullptr);
     if (i == 14) utime = std::strtod(field.c_str(), nullptr);
     if (i == 15) stime = std::strtod(field.c_str(), nullptr);
   }
   const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
-  return CpuTimes{utime / tick, stime / tick};
+  return CpuTimes{utime / tick, stime / tick, minflt};
 }
 
 CpuTimes ProcessesCpu(const std::vector<pid_t>& pids) {
@@ -40,7 +41,8 @@ CpuTimes ProcessesCpu(const std::vector<pid_t>& pids) {
 }
 
 double Samples::Best() const {
-  return seconds.empty() ? 0 : *std::min_element(seconds.begin(), seconds.end());
+  return seconds.empty() ? 0
+                         : *std::min_element(seconds.begin(), seconds.end());
 }
 
 double Samples::Median() const {
@@ -59,13 +61,16 @@ double Samples::BestGbps(uint64_t bytes) const {
 std::string Samples::Describe(uint64_t bytes) const {
   const double gb = static_cast<double>(bytes) * seconds.size() / 1e9;
   const double per = gb > 0 ? 1.0 / gb : 0;
+  const double mib = static_cast<double>(bytes) * seconds.size() / (1 << 20);
+  const double per_mib = mib > 0 ? 1.0 / mib : 0;
   return absl::StrFormat(
-      "best %.3f s (%.2f GB/s), median %.3f s (%.2f GB/s); CPU s/GB: "
-      "client %.2f usr + %.2f sys, servers %.2f usr + %.2f sys",
+      "best %.3f s (%.2f GB/s), median %.3f s (%.2f GB/s)\n"
+      "      per GB: client %.2f+%.2f CPU-s (usr+sys), servers %.2f+%.2f; "
+      "page faults/MiB: client %.0f, servers %.0f",
       Best(), BestGbps(bytes), Median(),
       Median() > 0 ? static_cast<double>(bytes) / Median() / 1e9 : 0,
       self_cpu.user * per, self_cpu.sys * per, peer_cpu.user * per,
-      peer_cpu.sys * per);
+      peer_cpu.sys * per, self_cpu.faults * per_mib, peer_cpu.faults * per_mib);
 }
 
 float PatternValue(uint64_t i) {

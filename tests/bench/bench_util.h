@@ -12,22 +12,25 @@
 namespace zeroshard {
 namespace bench {
 
-// User and system CPU seconds consumed so far.
+// User and system CPU seconds consumed so far, and minor page faults (a
+// fault per 4 KiB page means data lands in freshly mapped memory).
 struct CpuTimes {
   double user = 0;
   double sys = 0;
+  double faults = 0;
   CpuTimes& operator+=(const CpuTimes& o) {
     user += o.user;
     sys += o.sys;
+    faults += o.faults;
     return *this;
   }
   CpuTimes operator-(const CpuTimes& o) const {
-    return CpuTimes{user - o.user, sys - o.sys};
+    return CpuTimes{user - o.user, sys - o.sys, faults - o.faults};
   }
 };
 
-// CPU times of process `pid` (all its threads) from /proc/<pid>/stat; zero
-// if it cannot be read.
+// CPU times and faults of process `pid` (all its threads) from
+// /proc/<pid>/stat; zero if it cannot be read.
 CpuTimes ProcessCpu(pid_t pid);
 // Summed over `pids`.
 CpuTimes ProcessesCpu(const std::vector<pid_t>& pids);

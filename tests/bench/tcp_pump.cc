@@ -60,8 +60,8 @@ bool ReadAll(int fd, void* out, size_t n) {
   addr.sin_family = AF_INET;
   addr.sin_port = htons(port);
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&addr),
-                        sizeof(addr)) != 0) {
+  if (fd < 0 ||
+      connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     _exit(3);
   }
   char* buf = static_cast<char*>(std::malloc(std::max<uint64_t>(capacity, 1)));
@@ -162,14 +162,14 @@ absl::StatusOr<double> TcpPump::Gather(char* out, uint64_t bytes) {
       uint64_t b, e;
       Share(bytes, static_cast<int>(i), &b, &e);
       const Command c{'G', e - b};
-      ok[i] = WriteAll(fds_[i], &c, sizeof(c)) &&
-              ReadAll(fds_[i], out + b, e - b);
+      ok[i] =
+          WriteAll(fds_[i], &c, sizeof(c)) && ReadAll(fds_[i], out + b, e - b);
     });
   }
   for (std::thread& t : threads) t.join();
-  const double seconds = std::chrono::duration<double>(
-                             std::chrono::steady_clock::now() - start)
-                             .count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   for (char o : ok) {
     if (!o) return absl::InternalError("a TCP peer went away during gather");
   }
@@ -188,14 +188,14 @@ absl::StatusOr<double> TcpPump::Push(const char* data, uint64_t bytes) {
       const Command c{'P', e - b};
       char ack = 0;
       ok[i] = WriteAll(fds_[i], &c, sizeof(c)) &&
-              WriteAll(fds_[i], data + b, e - b) &&
-              ReadAll(fds_[i], &ack, 1) && ack == 'A';
+              WriteAll(fds_[i], data + b, e - b) && ReadAll(fds_[i], &ack, 1) &&
+              ack == 'A';
     });
   }
   for (std::thread& t : threads) t.join();
-  const double seconds = std::chrono::duration<double>(
-                             std::chrono::steady_clock::now() - start)
-                             .count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   for (char o : ok) {
     if (!o) return absl::InternalError("a TCP peer went away during push");
   }

@@ -1,0 +1,113 @@
+// The measuring loop shared by transfer_bench (stock ShardClient against
+// the stock server) and transfer_experiments (variant clients and servers):
+// raw-TCP reference, fleet start, registration, timed Gather/Push with
+// correctness checks, CPU/page-fault accounting and the RESULT line.
+#ifndef ZEROSHARD_TESTS_BENCH_TRANSFER_HARNESS_H_
+#define ZEROSHARD_TESTS_BENCH_TRANSFER_HARNESS_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "client/shard_client.h"
+#include "common/flags.h"
+#include "common/partition.h"
+#include "tests/bench/bench_util.h"
+
+namespace zeroshard {
+namespace bench {
+
+// The operations being timed (fp32 Gather and Push of a range).
+class DataPlane {
+ public:
+  virtual ~DataPlane() = default;
+  virtual absl::Status Gather(const Range& r, void* out, uint64_t* step) = 0;
+  virtual absl::Status Push(const Range& r, const void* data,
+                            const PushId& id) = 0;
+};
+
+// ShardClient's own Gather/Push.
+class StockPlane : public DataPlane {
+ public:
+  explicit StockPlane(ShardClient* client) : client_(client) {}
+  absl::Status Gather(const Range& r, void* out, uint64_t* step) override {
+    return client_->Gather(r, v1::DTYPE_FP32, out, step);
+  }
+  absl::Status Push(const Range& r, const void* data,
+                    const PushId& id) override {
+    return client_->Push(r, v1::DTYPE_FP32, data, id);
+  }
+
+ private:
+  ShardClient* client_;
+};
+
+struct HarnessConfig {
+  uint64_t bytes = 0;  // of the fp32 range moved
+  int iters = 3;       // timed, after one warm-up
+  bool gather = true;
+  bool push = true;
+  std::string server_binary;
+  std::vector<std::string> server_args;
+  // NAME=VALUE set in the servers' environment (e.g. GLIBC_TUNABLES).
+  std::vector<std::string> server_env;
+  ClientOptions client;  // control plane + stock data plane
+  // Builds the timed data plane once the model is registered; default: the
+  // ShardClient itself.
+  std::function<absl::StatusOr<std::unique_ptr<DataPlane>>(
+      ShardClient* client, const std::vector<std::string>& addresses)>
+      make_plane;
+  std::string label = "ShardClient";
+
+  uint64_t elements() const { return bytes / 4; }
+};
+
+// One K: the gRPC figures and the raw-TCP reference with K connections,
+// measured interleaved (a TCP iteration right before each gRPC one), so
+// that load from other processes hits both alike.
+struct Figures {
+  Samples write, gather, push;  // gRPC
+  Samples tcp_gather, tcp_push;
+};
+
+class TcpPump;
+
+// The raw-TCP reference alone (pump->pairs() connections).
+absl::StatusOr<Figures> MeasureTcp(const HarnessConfig& cfg, TcpPump* pump,
+                                   char* buffer);
+
+// K servers, interleaved with `pump` (K connections); src holds the
+// weights/gradients, out is the gather target.
+absl::StatusOr<Figures> MeasureGrpc(const HarnessConfig& cfg, uint32_t k,
+                                    TcpPump* pump, const float* src, float* out,
+                                    double src_sum_squares);
+
+// Flags shared by the transfer binaries (--mib, --iters, --shards, --ops,
+// --tcp_only, --server_args); Finish() validates them into `cfg`.
+struct CommonFlags {
+  int64_t mib = 256;
+  int64_t iters = 3;
+  std::string shards = "1,4";
+  std::string ops = "gather,push";
+  std::string server_args;
+  bool tcp_only = false;
+
+  void Register(FlagSet* flags);
+  // Exits with a usage error on bad values.
+  void Finish(const FlagSet& flags, HarnessConfig* cfg,
+              std::vector<uint32_t>* shard_counts) const;
+};
+
+// Runs everything for every K in `shards`, printing as it goes, and
+// returns the exit code (the RESULT line is the last line printed).
+int RunTransfer(const HarnessConfig& cfg, const std::vector<uint32_t>& shards,
+                bool tcp_only);
+
+}  // namespace bench
+}  // namespace zeroshard
+
+#endif  // ZEROSHARD_TESTS_BENCH_TRANSFER_HARNESS_H_
