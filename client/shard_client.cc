@@ -227,8 +227,9 @@ absl::Status ShardClient::WriteParameters(const Range& r, const float* data) {
   });
 }
 
-absl::Status ShardClient::GatherPiece(const ShardPiece& p, v1::DType dtype,
-                                      char* out, uint64_t* step) const {
+absl::Status ShardClient::GatherPiece(const ShardPiece& p, size_t salt,
+                                      v1::DType dtype, char* out,
+                                      uint64_t* step) const {
   const size_t esize = DTypeSize(dtype);
   absl::Status framing = absl::OkStatus();
   absl::Status s =
@@ -239,7 +240,7 @@ absl::Status ShardClient::GatherPiece(const ShardPiece& p, v1::DType dtype,
         req.set_offset(p.range.begin);
         req.set_length(p.range.size());
         req.set_dtype(dtype);
-        auto reader = Stub(p.server, p.range.begin)->Gather(ctx, req);
+        auto reader = Stub(p.server, salt)->Gather(ctx, req);
         v1::GatherChunk chunk;
         uint64_t received = 0;
         bool first = true;
@@ -289,7 +290,7 @@ absl::Status ShardClient::Gather(const Range& r, v1::DType dtype, void* out,
     ZS_RETURN_IF_ERROR(RunAll(pieces.size(), [&](size_t i) {
       char* dst =
           static_cast<char*>(out) + (pieces[i].range.begin - r.begin) * esize;
-      return GatherPiece(pieces[i], dtype, dst, &steps[i]);
+      return GatherPiece(pieces[i], i, dtype, dst, &steps[i]);
     }));
     const bool consistent =
         std::all_of(steps.begin(), steps.end(),
@@ -313,12 +314,13 @@ std::future<absl::Status> ShardClient::GatherAsync(const Range& r,
                     [this, r, dtype, out] { return Gather(r, dtype, out); });
 }
 
-absl::Status ShardClient::PushPiece(const ShardPiece& p, v1::DType dtype,
-                                    const char* data, const PushId& id) const {
+absl::Status ShardClient::PushPiece(const ShardPiece& p, size_t salt,
+                                    v1::DType dtype, const char* data,
+                                    const PushId& id) const {
   const size_t esize = DTypeSize(dtype);
   return WithRetries(p.server, "PushGradients", [&](grpc::ClientContext* ctx) {
     v1::PushGradientsResponse resp;
-    auto writer = Stub(p.server, p.range.begin)->PushGradients(ctx, &resp);
+    auto writer = Stub(p.server, salt)->PushGradients(ctx, &resp);
     v1::PushGradientsRequest msg;
     v1::PushHeader* h = msg.mutable_header();
     h->set_job_id(spec_.job_id());
@@ -355,7 +357,7 @@ absl::Status ShardClient::Push(const Range& r, v1::DType dtype,
   return RunAll(pieces.size(), [&](size_t i) {
     const char* src = static_cast<const char*>(data) +
                       (pieces[i].range.begin - r.begin) * esize;
-    return PushPiece(pieces[i], dtype, src, id);
+    return PushPiece(pieces[i], i, dtype, src, id);
   });
 }
 

@@ -133,9 +133,10 @@ class ShardClient {
       const std::function<grpc::Status(grpc::ClientContext*)>& attempt) const;
   // Splits `r` into per-server pieces of at most max_piece_bytes.
   std::vector<ShardPiece> Pieces(const Range& r, size_t esize) const;
-  absl::Status GatherPiece(const ShardPiece& piece, v1::DType dtype, char* out,
-                           uint64_t* step) const;
-  absl::Status PushPiece(const ShardPiece& piece, v1::DType dtype,
+  // `salt` picks the channel, so pieces spread over the connections.
+  absl::Status GatherPiece(const ShardPiece& piece, size_t salt,
+                           v1::DType dtype, char* out, uint64_t* step) const;
+  absl::Status PushPiece(const ShardPiece& piece, size_t salt, v1::DType dtype,
                          const char* data, const PushId& id) const;
 
   const ClientOptions options_;

@@ -87,6 +87,10 @@ int Main(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // Hold one gRPC library reference for the life of the process (after the
+  // mask, so gRPC's threads inherit it): exit then never runs
+  // grpc_shutdown, which can wait ~10 s on an internal poller thread.
+  grpc_init();
 
   StoreOptions options;
   options.shard_index = shard_index;
@@ -139,6 +143,7 @@ int Main(int argc, char** argv) {
       std::chrono::milliseconds(static_cast<int64_t>(grace_seconds * 1000)));
   server->Wait();
   std::printf("zeroshard-server: stopped\n");
+  std::fflush(stdout);
   return 0;
 }
 

@@ -71,6 +71,7 @@ PushSession::~PushSession() {
 }
 
 absl::Status PushSession::AddChunk(const void* data, size_t bytes) {
+  if (duplicate_ || finished_) return absl::OkStatus();  // nothing to apply
   const size_t esize = DTypeSize(dtype_);
   if (bytes > kMaxChunkBytes) {
     return store_->Reject(absl::InvalidArgumentError(

@@ -86,9 +86,10 @@ class PushSession {
   bool duplicate() const { return duplicate_; }
   uint64_t length() const { return length_; }
 
-  // Converts one chunk into the slot's gradient buffer. INVALID_ARGUMENT
-  // when it is larger than kMaxChunkBytes, not a whole number of elements,
-  // or runs past the header's length.
+  // Converts one chunk into the slot's gradient buffer (`data` aligned to
+  // the element size). A duplicate or finished session ignores chunks.
+  // INVALID_ARGUMENT when it is larger than kMaxChunkBytes, not a whole number
+  // of elements, or runs past the header's length.
   absl::Status AddChunk(const void* data, size_t bytes);
 
   // Marks the contribution received. INVALID_ARGUMENT if fewer elements

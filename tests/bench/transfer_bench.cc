@@ -1,8 +1,9 @@
 // transfer_bench: data-plane throughput of ShardClient (Gather and Push of
 // a large fp32 range) against K real zeroshard-server processes on
-// loopback, measured in the same run as the raw-TCP reference (plain
-// send/recv of 1 MiB buffers over K parallel loopback connections to K
-// forked peer processes, see tcp_pump.h).
+// loopback, beside the raw-TCP reference: plain send/recv of 1 MiB buffers
+// over K parallel loopback connections to K forked peer processes (see
+// tcp_pump.h), timed interleaved with the gRPC iterations (a TCP iteration
+// right before each gRPC one) so that load from other processes hits both.
 //
 //   bazel run //tests/bench:transfer_bench -- --mib=256 --iters=3
 //
@@ -31,6 +32,11 @@
 // single-connection reference (the slower of its two directions). GB =
 // 1e9 bytes. Timings on a shared machine are noisy: compare the ratios of
 // one run, not absolute figures across runs.
+//
+// Profiling: with ZS_PERF_CTL=<fifo> (and optionally ZS_PERF_OP=gather or
+// push) only the timed gRPC operations are sampled:
+//   mkfifo ctl; ZS_PERF_CTL=ctl perf record -a -D -1 --control=fifo:ctl \
+//       -- bazel-bin/tests/bench/transfer_bench --shards=1 --iters=10
 //
 // See transfer_experiments.cc for the variants that test proposed changes.
 #include "absl/strings/str_cat.h"

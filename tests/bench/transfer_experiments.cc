@@ -14,6 +14,11 @@
 //   --client_channel_args=name=value,...   RawClient channel arguments
 //   --client_mallopt  glibc mallopt in this (client) process, as
 //                   variant_server --mallopt does in the servers
+//   --client_arena_max=N  mallopt(M_ARENA_MAX, N) in this process: gRPC
+//                   reads land in per-thread arenas whose whole secondary
+//                   heaps glibc unmaps when they empty (whatever
+//                   M_TRIM_THRESHOLD says), so received data keeps landing
+//                   in fresh pages; one arena avoids that
 //   --server=stock|variant   //server:zeroshard-server or
 //                   //tests/bench:variant_server (flags via --server_args,
 //                   e.g. --server_args=--raw=false,--mallopt=true)
@@ -57,6 +62,7 @@ int Main(int argc, char** argv) {
   std::string server_kind = "stock";
   bool spread = true;
   bool client_mallopt = false;
+  int64_t client_arena_max = 0;
   int64_t channels = ClientOptions().channels_per_server;
   int64_t piece_mib =
       static_cast<int64_t>(ClientOptions().max_piece_bytes >> 20);
@@ -73,6 +79,8 @@ int Main(int argc, char** argv) {
              "offset, as ShardClient).");
   flags.Bool("client_mallopt", &client_mallopt,
              "Tune glibc malloc in the client (as variant_server --mallopt).");
+  flags.Int64("client_arena_max", &client_arena_max,
+              "glibc M_ARENA_MAX in the client (0: default).");
   flags.Int64("channels_per_server", &channels, "Channels per server.");
   flags.Int64("max_piece_mib", &piece_mib, "Largest piece per stream, MiB.");
   flags.String("client_channel_args", &channel_args,
@@ -91,6 +99,9 @@ int Main(int argc, char** argv) {
     mallopt(M_MMAP_THRESHOLD, 16 << 20);
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
     mallopt(M_TOP_PAD, 64 << 20);
+  }
+  if (client_arena_max > 0) {
+    mallopt(M_ARENA_MAX, static_cast<int>(client_arena_max));
   }
   cfg.client.channels_per_server = static_cast<int>(channels);
   cfg.client.max_piece_bytes = static_cast<uint64_t>(piece_mib) << 20;
@@ -130,6 +141,7 @@ int Main(int argc, char** argv) {
       "client=", client_kind,
       client_kind == "stock" ? "" : (spread ? " spread" : " by-begin"), " ",
       channels, "ch", client_mallopt ? " mallopt" : "",
+      client_arena_max > 0 ? absl::StrCat(" arenas=", client_arena_max) : "",
       channel_args.empty() ? "" : " args=" + channel_args,
       " | server=", server_kind,
       common.server_args.empty() ? "" : " " + common.server_args,

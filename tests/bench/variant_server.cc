@@ -15,6 +15,14 @@
 //                returning them to the kernel (M_MMAP_THRESHOLD 16 MiB,
 //                M_TRIM_THRESHOLD 2 GiB, M_TOP_PAD 64 MiB); without it
 //                every message lands in freshly faulted, zeroed pages.
+//   --arena_max=N  mallopt(M_ARENA_MAX, N) (0: glibc's default of 8 per
+//                core); one arena keeps received buffers in reused pages.
+//   --grpc_init_ref  hold one extra gRPC library reference (grpc_init()
+//                without grpc_shutdown()), so that exiting does not run
+//                grpc_shutdown(): in gRPC 1.51 that joins an executor thread
+//                which may sit in a 10 s poll (tcp_posix's backup poller
+//                after large writes), so the stock server can take up to
+//                ~10 s to exit after SIGTERM and LocalFleet SIGKILLs it.
 //   --channel_args=name=value;...  extra integer gRPC server arguments
 //                (';'-separated: --server_args of the harness splits on ',').
 #include <malloc.h>
@@ -33,6 +41,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/flags.h"
 #include "common/model_spec.h"
+#include "grpc/grpc.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "server/shard_service.h"
@@ -360,6 +369,8 @@ int Main(int argc, char** argv) {
   int64_t grpc_threads = 16;
   bool raw = true;
   bool tune_malloc = true;
+  bool grpc_init_ref = true;
+  int64_t arena_max = 0;
   std::string channel_args;
   FlagSet flags("variant_server",
                 "variant_server [flags]\n\nzeroshard-server with the "
@@ -374,6 +385,9 @@ int Main(int argc, char** argv) {
   flags.Bool("raw", &raw, "Raw ByteBuffer Gather/PushGradients.");
   flags.Bool("mallopt", &tune_malloc,
              "Keep freed message buffers in the heap (glibc mallopt).");
+  flags.Int64("arena_max", &arena_max, "glibc M_ARENA_MAX (0: default).");
+  flags.Bool("grpc_init_ref", &grpc_init_ref,
+             "Never run grpc_shutdown() at exit (fast shutdown).");
   flags.String("channel_args", &channel_args,
                "Extra integer server arguments, name=value;...");
   std::vector<std::string> rest = flags.ParseOrExit(argc, argv);
@@ -385,12 +399,16 @@ int Main(int argc, char** argv) {
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
     mallopt(M_TOP_PAD, 64 << 20);
   }
+  if (arena_max > 0) mallopt(M_ARENA_MAX, static_cast<int>(arena_max));
 
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // After blocking the signals: grpc_init() starts threads, which inherit
+  // the mask (a thread with SIGTERM unblocked would die of it).
+  if (grpc_init_ref) grpc_init();  // never released: see the file comment
 
   StoreOptions options;
   options.shard_index = shard_index;
