@@ -162,10 +162,8 @@ int Main(int argc, char** argv) {
     ExitWithError(flags.program(),
                   absl::StrCat("unknown command '", command, "'"));
   }
-  std::vector<std::string> servers;
-  for (absl::string_view s : absl::StrSplit(servers_flag, ',')) {
-    if (!s.empty()) servers.emplace_back(s);
-  }
+  const std::vector<std::string> servers =
+      absl::StrSplit(servers_flag, ',', absl::SkipEmpty());
   if (command == "plan" && !spec_path.empty()) {
     auto spec = ReadSpecFile(spec_path);
     if (!spec.ok()) {

@@ -67,16 +67,6 @@ SimdLevel DetectUncached() {
 SimdLevel DetectUncached() { return SimdLevel::kScalar; }
 #endif
 
-bool LevelUsable(SimdLevel level) {
-  switch (level) {
-    case SimdLevel::kScalar:
-    case SimdLevel::kAvx2:
-    case SimdLevel::kAvx512:
-      return static_cast<int>(level) <= static_cast<int>(DetectSimdLevel());
-  }
-  return false;
-}
-
 using PackFn = void (*)(const float*, uint16_t*, size_t);
 using UnpackFn = void (*)(const uint16_t*, float*, size_t);
 
@@ -87,7 +77,7 @@ struct Kernels {
   UnpackFn fp16_to_fp32;
 };
 
-// Only called with a level for which LevelUsable() is true.
+// Only called with a level for which SimdLevelUsable() is true.
 const Kernels& KernelsFor(SimdLevel level) {
   namespace di = dtype_internal;
   static constexpr Kernels kScalar = {
@@ -121,6 +111,16 @@ const Kernels& Best() {
 SimdLevel DetectSimdLevel() {
   static const SimdLevel level = DetectUncached();
   return level;
+}
+
+bool SimdLevelUsable(SimdLevel level) {
+  switch (level) {
+    case SimdLevel::kScalar:
+    case SimdLevel::kAvx2:
+    case SimdLevel::kAvx512:
+      return static_cast<int>(level) <= static_cast<int>(DetectSimdLevel());
+  }
+  return false;
 }
 
 const char* SimdLevelName(SimdLevel level) {
@@ -185,28 +185,28 @@ void ConvertFp16ToFp32(const uint16_t* src, float* dst, size_t n) {
 
 bool ConvertFp32ToBf16At(SimdLevel level, const float* src, uint16_t* dst,
                          size_t n) {
-  if (!LevelUsable(level)) return false;
+  if (!SimdLevelUsable(level)) return false;
   KernelsFor(level).fp32_to_bf16(src, dst, n);
   return true;
 }
 
 bool ConvertBf16ToFp32At(SimdLevel level, const uint16_t* src, float* dst,
                          size_t n) {
-  if (!LevelUsable(level)) return false;
+  if (!SimdLevelUsable(level)) return false;
   KernelsFor(level).bf16_to_fp32(src, dst, n);
   return true;
 }
 
 bool ConvertFp32ToFp16At(SimdLevel level, const float* src, uint16_t* dst,
                          size_t n) {
-  if (!LevelUsable(level)) return false;
+  if (!SimdLevelUsable(level)) return false;
   KernelsFor(level).fp32_to_fp16(src, dst, n);
   return true;
 }
 
 bool ConvertFp16ToFp32At(SimdLevel level, const uint16_t* src, float* dst,
                          size_t n) {
-  if (!LevelUsable(level)) return false;
+  if (!SimdLevelUsable(level)) return false;
   KernelsFor(level).fp16_to_fp32(src, dst, n);
   return true;
 }

@@ -60,6 +60,10 @@ SimdLevel DetectSimdLevel();
 // "scalar", "avx2", "avx512" (or "unknown" for an out-of-range value).
 const char* SimdLevelName(SimdLevel level);
 
+// True when `level` is a valid SimdLevel that this CPU can run
+// (level <= DetectSimdLevel()).
+bool SimdLevelUsable(SimdLevel level);
+
 // Scalar reference conversions of one element (see the contract above).
 uint16_t Fp32ToBf16(float f);
 float Bf16ToFp32(uint16_t h);

@@ -47,18 +47,13 @@ std::string Tail(const std::string& path, int lines) {
   return out;
 }
 
-double QuadraticLoss(ShardClient& client) {
+double JobLoss(ShardClient& client) {
   const uint64_t total = client.plan().total();
   std::vector<float> p(total);
   if (!client.Gather(Range{0, total}, v1::DTYPE_FP32, p.data()).ok()) {
     return -1;
   }
-  double loss = 0;
-  for (uint64_t i = 0; i < total; ++i) {
-    const double d = p[i] - QuadraticTarget(i);
-    loss += 0.5 * d * d / total;
-  }
-  return loss;
+  return QuadraticLoss(p.data(), 0, total, total);
 }
 
 int Smoke(int argc, char** argv) {
@@ -129,7 +124,7 @@ int Smoke(int argc, char** argv) {
     std::fprintf(stderr, "zeroshard: %s\n", std::string(s.message()).c_str());
     return 1;
   }
-  const double initial = QuadraticLoss(**client);
+  const double initial = JobLoss(**client);
   std::printf("initial loss %.6f\n", initial);
 
   std::vector<Subprocess> procs;
@@ -194,7 +189,7 @@ int Smoke(int argc, char** argv) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
-  const double final_loss = QuadraticLoss(**client);
+  const double final_loss = JobLoss(**client);
   auto stats = (*client)->Stats();
   uint64_t contributions = 0, rejected = 0;
   if (stats.ok()) {

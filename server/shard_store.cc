@@ -254,13 +254,8 @@ absl::Status ShardStore::CheckWrite(const v1::WriteHeader& h) {
     return Reject(absl::InvalidArgumentError(
         "WriteParameters takes DTYPE_FP32 data only"));
   }
-  if (h.length() == 0 || h.offset() < owned_.begin || h.offset() > owned_.end ||
-      h.length() > owned_.end - h.offset()) {
-    return Reject(absl::InvalidArgumentError(
-        absl::StrCat("range ", RangeText(h.offset(), h.offset() + h.length()),
-                     " is empty or outside the owned range ",
-                     RangeText(owned_.begin, owned_.end))));
-  }
+  s = CheckOwnedRange(h.offset(), h.length());
+  if (!s.ok()) return Reject(s);
   if (in_flight_ > 0 || committing_ || prepared_ ||
       std::any_of(received_elements_.begin(), received_elements_.end(),
                   [](uint64_t n) { return n > 0; })) {
@@ -295,13 +290,8 @@ absl::Status ShardStore::CheckGather(const v1::GatherRequest& r) {
     return Reject(absl::InvalidArgumentError(
         absl::StrCat("unknown dtype ", static_cast<int>(r.dtype()))));
   }
-  if (r.length() == 0 || r.offset() < owned_.begin || r.offset() > owned_.end ||
-      r.length() > owned_.end - r.offset()) {
-    return Reject(absl::InvalidArgumentError(
-        absl::StrCat("range ", RangeText(r.offset(), r.offset() + r.length()),
-                     " is empty or outside the owned range ",
-                     RangeText(owned_.begin, owned_.end))));
-  }
+  s = CheckOwnedRange(r.offset(), r.length());
+  if (!s.ok()) return Reject(s);
   return absl::OkStatus();
 }
 
@@ -322,6 +312,18 @@ absl::Status ShardStore::GatherInto(uint64_t offset, uint64_t n,
   }
   *step = data_step_;
   bytes_gathered_.fetch_add(n * DTypeSize(dtype));
+  return absl::OkStatus();
+}
+
+absl::Status ShardStore::CheckOwnedRange(uint64_t offset,
+                                         uint64_t length) const {
+  if (length == 0 || offset < owned_.begin || offset > owned_.end ||
+      length > owned_.end - offset) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("range ", RangeText(offset, offset + length),
+                     " is empty or outside the owned range ",
+                     RangeText(owned_.begin, owned_.end)));
+  }
   return absl::OkStatus();
 }
 
@@ -353,13 +355,8 @@ absl::StatusOr<std::unique_ptr<PushSession>> ShardStore::BeginPush(
         absl::StrCat("idempotency_key must be 1 to ", kMaxKeyBytes, " bytes")));
   }
   const uint64_t begin = h.offset();
-  if (h.length() == 0 || begin < owned_.begin || begin > owned_.end ||
-      h.length() > owned_.end - begin) {
-    return Reject(absl::InvalidArgumentError(
-        absl::StrCat("range ", RangeText(begin, begin + h.length()),
-                     " is empty or outside the owned range ",
-                     RangeText(owned_.begin, owned_.end))));
-  }
+  s = CheckOwnedRange(begin, h.length());
+  if (!s.ok()) return Reject(s);
   const uint64_t end = begin + h.length();
   const uint32_t align = spec_.alignment();
   if (begin % align != 0 || (end % align != 0 && end != owned_.end)) {

@@ -204,6 +204,9 @@ class ShardStore {
 
   absl::Status CheckJob(const std::string& job_id) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // INVALID_ARGUMENT unless [offset, offset + length) is non-empty and
+  // inside the owned range.
+  absl::Status CheckOwnedRange(uint64_t offset, uint64_t length) const;
   absl::Status Reject(absl::Status s) {
     rejected_.fetch_add(1);
     return s;

@@ -7,6 +7,16 @@
 
 namespace zeroshard {
 
+double QuadraticLoss(const float* p, uint64_t begin, uint64_t n,
+                     uint64_t total) {
+  double loss = 0;
+  for (uint64_t e = 0; e < n; ++e) {
+    const double d = p[e] - QuadraticTarget(begin + e);
+    loss += 0.5 * d * d / total;
+  }
+  return loss;
+}
+
 v1::ModelSpec QuadraticSpec(const std::string& job_id, uint32_t num_servers,
                             uint64_t elements) {
   v1::ModelSpec spec;

@@ -19,6 +19,12 @@ inline float QuadraticTarget(uint64_t i) {
   return 0.5f * std::sin(static_cast<float>(i) * 0.001f);
 }
 
+// The task's loss contribution of p[0, n), the parameters at flat offsets
+// [begin, begin + n) of a model of `total` parameters; summed over slices
+// it is f(p).
+double QuadraticLoss(const float* p, uint64_t begin, uint64_t n,
+                     uint64_t total);
+
 // A ModelSpec for the task: a handful of tensors totalling about
 // `elements` parameters, one AdamW group without weight decay, seeded
 // normal(0, 0.02) init on the servers.

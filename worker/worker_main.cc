@@ -67,9 +67,7 @@ int Main(int argc, char** argv) {
                   "--log_every >= 1 are required");
   }
   ClientOptions options;
-  for (absl::string_view s : absl::StrSplit(servers_flag, ',')) {
-    if (!s.empty()) options.addresses.emplace_back(s);
-  }
+  options.addresses = absl::StrSplit(servers_flag, ',', absl::SkipEmpty());
   if (options.addresses.empty()) ExitWithError(prog, "--servers is required");
   auto client_or = ShardClient::Connect(options);
   if (!client_or.ok()) {
@@ -94,11 +92,11 @@ int Main(int argc, char** argv) {
   }
   for (int64_t i = 0; i < steps; ++i) {
     // Local loss and gradient of this slice.
-    double loss = 0;
+    const double loss =
+        QuadraticLoss(p.data(), slice.begin, slice.size(), plan.total());
     for (uint64_t e = 0; e < slice.size(); ++e) {
-      const float d = p[e] - QuadraticTarget(slice.begin + e);
-      g[e] = d / static_cast<float>(plan.total());
-      loss += 0.5 * static_cast<double>(d) * d / plan.total();
+      g[e] = (p[e] - QuadraticTarget(slice.begin + e)) /
+             static_cast<float>(plan.total());
     }
     if (!slice.empty()) {
       PushId id{0, step, 0, absl::StrCat("rank", rank, "/step", step)};
@@ -137,12 +135,8 @@ int Main(int argc, char** argv) {
       std::fflush(stdout);
     }
   }
-  double loss = 0;
-  for (uint64_t e = 0; e < slice.size(); ++e) {
-    const double d = p[e] - QuadraticTarget(slice.begin + e);
-    loss += 0.5 * d * d / plan.total();
-  }
-  std::printf("final slice loss %.6f\n", loss);
+  std::printf("final slice loss %.6f\n",
+              QuadraticLoss(p.data(), slice.begin, slice.size(), plan.total()));
   return 0;
 }
 

@@ -325,20 +325,6 @@ KernelFn SelectKernel(SimdLevel level, ServingType st) {
   }
 }
 
-// Whether the code path for `level` may run here. DetectSimdLevel() reports
-// kAvx2 only with AVX2 + FMA + F16C and kAvx512 only with AVX-512 F/BW/VL/DQ
-// on top of those (and OS support for the register state), which is exactly
-// what RunAvx2 and RunAvx512 are compiled for.
-bool LevelUsable(SimdLevel level) {
-  switch (level) {
-    case SimdLevel::kScalar:
-    case SimdLevel::kAvx2:
-    case SimdLevel::kAvx512:
-      return static_cast<int>(level) <= static_cast<int>(DetectSimdLevel());
-  }
-  return false;
-}
-
 }  // namespace
 
 void AdamWStep(const AdamWHyper& h, float* p, const float* g, float* m,
@@ -350,7 +336,10 @@ void AdamWStep(const AdamWHyper& h, float* p, const float* g, float* m,
 bool AdamWStepAt(SimdLevel level, const AdamWHyper& h, float* p, const float* g,
                  float* m, float* v, uint16_t* serve, ServingType st,
                  size_t n) {
-  if (!LevelUsable(level)) return false;
+  // DetectSimdLevel() reports kAvx2 only with AVX2 + FMA + F16C and kAvx512
+  // only with AVX-512 F/BW/VL/DQ on top (and OS register support): exactly
+  // what RunAvx2 and RunAvx512 are compiled for.
+  if (!SimdLevelUsable(level)) return false;
   if (n == 0) return true;
   SelectKernel(level, st)(MakeConsts(h), p, g, m, v, serve, n);
   return true;
