@@ -1,0 +1,318 @@
+// HostCommunicator over the in-process transport: every op, fp32 and bf16,
+// W in {1,2,3,4}, awkward lengths, against the reference order of
+// testing.h, bit for bit; the hierarchical schedule; errors; overlap.
+#include "worker/collective/host_communicator.h"
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "worker/collective/inprocess_transport.h"
+#include "worker/collective/testing.h"
+
+namespace zeroshard {
+namespace collective {
+namespace {
+
+using Buffers = std::vector<std::vector<char>>;
+
+struct Group {
+  std::shared_ptr<InProcessHub> hub;
+  std::vector<std::unique_ptr<HostCommunicator>> comms;
+};
+
+Group MakeGroup(int w, HostCommunicatorOptions options = {}) {
+  Group g;
+  g.hub = std::make_shared<InProcessHub>(w);
+  for (int r = 0; r < w; ++r) {
+    auto c = HostCommunicator::Create(g.hub->MakeTransport(r), options);
+    EXPECT_TRUE(c.ok()) << c.status();
+    g.comms.push_back(std::move(*c));
+  }
+  return g;
+}
+
+Buffers Inputs(int w, uint64_t count, DType dtype, uint64_t seed = 7) {
+  Buffers b;
+  for (int r = 0; r < w; ++r) b.push_back(MakeInput(seed, r, count, dtype));
+  return b;
+}
+
+// Issues one op on every rank (all from this thread: the ops run on the
+// communicators' progress threads) and waits for all.
+template <typename F>
+void OnAll(Group& g, F issue) {
+  std::vector<CollectiveOp> ops;
+  for (size_t r = 0; r < g.comms.size(); ++r) {
+    ops.push_back(issue(static_cast<int>(r), *g.comms[r]));
+  }
+  for (size_t r = 0; r < ops.size(); ++r) {
+    ASSERT_TRUE(ops[r].Wait().ok()) << "rank " << r << ": " << ops[r].Wait();
+  }
+}
+
+bool SameBytes(const char* a, const char* b, size_t n) {
+  return n == 0 || std::memcmp(a, b, n) == 0;
+}
+
+void CheckAllOps(int w, uint64_t count, DType dtype, uint32_t alignment) {
+  SCOPED_TRACE(absl::StrCat("W=", w, " count=", count, " ", DTypeName(dtype),
+                            " alignment=", alignment));
+  const size_t es = DTypeSize(dtype);
+  HostCommunicatorOptions options;
+  options.part_alignment = alignment;
+  Group g = MakeGroup(w, options);
+  const Buffers in = Inputs(w, count, dtype);
+  const std::vector<char> want = ReferenceSum(in, dtype);
+
+  Buffers ar = in;
+  OnAll(g, [&](int r, Communicator& c) {
+    return c.AllReduce(ar[r].data(), count, dtype);
+  });
+  for (int r = 0; r < w; ++r) {
+    EXPECT_TRUE(SameBytes(ar[r].data(), want.data(), want.size()))
+        << "AllReduce differs from the reference on rank " << r;
+  }
+
+  Buffers rs = in;
+  std::vector<OpStats> stats(w);
+  OnAll(g, [&](int r, Communicator& c) {
+    return c.ReduceScatter(rs[r].data(), count, dtype);
+  });
+  for (int r = 0; r < w; ++r) {
+    const Range p = g.comms[r]->PartRange(count, r);
+    EXPECT_TRUE(SameBytes(rs[r].data() + p.begin * es,
+                          want.data() + p.begin * es, p.size() * es))
+        << "ReduceScatter part differs on rank " << r;
+  }
+  // Byte counts: (N - |P_r|) sent, (W-1)·|P_r| received, as a ring.
+  std::vector<CollectiveOp> ops;
+  Buffers rs2 = in;
+  for (int r = 0; r < w; ++r) {
+    ops.push_back(g.comms[r]->ReduceScatter(rs2[r].data(), count, dtype));
+  }
+  for (int r = 0; r < w; ++r) {
+    ASSERT_TRUE(ops[r].Wait().ok());
+    const uint64_t part = g.comms[r]->PartRange(count, r).size();
+    EXPECT_EQ(ops[r].stats().bytes_sent, (count - part) * es);
+    EXPECT_EQ(ops[r].stats().bytes_received, (w - 1) * part * es);
+  }
+
+  // ReduceScatter + AllGather == AllReduce, bitwise.
+  OnAll(g, [&](int r, Communicator& c) {
+    return c.AllGather(rs[r].data(), count, dtype);
+  });
+  for (int r = 0; r < w; ++r) {
+    EXPECT_TRUE(SameBytes(rs[r].data(), ar[r].data(), ar[r].size()))
+        << "ReduceScatter+AllGather != AllReduce on rank " << r;
+  }
+
+  Buffers bc = in;
+  const int root = w - 1;
+  OnAll(g, [&](int r, Communicator& c) {
+    return c.Broadcast(bc[r].data(), count, dtype, root);
+  });
+  for (int r = 0; r < w; ++r) {
+    EXPECT_TRUE(SameBytes(bc[r].data(), in[root].data(), in[root].size()))
+        << "Broadcast differs on rank " << r;
+  }
+  OnAll(g, [&](int r, Communicator& c) { return c.Barrier(); });
+}
+
+TEST(HostCommunicatorTest, EveryOpMatchesTheReference) {
+  for (int w = 1; w <= 4; ++w) {
+    for (DType dtype : {DType::kFloat32, DType::kBfloat16}) {
+      for (uint64_t count : {0ull, 1ull, static_cast<unsigned long long>(w - 1),
+                             1001ull, 4099ull}) {
+        CheckAllOps(w, count, dtype, 1);
+      }
+      CheckAllOps(w, 4099, dtype, 64);
+    }
+  }
+}
+
+TEST(HostCommunicatorTest, LargeBuffers) {
+  // ~3 MiB of fp32 / 1.5 MiB of bf16, not a multiple of W or of 64.
+  for (DType dtype : {DType::kFloat32, DType::kBfloat16}) {
+    CheckAllOps(3, (3 << 18) + 5, dtype, 64);
+    CheckAllOps(4, (3 << 18) + 5, dtype, 1);
+  }
+}
+
+TEST(HostCommunicatorTest, ReferenceTellsOrdersApart) {
+  const Buffers in = Inputs(4, 4096, DType::kFloat32);
+  EXPECT_NE(ReferenceSum(in, DType::kFloat32),
+            SequentialSum(in, DType::kFloat32));
+}
+
+// Hierarchical (M nodes x G local ranks) against flat, bitwise.
+void CheckHierarchical(int w, int local_size, DType dtype, bool equal_flat) {
+  SCOPED_TRACE(absl::StrCat("W=", w, " G=", local_size, " ", DTypeName(dtype)));
+  const uint64_t count = 10007;
+  const size_t es = DTypeSize(dtype);
+  HostCommunicatorOptions options;
+  options.local_size = local_size;
+  options.part_alignment = 8;
+  Group g = MakeGroup(w, options);
+  const Buffers in = Inputs(w, count, dtype, 11);
+  const std::vector<char> want = ReferenceSum(in, dtype, local_size);
+  const std::vector<char> flat = ReferenceSum(in, dtype);
+  EXPECT_EQ(want == flat, equal_flat);
+
+  Buffers ar = in, rs = in;
+  OnAll(g, [&](int r, Communicator& c) {
+    return c.AllReduce(ar[r].data(), count, dtype);
+  });
+  std::vector<CollectiveOp> ops;
+  for (int r = 0; r < w; ++r) {
+    ops.push_back(g.comms[r]->ReduceScatter(rs[r].data(), count, dtype));
+  }
+  const int nodes = w / local_size;
+  for (int r = 0; r < w; ++r) {
+    ASSERT_TRUE(ops[r].Wait().ok());
+    const Range p = g.comms[r]->PartRange(count, r);
+    EXPECT_TRUE(SameBytes(rs[r].data() + p.begin * es,
+                          want.data() + p.begin * es, p.size() * es));
+    // In the node: the parts of the node peers; across: fp32 partials of
+    // the own part to each other node.
+    const int local = r % local_size;
+    uint64_t slice = 0;  // what this rank reduces inside the node
+    for (int n = 0; n < nodes; ++n) {
+      slice += g.comms[r]->PartRange(count, n * local_size + local).size();
+    }
+    EXPECT_EQ(ops[r].stats().bytes_received,
+              (local_size - 1) * slice * es + (nodes - 1) * p.size() * 4);
+  }
+  OnAll(g, [&](int r, Communicator& c) {
+    return c.AllGather(rs[r].data(), count, dtype);
+  });
+  for (int r = 0; r < w; ++r) {
+    EXPECT_TRUE(SameBytes(ar[r].data(), want.data(), want.size()));
+    EXPECT_TRUE(SameBytes(rs[r].data(), want.data(), want.size()));
+  }
+}
+
+TEST(HostCommunicatorTest, HierarchicalEqualsFlatForPowerOfTwoNodes) {
+  for (DType dtype : {DType::kFloat32, DType::kBfloat16}) {
+    CheckHierarchical(4, 2, dtype, true);
+    CheckHierarchical(6, 2, dtype, true);
+    CheckHierarchical(8, 4, dtype, true);
+  }
+}
+
+TEST(HostCommunicatorTest, HierarchicalWithThreeLocalRanksIsNestedTree) {
+  CheckHierarchical(6, 3, DType::kFloat32, false);
+}
+
+TEST(HostCommunicatorTest, MismatchedCountsFailWithBothCalls) {
+  Group g = MakeGroup(2);
+  std::vector<float> a(10), b(11);
+  CollectiveOp x = g.comms[0]->AllReduce(a.data(), 10, DType::kFloat32);
+  CollectiveOp y = g.comms[1]->AllReduce(b.data(), 11, DType::kFloat32);
+  absl::Status s = x.Wait();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("rank 1"), absl::string_view::npos) << s;
+  EXPECT_NE(s.message().find("count=11"), absl::string_view::npos) << s;
+  EXPECT_EQ(y.Wait().code(), absl::StatusCode::kInvalidArgument);
+  // The communicator is broken from now on.
+  EXPECT_EQ(g.comms[0]->Barrier().Wait().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(HostCommunicatorTest, MismatchedDtypeFails) {
+  Group g = MakeGroup(2);
+  std::vector<float> a(8);
+  CollectiveOp x = g.comms[0]->AllGather(a.data(), 8, DType::kFloat32);
+  CollectiveOp y = g.comms[1]->AllGather(a.data(), 8, DType::kBfloat16);
+  EXPECT_EQ(x.Wait().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(x.Wait().message().find("bf16"), absl::string_view::npos);
+  (void)y.Wait();
+}
+
+TEST(HostCommunicatorTest, DeadPeerFailsPendingOpsNamingIt) {
+  Group g = MakeGroup(3);
+  std::vector<float> a(100), b(100);
+  CollectiveOp x = g.comms[0]->AllReduce(a.data(), 100, DType::kFloat32);
+  CollectiveOp y = g.comms[1]->AllReduce(b.data(), 100, DType::kFloat32);
+  g.hub->Kill(2);
+  absl::Status s = x.Wait();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_NE(s.message().find("rank 2"), absl::string_view::npos) << s;
+  EXPECT_EQ(y.Wait().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(HostCommunicatorTest, SilentPeerTimesOutNamingIt) {
+  HostCommunicatorOptions options;
+  options.op_timeout = absl::Milliseconds(200);
+  Group g = MakeGroup(3, options);
+  std::vector<float> a(10), b(10);
+  CollectiveOp x = g.comms[0]->AllReduce(a.data(), 10, DType::kFloat32);
+  CollectiveOp y = g.comms[1]->AllReduce(b.data(), 10, DType::kFloat32);
+  absl::Status s = x.Wait();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_NE(s.message().find("rank 2"), absl::string_view::npos) << s;
+  EXPECT_EQ(s.message().find("rank 1"), absl::string_view::npos) << s;
+  (void)y.Wait();
+}
+
+TEST(HostCommunicatorTest, BadArgumentsFailAtIssue) {
+  Group g = MakeGroup(2);
+  EXPECT_EQ(g.comms[0]->AllReduce(nullptr, 4, DType::kFloat32).Wait().code(),
+            absl::StatusCode::kInvalidArgument);
+  float x = 0;
+  EXPECT_EQ(g.comms[0]->Broadcast(&x, 1, DType::kFloat32, 2).Wait().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      HostCommunicator::Create(g.hub->MakeTransport(0), {1, 3}).status().code(),
+      absl::StatusCode::kInvalidArgument);
+}
+
+TEST(HostCommunicatorTest, DestructionCancelsPendingOps) {
+  CollectiveOp x;
+  std::vector<float> a(10);
+  {
+    Group g = MakeGroup(2);
+    x = g.comms[0]->AllReduce(a.data(), 10, DType::kFloat32);
+  }
+  EXPECT_EQ(x.Wait().code(), absl::StatusCode::kCancelled);
+}
+
+// Overlap: ops complete on the progress threads while the issuing thread
+// keeps computing and never calls Wait; completion follows issue order.
+TEST(HostCommunicatorTest, OpsProgressWithoutWaitAndInIssueOrder) {
+  const int w = 3;
+  const uint64_t count = 1 << 16;
+  Group g = MakeGroup(w);
+  Buffers buf = Inputs(w, count, DType::kFloat32);
+  std::vector<std::vector<CollectiveOp>> ops(w);
+  for (int k = 0; k < 3; ++k) {
+    for (int r = 0; r < w; ++r) {
+      ops[r].push_back(
+          g.comms[r]->AllReduce(buf[r].data(), count, DType::kFloat32));
+    }
+  }
+  // "Compute" until the last op of every rank is done, without Wait().
+  double sink = 0;
+  auto all_done = [&] {
+    for (int r = 0; r < w; ++r) {
+      if (!ops[r].back().Done()) return false;
+    }
+    return true;
+  };
+  const absl::Time give_up = absl::Now() + absl::Seconds(60);
+  while (!all_done() && absl::Now() < give_up) {
+    for (int i = 0; i < 100000; ++i) sink += i * 1e-9;
+  }
+  ASSERT_TRUE(all_done()) << "ops made no progress while the caller computed";
+  for (int r = 0; r < w; ++r) {
+    for (const CollectiveOp& op : ops[r]) EXPECT_TRUE(op.Done());
+    for (const CollectiveOp& op : ops[r]) EXPECT_TRUE(op.Wait().ok());
+  }
+  EXPECT_GT(sink, 0);
+}
+
+}  // namespace
+}  // namespace collective
+}  // namespace zeroshard

@@ -1,0 +1,50 @@
+// A HostCommunicator over UCX between real processes, configured from the
+// launcher's environment. The usual entry point for CPU workers.
+//
+//   ZS_ASSIGN_OR_RETURN(UcxCommunicatorConfig config,
+//                       UcxCommunicatorConfig::FromEnv());
+//   ZS_ASSIGN_OR_RETURN(auto comm, CreateUcxCommunicator(config));
+//   comm->AllReduce(grads, n, DType::kBfloat16).Wait();
+//
+// Environment (set by the launcher):
+//   ZEROSHARD_RANK, ZEROSHARD_WORLD_SIZE   this rank, W
+//   ZEROSHARD_LOCAL_RANK, ZEROSHARD_LOCAL_SIZE   place in the node (optional;
+//       default 0 / 1 = flat). Ranks must be numbered node-major: rank =
+//       node·local_size + local_rank.
+//   ZEROSHARD_COORD                        host:port where rank 0 listens
+#ifndef ZEROSHARD_WORKER_COLLECTIVE_UCX_COMMUNICATOR_H_
+#define ZEROSHARD_WORKER_COLLECTIVE_UCX_COMMUNICATOR_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "worker/collective/host_communicator.h"
+
+namespace zeroshard {
+namespace collective {
+
+struct UcxCommunicatorConfig {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_size = 1;
+  std::string coordinator;  // host:port
+  uint32_t part_alignment = 1;
+  absl::Duration bootstrap_timeout = absl::Seconds(60);
+  absl::Duration op_timeout = absl::Minutes(5);
+
+  // Reads the variables above; INVALID_ARGUMENT naming a bad or missing one.
+  static absl::StatusOr<UcxCommunicatorConfig> FromEnv();
+};
+
+// Bootstraps (blocking until every rank joined, or bootstrap_timeout) and
+// returns the communicator. INVALID_ARGUMENT for an inconsistent config.
+absl::StatusOr<std::unique_ptr<HostCommunicator>> CreateUcxCommunicator(
+    const UcxCommunicatorConfig& config);
+
+}  // namespace collective
+}  // namespace zeroshard
+
+#endif  // ZEROSHARD_WORKER_COLLECTIVE_UCX_COMMUNICATOR_H_
