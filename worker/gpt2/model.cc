@@ -1,0 +1,230 @@
+// GPT-2 sequencing: which kernel runs on which buffers, forward and back.
+//
+// Residual stream: block l reads x_l and writes x_{l+1} = res2 + mlp(res2),
+// res2 = x_l + attn(x_l). Backward keeps the stream's gradient in ONE buffer,
+// dres: the residual adds pass it through unchanged to both branches, and
+// each LayerNorm backward adds its input gradient into it, so the residual's
+// backward needs no call of its own.
+#include "worker/gpt2/model.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <string_view>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "worker/gpt2/cpu_kernels.h"
+
+namespace zeroshard::gpt2 {
+
+absl::StatusOr<std::unique_ptr<Model>> Model::Create(
+    const Config& config, int B, int T, const ModelOptions& options) {
+  ZS_ASSIGN_OR_RETURN(ParamLayout layout, ParamLayout::Create(config));
+  const uint64_t n = layout.num_params();
+  for (const auto& [name, span] :
+       {std::pair{"params", options.params}, {"grads", options.grads}}) {
+    if (!span.empty() && span.size() != n) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "GPT-2 model: %s buffer has %d floats, the layout needs %d", name,
+          span.size(), n));
+    }
+  }
+  std::unique_ptr<Model> m(new Model(std::move(layout), B, T));
+  ZS_ASSIGN_OR_RETURN(
+      m->arena_, ActivationArena::Create(config, B, T, options.checkpoint));
+  m->checkpoint_ = options.checkpoint;
+  if (options.kernels != nullptr) {
+    m->kernels_ = options.kernels;
+  } else {
+    ZS_ASSIGN_OR_RETURN(m->owned_kernels_, CpuKernels::Create(options.threads));
+    m->kernels_ = m->owned_kernels_.get();
+  }
+  if (options.params.empty()) {
+    m->owned_params_.assign(n, 0.0f);
+    m->params_ = absl::MakeSpan(m->owned_params_);
+  } else {
+    m->params_ = options.params;
+  }
+  if (options.grads.empty()) {
+    m->owned_grads_.assign(n, 0.0f);
+    m->grads_ = absl::MakeSpan(m->owned_grads_);
+  } else {
+    m->grads_ = options.grads;
+  }
+  return m;
+}
+
+absl::Span<float> Model::param(ParamKind kind, int layer) {
+  const ParamTensor& t = layout_.Get(kind, layer);
+  return params_.subspan(t.offset, t.numel);
+}
+
+absl::Span<float> Model::grad(ParamKind kind, int layer) {
+  const ParamTensor& t = layout_.Get(kind, layer);
+  return grads_.subspan(t.offset, t.numel);
+}
+
+const float* Model::P(ParamKind kind, int layer) const {
+  return params_.data() + layout_.Get(kind, layer).offset;
+}
+
+float* Model::G(ParamKind kind, int layer) {
+  return grads_.data() + layout_.Get(kind, layer).offset;
+}
+
+absl::Span<const float> Model::logits() const {
+  return {arena_->acts().logits,
+          static_cast<size_t>(B_) * T_ * config().padded_vocab_size};
+}
+
+absl::Span<const float> Model::losses() const {
+  return {arena_->acts().losses, static_cast<size_t>(B_) * T_};
+}
+
+void Model::ZeroGrad() {
+  kernels_->Zero(grads_.data(), static_cast<int64_t>(grads_.size()));
+}
+
+absl::StatusOr<float> Model::Forward(absl::Span<const int> inputs,
+                                     absl::Span<const int> targets) {
+  const size_t bt = static_cast<size_t>(B_) * T_;
+  const int V = config().vocab_size;
+  for (const auto& [name, tokens] :
+       {std::pair{"inputs", inputs}, {"targets", targets}}) {
+    if (tokens.empty() && std::string_view(name) == "targets") continue;
+    if (tokens.size() != bt) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "GPT-2 forward: %s has %d tokens, expected B*T = %d*%d", name,
+          tokens.size(), B_, T_));
+    }
+    for (size_t i = 0; i < bt; ++i) {
+      if (tokens[i] < 0 || tokens[i] >= V) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "GPT-2 forward: %s token %d at position (b=%d, t=%d) is outside "
+            "[0, vocab_size=%d)",
+            name, tokens[i], i / T_, i % T_, V));
+      }
+    }
+  }
+  const Activations& a = arena_->acts();
+  std::copy(inputs.begin(), inputs.end(), a.inputs);
+  std::copy(targets.begin(), targets.end(), a.targets);
+
+  const Config& c = config();
+  const int C = c.channels, L = c.num_layers;
+  const int64_t N = static_cast<int64_t>(bt);
+  Kernels& k = *kernels_;
+  k.EncoderForward(a.x, a.inputs, P(ParamKind::kWte), P(ParamKind::kWpe), B_,
+                   T_, C);
+  for (int l = 0; l < L; ++l) BlockForward(l, a.blocks[checkpoint_ ? 0 : l]);
+  cached_block_ = L - 1;
+  k.LayernormForward(a.lnf, a.lnf_mean, a.lnf_rstd, a.x + L * N * C,
+                     P(ParamKind::kLnfw), P(ParamKind::kLnfb), N, C);
+  k.MatmulForward(a.logits, a.lnf, P(ParamKind::kWte), nullptr, N, C,
+                  c.padded_vocab_size);
+  logits_valid_ = true;
+  backward_ready_ = !targets.empty();
+  loss_ = 0;
+  if (backward_ready_) {
+    k.CrossEntropyForward(a.losses, a.logits, a.targets, N, V,
+                          c.padded_vocab_size);
+    double sum = 0;
+    for (int64_t i = 0; i < N; ++i) sum += a.losses[i];
+    loss_ = static_cast<float>(sum / N);
+  }
+  return loss_;
+}
+
+void Model::BlockForward(int l, const BlockActs& s) {
+  const int C = config().channels, NH = config().num_heads;
+  const int64_t N = int64_t{B_} * T_;
+  const float* x = arena_->acts().x + l * N * C;
+  float* out = arena_->acts().x + (l + 1) * N * C;
+  Kernels& k = *kernels_;
+  using K = ParamKind;
+  k.LayernormForward(s.ln1, s.ln1_mean, s.ln1_rstd, x, P(K::kLn1w, l),
+                     P(K::kLn1b, l), N, C);
+  k.MatmulForward(s.qkv, s.ln1, P(K::kQkvw, l), P(K::kQkvb, l), N, C, 3 * C);
+  k.AttentionForward(s.atty, s.att, s.qkv, B_, T_, C, NH);
+  k.MatmulForward(s.res2, s.atty, P(K::kAttprojw, l), P(K::kAttprojb, l), N, C,
+                  C);
+  k.ResidualForward(s.res2, x, s.res2, N * C);
+  k.LayernormForward(s.ln2, s.ln2_mean, s.ln2_rstd, s.res2, P(K::kLn2w, l),
+                     P(K::kLn2b, l), N, C);
+  k.MatmulForward(s.fch, s.ln2, P(K::kFcw, l), P(K::kFcb, l), N, C, 4 * C);
+  k.GeluForward(s.fch_gelu, s.fch, N * 4 * C);
+  k.MatmulForward(out, s.fch_gelu, P(K::kFcprojw, l), P(K::kFcprojb, l), N,
+                  4 * C, C);
+  k.ResidualForward(out, s.res2, out, N * C);
+}
+
+absl::Status Model::Backward(const GradHook& hook) {
+  if (!backward_ready_) {
+    return absl::FailedPreconditionError(
+        "GPT-2 backward: needs a Forward with targets first (and only one "
+        "Backward per Forward)");
+  }
+  backward_ready_ = false;
+  logits_valid_ = false;
+  const Config& c = config();
+  const int C = c.channels, L = c.num_layers, Vp = c.padded_vocab_size;
+  const int64_t N = int64_t{B_} * T_;
+  const Activations& a = arena_->acts();
+  Kernels& k = *kernels_;
+  auto announce = [&](GradSegment::Part part, int layer, Range range) {
+    if (hook) hook(GradSegment{part, layer, range});
+  };
+
+  // LM head (tied to wte) and the final LayerNorm.
+  k.CrossEntropyBackward(a.logits, a.logits, a.targets, 1.0f / N, N,
+                         c.vocab_size, Vp);
+  k.MatmulBackward(a.dc, G(ParamKind::kWte), nullptr, a.logits, a.lnf,
+                   P(ParamKind::kWte), N, C, Vp);
+  k.Zero(a.dres, N * C);
+  k.LayernormBackward(a.dres, G(ParamKind::kLnfw), G(ParamKind::kLnfb), a.dc,
+                      a.x + L * N * C, P(ParamKind::kLnfw), a.lnf_mean,
+                      a.lnf_rstd, N, C);
+  announce(GradSegment::Part::kFinalNorm, -1, layout_.FinalNormRange());
+
+  for (int l = L - 1; l >= 0; --l) {
+    const BlockActs& s = a.blocks[checkpoint_ ? 0 : l];
+    if (checkpoint_ && cached_block_ != l) BlockForward(l, s);
+    cached_block_ = l;
+    BlockBackward(l, s);
+    announce(GradSegment::Part::kBlock, l, layout_.LayerRange(l));
+  }
+
+  k.EncoderBackward(G(ParamKind::kWte), G(ParamKind::kWpe), a.dres, a.inputs,
+                    B_, T_, C);
+  announce(GradSegment::Part::kEmbeddings, -1, layout_.EmbeddingRange());
+  return absl::OkStatus();
+}
+
+// On entry a.dres holds d loss / d x_{l+1}; on return d loss / d x_l.
+void Model::BlockBackward(int l, const BlockActs& s) {
+  const int C = config().channels, NH = config().num_heads;
+  const int64_t N = int64_t{B_} * T_;
+  const Activations& a = arena_->acts();
+  const float* x = a.x + l * N * C;
+  Kernels& k = *kernels_;
+  using K = ParamKind;
+  // MLP: x_{l+1} = res2 + fcproj(gelu(fc(ln2(res2)))).
+  k.MatmulBackward(a.d4c, G(K::kFcprojw, l), G(K::kFcprojb, l), a.dres,
+                   s.fch_gelu, P(K::kFcprojw, l), N, 4 * C, C);
+  k.GeluBackward(a.d4c, s.fch, a.d4c, N * 4 * C);
+  k.MatmulBackward(a.dc, G(K::kFcw, l), G(K::kFcb, l), a.d4c, s.ln2,
+                   P(K::kFcw, l), N, C, 4 * C);
+  k.LayernormBackward(a.dres, G(K::kLn2w, l), G(K::kLn2b, l), a.dc, s.res2,
+                      P(K::kLn2w, l), s.ln2_mean, s.ln2_rstd, N, C);
+  // Attention: res2 = x_l + attproj(attention(qkv(ln1(x_l)))).
+  k.MatmulBackward(a.dc, G(K::kAttprojw, l), G(K::kAttprojb, l), a.dres, s.atty,
+                   P(K::kAttprojw, l), N, C, C);
+  k.AttentionBackward(a.d4c, a.dc, s.qkv, s.att, B_, T_, C, NH);
+  k.MatmulBackward(a.dc, G(K::kQkvw, l), G(K::kQkvb, l), a.d4c, s.ln1,
+                   P(K::kQkvw, l), N, C, 3 * C);
+  k.LayernormBackward(a.dres, G(K::kLn1w, l), G(K::kLn1b, l), a.dc, x,
+                      P(K::kLn1w, l), s.ln1_mean, s.ln1_rstd, N, C);
+}
+
+}  // namespace zeroshard::gpt2

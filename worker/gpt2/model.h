@@ -1,0 +1,146 @@
+// GPT-2 forward and backward for one fixed batch shape (B,T): the model owns
+// the activation memory (activations.h, allocated once in Create) and the
+// order of the layer calls; the arithmetic is done by a Kernels
+// implementation (kernels.h; CpuKernels by default).
+//
+// Parameters and gradients are flat fp32 buffers in ParamLayout's memory
+// order (config.h). Either the model allocates them, or the caller passes
+// its own (ZeRO stage 3 fills the parameter buffer layer by layer); views of
+// single tensors come from param() / grad().
+//
+// One training step:
+//   model->ZeroGrad();
+//   ZS_ASSIGN_OR_RETURN(float loss, model->Forward(inputs, targets));
+//   ZS_RETURN_IF_ERROR(model->Backward(hook));  // grads += d(loss)/d(params)
+//
+// Loss: the mean cross-entropy over the B*T positions (real vocabulary only;
+// padded columns never scored); backward starts from dloss = 1/(B*T) per
+// position. The tied wte collects gradients from the LM head and from the
+// token embedding.
+//
+// Backward calls `hook` as each part's gradients become final, in this
+// order: the final LayerNorm, blocks L-1 .. 0, then the embeddings (wte, wpe:
+// last, because the token embedding adds to wte after the LM head did), so
+// that gradient buckets can be reduced while backward continues. The hook
+// runs on the calling thread, between kernel calls.
+//
+// Checkpointing (ModelOptions::checkpoint): forward keeps only each block's
+// input; backward recomputes the block's forward just before its backward.
+// Gradients are bitwise identical to the run without it.
+//
+// Threading: a Model is used by one thread at a time. Errors: see each
+// method; a failed call changes nothing.
+#ifndef ZEROSHARD_WORKER_GPT2_MODEL_H_
+#define ZEROSHARD_WORKER_GPT2_MODEL_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/partition.h"
+#include "worker/gpt2/activations.h"
+#include "worker/gpt2/config.h"
+#include "worker/gpt2/kernels.h"
+
+namespace zeroshard::gpt2 {
+
+struct ModelOptions {
+  // Threads of the CPU kernels the model creates when `kernels` is null.
+  int threads = 1;
+  // Kernels to use (not owned; must outlive the model), or null.
+  Kernels* kernels = nullptr;
+  // Recompute each block's forward in backward instead of keeping it.
+  bool checkpoint = false;
+  // Caller-owned flat parameter / gradient buffers of exactly num_params
+  // floats (must outlive the model), or empty for model-owned ones (params
+  // uninitialised (zero), gradients zero).
+  absl::Span<float> params;
+  absl::Span<float> grads;
+};
+
+// Which gradients a GradHook call announces as final.
+struct GradSegment {
+  enum class Part { kFinalNorm, kBlock, kEmbeddings };
+  Part part;
+  int layer = -1;  // block index for kBlock, -1 otherwise
+  Range range;     // flat range in ParamLayout memory order
+};
+using GradHook = std::function<void(const GradSegment&)>;
+
+class Model {
+ public:
+  // INVALID_ARGUMENT for an invalid config (ValidateConfig), a bad batch
+  // shape (B < 1, T outside [1, max_seq_len], B*T or an activation size
+  // that overflows), threads < 1, or a params/grads span whose size is not
+  // num_params; RESOURCE_EXHAUSTED when memory runs out.
+  static absl::StatusOr<std::unique_ptr<Model>> Create(
+      const Config& config, int B, int T, const ModelOptions& options);
+
+  const Config& config() const { return layout_.config(); }
+  const ParamLayout& layout() const { return layout_; }
+  int B() const { return B_; }
+  int T() const { return T_; }
+  bool checkpoint() const { return checkpoint_; }
+  Kernels& kernels() { return *kernels_; }
+  // Floats of activation memory (fixed at Create).
+  int64_t activation_floats() const { return arena_->floats(); }
+
+  // Flat buffers (num_params floats) and single tensors in them.
+  absl::Span<float> params() { return params_; }
+  absl::Span<float> grads() { return grads_; }
+  absl::Span<float> param(ParamKind kind, int layer = -1);
+  absl::Span<float> grad(ParamKind kind, int layer = -1);
+
+  // Runs forward over inputs (B,T). With targets (B,T) it also computes
+  // the loss and returns it (and prepares Backward); with empty targets it
+  // returns 0 and only the logits are valid. INVALID_ARGUMENT, naming the
+  // position (b, t) and the token, when a span has not B*T entries or a
+  // token is outside [0, vocab_size).
+  absl::StatusOr<float> Forward(absl::Span<const int> inputs,
+                                absl::Span<const int> targets);
+
+  // Logits (B,T,Vp) of the last Forward (padded columns included); valid
+  // until Backward, which overwrites them with their gradient.
+  absl::Span<const float> logits() const;
+  // Per-position losses (B,T) of the last Forward with targets.
+  absl::Span<const float> losses() const;
+
+  // Adds the gradient of the last Forward's loss to grads(), calling `hook`
+  // (if set) as parts complete. FAILED_PRECONDITION unless the last Forward
+  // had targets and has not been backpropagated yet.
+  absl::Status Backward(const GradHook& hook = nullptr);
+
+  // grads() = 0.
+  void ZeroGrad();
+
+ private:
+  Model(ParamLayout layout, int B, int T)
+      : layout_(std::move(layout)), B_(B), T_(T) {}
+
+  // Block l's forward from x + l*BTC into `a`, writing x + (l+1)*BTC.
+  void BlockForward(int l, const BlockActs& a);
+  void BlockBackward(int l, const BlockActs& a);
+  const float* P(ParamKind kind, int layer = -1) const;
+  float* G(ParamKind kind, int layer = -1);
+
+  ParamLayout layout_;
+  int B_, T_;
+  bool checkpoint_ = false;
+  std::unique_ptr<Kernels> owned_kernels_;
+  Kernels* kernels_ = nullptr;
+  std::unique_ptr<ActivationArena> arena_;
+  std::vector<float> owned_params_, owned_grads_;
+  absl::Span<float> params_, grads_;
+  float loss_ = 0;
+  bool backward_ready_ = false;  // last Forward had targets, no Backward yet
+  bool logits_valid_ = false;
+  int cached_block_ = -1;  // with checkpointing: layer held by blocks[0]
+};
+
+}  // namespace zeroshard::gpt2
+
+#endif  // ZEROSHARD_WORKER_GPT2_MODEL_H_
