@@ -1,0 +1,36 @@
+#include "worker/engine/clip.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace zeroshard::engine {
+
+double GlobalGradNorm(absl::Span<const double> partial_sums_of_squares) {
+  double sum = 0;
+  for (double partial : partial_sums_of_squares) sum += partial;
+  return std::sqrt(sum);
+}
+
+float ClipCoefficient(double total_norm, double max_norm) {
+  if (!(max_norm > 0)) return 1.0f;
+  // torch: (total_norm + 1e-6) in fp32, then reciprocal() * max_norm.
+  const float denominator = static_cast<float>(total_norm) + 1e-6f;
+  const float coef = (1.0f / denominator) * static_cast<float>(max_norm);
+  return std::min(coef, 1.0f);
+}
+
+StepDecision DecideStep(absl::Span<const double> partial_sums_of_squares,
+                        bool any_nonfinite, double loss_scale,
+                        double max_norm) {
+  StepDecision d;
+  d.grad_norm = GlobalGradNorm(partial_sums_of_squares) / loss_scale;
+  if (any_nonfinite || !std::isfinite(d.grad_norm)) {
+    d.skip = true;
+    return d;
+  }
+  const float inverse_scale = static_cast<float>(1.0 / loss_scale);
+  d.grad_scale = ClipCoefficient(d.grad_norm, max_norm) * inverse_scale;
+  return d;
+}
+
+}  // namespace zeroshard::engine

@@ -1,0 +1,70 @@
+#include "worker/engine/clip.h"
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace zeroshard::engine {
+namespace {
+
+// Values from torch 1.13: for a float32 total_norm t and a Python float m,
+// torch.clamp(m / (t + 1e-6), max=1.0).item(), as clip_grad_norm_ computes
+// it. The first two pairs tell torch's reciprocal-then-multiply apart from
+// a plain float division (which is one ulp off there).
+TEST(ClipTest, MatchesTorchBitForBit) {
+  struct Case {
+    double total_norm, max_norm;
+    float expected;
+  };
+  const Case cases[] = {
+      {38.3068436393424, 1.3498382261231665, 0x1.20aa70p-5f},
+      {1.9375189849559633, 1.186289164737872, 0x1.397bb6p-1f},
+      {3.0, 1.0, 0x1.55554ep-2f},
+      {1.0, 1.0, 0x1.ffffe0p-1f},  // 1e-6 makes it just below 1
+      {0.5, 1.0, 1.0f},            // clamped: no clipping
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(ClipCoefficient(c.total_norm, c.max_norm), c.expected)
+        << c.total_norm << " " << c.max_norm;
+  }
+}
+
+TEST(ClipTest, ZeroMaxNormDisablesClipping) {
+  EXPECT_EQ(ClipCoefficient(1e9, 0.0), 1.0f);
+  EXPECT_EQ(ClipCoefficient(1e9, -1.0), 1.0f);
+}
+
+TEST(ClipTest, GlobalNormSumsPartialsInOrder) {
+  const std::vector<double> partials = {9.0, 16.0, 0.0};
+  EXPECT_EQ(GlobalGradNorm(partials), 5.0);
+  EXPECT_EQ(GlobalGradNorm({}), 0.0);
+  EXPECT_TRUE(std::isinf(
+      GlobalGradNorm({1.0, std::numeric_limits<double>::infinity()})));
+}
+
+TEST(ClipTest, DecideStepUnscalesBeforeClipping) {
+  // Scaled grads of norm 3 * 1024 under loss scale 1024: unscaled norm 3.
+  const std::vector<double> partials = {9.0 * 1024 * 1024};
+  const StepDecision d = DecideStep(partials, false, 1024.0, 1.0);
+  EXPECT_FALSE(d.skip);
+  EXPECT_EQ(d.grad_norm, 3.0);
+  EXPECT_EQ(d.grad_scale, 0x1.55554ep-2f / 1024.0f);  // exact: power of 2
+}
+
+TEST(ClipTest, DecideStepWithoutClippingOnlyUnscales) {
+  const std::vector<double> partials = {4.0};
+  EXPECT_EQ(DecideStep(partials, false, 1.0, 0.0).grad_scale, 1.0f);
+  EXPECT_EQ(DecideStep(partials, false, 256.0, 0.0).grad_scale, 1.0f / 256);
+}
+
+TEST(ClipTest, DecideStepSkipsNonFinite) {
+  const std::vector<double> finite = {4.0};
+  EXPECT_TRUE(DecideStep(finite, /*any_nonfinite=*/true, 1.0, 1.0).skip);
+  const std::vector<double> nan = {std::nan("")};
+  EXPECT_TRUE(DecideStep(nan, false, 1.0, 1.0).skip);
+}
+
+}  // namespace
+}  // namespace zeroshard::engine
