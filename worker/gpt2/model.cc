@@ -34,6 +34,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(
   ZS_ASSIGN_OR_RETURN(
       m->arena_, ActivationArena::Create(config, B, T, options.checkpoint));
   m->checkpoint_ = options.checkpoint;
+  m->param_hook_ = options.param_hook;
   if (options.kernels != nullptr) {
     m->kernels_ = options.kernels;
   } else {
@@ -71,6 +72,24 @@ const float* Model::P(ParamKind kind, int layer) const {
 
 float* Model::G(ParamKind kind, int layer) {
   return grads_.data() + layout_.Get(kind, layer).offset;
+}
+
+absl::Status Model::Params(ParamEvent::Kind kind, GradSegment::Part part,
+                           int layer) {
+  if (!param_hook_) return absl::OkStatus();
+  Range range;
+  switch (part) {
+    case GradSegment::Part::kFinalNorm:
+      range = layout_.FinalNormRange();
+      break;
+    case GradSegment::Part::kBlock:
+      range = layout_.LayerRange(layer);
+      break;
+    case GradSegment::Part::kEmbeddings:
+      range = layout_.EmbeddingRange();
+      break;
+  }
+  return param_hook_(ParamEvent{kind, part, layer, range});
 }
 
 absl::Span<const float> Model::logits() const {
@@ -115,10 +134,23 @@ absl::StatusOr<float> Model::Forward(absl::Span<const int> inputs,
   const int C = c.channels, L = c.num_layers;
   const int64_t N = static_cast<int64_t>(bt);
   Kernels& k = *kernels_;
+  using E = ParamEvent::Kind;
+  using Part = GradSegment::Part;
+  backward_ready_ = false;
+  logits_valid_ = false;
+  cached_block_ = -1;
+  ZS_RETURN_IF_ERROR(Params(E::kNeeded, Part::kEmbeddings));
   k.EncoderForward(a.x, a.inputs, P(ParamKind::kWte), P(ParamKind::kWpe), B_,
                    T_, C);
-  for (int l = 0; l < L; ++l) BlockForward(l, a.blocks[checkpoint_ ? 0 : l]);
+  ZS_RETURN_IF_ERROR(Params(E::kReleased, Part::kEmbeddings));
+  for (int l = 0; l < L; ++l) {
+    ZS_RETURN_IF_ERROR(Params(E::kNeeded, Part::kBlock, l));
+    BlockForward(l, a.blocks[checkpoint_ ? 0 : l]);
+    ZS_RETURN_IF_ERROR(Params(E::kReleased, Part::kBlock, l));
+  }
   cached_block_ = L - 1;
+  ZS_RETURN_IF_ERROR(Params(E::kNeeded, Part::kFinalNorm));
+  ZS_RETURN_IF_ERROR(Params(E::kNeeded, Part::kEmbeddings));
   k.LayernormForward(a.lnf, a.lnf_mean, a.lnf_rstd, a.x + L * N * C,
                      P(ParamKind::kLnfw), P(ParamKind::kLnfb), N, C);
   k.MatmulForward(a.logits, a.lnf, P(ParamKind::kWte), nullptr, N, C,
@@ -133,6 +165,8 @@ absl::StatusOr<float> Model::Forward(absl::Span<const int> inputs,
     for (int64_t i = 0; i < N; ++i) sum += a.losses[i];
     loss_ = static_cast<float>(sum / N);
   }
+  ZS_RETURN_IF_ERROR(Params(E::kReleased, Part::kEmbeddings));
+  ZS_RETURN_IF_ERROR(Params(E::kReleased, Part::kFinalNorm));
   return loss_;
 }
 
@@ -175,6 +209,10 @@ absl::Status Model::Backward(const GradHook& hook) {
   auto announce = [&](GradSegment::Part part, int layer, Range range) {
     if (hook) hook(GradSegment{part, layer, range});
   };
+  using E = ParamEvent::Kind;
+  using Part = GradSegment::Part;
+  ZS_RETURN_IF_ERROR(Params(E::kNeeded, Part::kFinalNorm));
+  ZS_RETURN_IF_ERROR(Params(E::kNeeded, Part::kEmbeddings));
 
   // LM head (tied to wte) and the final LayerNorm.
   k.CrossEntropyBackward(a.logits, a.logits, a.targets, 1.0f / N, N,
@@ -185,13 +223,17 @@ absl::Status Model::Backward(const GradHook& hook) {
   k.LayernormBackward(a.dres, G(ParamKind::kLnfw), G(ParamKind::kLnfb), a.dc,
                       a.x + L * N * C, P(ParamKind::kLnfw), a.lnf_mean,
                       a.lnf_rstd, N, C);
+  ZS_RETURN_IF_ERROR(Params(E::kReleased, Part::kEmbeddings));
+  ZS_RETURN_IF_ERROR(Params(E::kReleased, Part::kFinalNorm));
   announce(GradSegment::Part::kFinalNorm, -1, layout_.FinalNormRange());
 
   for (int l = L - 1; l >= 0; --l) {
     const BlockActs& s = a.blocks[checkpoint_ ? 0 : l];
+    ZS_RETURN_IF_ERROR(Params(E::kNeeded, Part::kBlock, l));
     if (checkpoint_ && cached_block_ != l) BlockForward(l, s);
     cached_block_ = l;
     BlockBackward(l, s);
+    ZS_RETURN_IF_ERROR(Params(E::kReleased, Part::kBlock, l));
     announce(GradSegment::Part::kBlock, l, layout_.LayerRange(l));
   }
 

@@ -24,6 +24,23 @@
 // that gradient buckets can be reduced while backward continues. The hook
 // runs on the calling thread, between kernel calls.
 //
+// Parameter hook (ModelOptions::param_hook, for ZeRO stage 3): the model
+// calls it with kNeeded before it reads a part's parameters and kReleased
+// once it is done with them, so that a caller can fill the parameter buffer
+// just in time and drop what is not needed. The sequence of one Forward:
+//   need(emb) encoder release(emb);
+//   for l in 0..L-1: need(block l) block forward release(block l);
+//   need(final norm) need(emb) final norm, LM head, loss
+//   release(emb) release(final norm);
+// of one Backward:
+//   need(final norm) need(emb) loss, LM head and final norm backward
+//   release(emb) release(final norm) [grad hook: final norm];
+//   for l in L-1..0: need(block l) (recompute,) block backward
+//   release(block l) [grad hook: block l];
+//   encoder backward (reads no parameters) [grad hook: embeddings].
+// A non-OK status from the hook stops the call and is returned; the
+// gradients may then be partly accumulated.
+//
 // Checkpointing (ModelOptions::checkpoint): forward keeps only each block's
 // input; backward recomputes the block's forward just before its backward.
 // Gradients are bitwise identical to the run without it.
@@ -48,6 +65,26 @@
 
 namespace zeroshard::gpt2 {
 
+// Which gradients a GradHook call announces as final.
+struct GradSegment {
+  enum class Part { kFinalNorm, kBlock, kEmbeddings };
+  Part part;
+  int layer = -1;  // block index for kBlock, -1 otherwise
+  Range range;     // flat range in ParamLayout memory order
+};
+using GradHook = std::function<void(const GradSegment&)>;
+
+// A ParamHook call: `kNeeded` before the model reads the parameters of
+// `range` (the part's flat range), `kReleased` after its last read.
+struct ParamEvent {
+  enum class Kind { kNeeded, kReleased };
+  Kind kind;
+  GradSegment::Part part;
+  int layer = -1;  // block index for kBlock, -1 otherwise
+  Range range;
+};
+using ParamHook = std::function<absl::Status(const ParamEvent&)>;
+
 struct ModelOptions {
   // Threads of the CPU kernels the model creates when `kernels` is null.
   int threads = 1;
@@ -60,16 +97,10 @@ struct ModelOptions {
   // uninitialised (zero), gradients zero).
   absl::Span<float> params;
   absl::Span<float> grads;
+  // Called around every use of a part's parameters (see the file comment);
+  // null: no calls.
+  ParamHook param_hook;
 };
-
-// Which gradients a GradHook call announces as final.
-struct GradSegment {
-  enum class Part { kFinalNorm, kBlock, kEmbeddings };
-  Part part;
-  int layer = -1;  // block index for kBlock, -1 otherwise
-  Range range;     // flat range in ParamLayout memory order
-};
-using GradHook = std::function<void(const GradSegment&)>;
 
 class Model {
  public:
@@ -121,6 +152,9 @@ class Model {
   Model(ParamLayout layout, int B, int T)
       : layout_(std::move(layout)), B_(B), T_(T) {}
 
+  // Calls the param hook (if any) for `part` (and `layer`).
+  absl::Status Params(ParamEvent::Kind kind, GradSegment::Part part,
+                      int layer = -1);
   // Block l's forward from x + l*BTC into `a`, writing x + (l+1)*BTC.
   void BlockForward(int l, const BlockActs& a);
   void BlockBackward(int l, const BlockActs& a);
@@ -130,6 +164,7 @@ class Model {
   ParamLayout layout_;
   int B_, T_;
   bool checkpoint_ = false;
+  ParamHook param_hook_;
   std::unique_ptr<Kernels> owned_kernels_;
   Kernels* kernels_ = nullptr;
   std::unique_ptr<ActivationArena> arena_;

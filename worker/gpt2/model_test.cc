@@ -4,8 +4,10 @@
 #include "worker/gpt2/model.h"
 
 #include <climits>
+#include <cmath>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -139,6 +141,80 @@ TEST(ModelTest, CallerOwnedParametersAreUsedInPlace) {
   const StepResult borrowed = RunStep(false, 2, absl::MakeSpan(params));
   EXPECT_EQ(owned.loss, borrowed.loss);
   EXPECT_EQ(owned.grads, borrowed.grads);
+}
+
+// The parameter hook brackets every read: with each part's parameters
+// present only between kNeeded and kReleased (NaN otherwise), loss and
+// gradients keep their bits, with and without checkpointing; the events
+// follow model.h's sequence; a hook error stops the call.
+TEST(ModelTest, ParamHookBracketsEveryParameterRead) {
+  const Config c = SmallConfig();
+  auto layout = ParamLayout::Create(c);
+  ASSERT_TRUE(layout.ok());
+  const std::vector<float> init = RandomParams(*layout, 5);
+  const std::vector<int> tok = RandomTokens(2 * kB * kT, c.vocab_size, 6);
+  for (const bool checkpoint : {false, true}) {
+    const StepResult want = RunStep(checkpoint, 2);
+    std::vector<float> params(init.size(), std::nanf(""));
+    std::vector<ParamEvent> events;
+    ModelOptions opts;
+    opts.threads = 2;
+    opts.checkpoint = checkpoint;
+    opts.params = absl::MakeSpan(params);
+    opts.param_hook = [&](const ParamEvent& e) {
+      events.push_back(e);
+      const bool need = e.kind == ParamEvent::Kind::kNeeded;
+      for (uint64_t i = e.range.begin; i < e.range.end; ++i) {
+        params[i] = need ? init[i] : std::nanf("");
+      }
+      return absl::OkStatus();
+    };
+    auto model = Model::Create(c, kB, kT, opts);
+    ASSERT_TRUE(model.ok()) << model.status();
+    Model& m = **model;
+    float loss = 0;
+    for (int step = 0; step < 2; ++step) {
+      events.clear();
+      auto l =
+          m.Forward({tok.data(), kB * kT}, {tok.data() + kB * kT, kB * kT});
+      ASSERT_TRUE(l.ok()) << l.status();
+      loss = *l;
+      ASSERT_TRUE(m.Backward().ok());
+    }
+    EXPECT_EQ(loss, want.loss);
+    EXPECT_EQ(std::vector<float>(m.grads().begin(), m.grads().end()),
+              want.grads);
+    // need/release pairs: emb, blocks 0..L-1, (fn, emb) twice, blocks L-1..0.
+    const int L = c.num_layers;
+    using P = GradSegment::Part;
+    std::vector<std::pair<P, int>> needs;
+    for (const ParamEvent& e : events) {
+      if (e.kind == ParamEvent::Kind::kNeeded)
+        needs.push_back({e.part, e.layer});
+    }
+    std::vector<std::pair<P, int>> expect = {{P::kEmbeddings, -1}};
+    for (int l = 0; l < L; ++l) expect.push_back({P::kBlock, l});
+    for (int i = 0; i < 2; ++i) {
+      expect.push_back({P::kFinalNorm, -1});
+      expect.push_back({P::kEmbeddings, -1});
+    }
+    for (int l = L - 1; l >= 0; --l) expect.push_back({P::kBlock, l});
+    EXPECT_EQ(needs, expect);
+    EXPECT_EQ(events.size(), 2 * expect.size());
+  }
+  ModelOptions failing;
+  failing.param_hook = [](const ParamEvent&) {
+    return absl::UnavailableError("no parameters");
+  };
+  auto model = Model::Create(c, kB, kT, failing);
+  ASSERT_TRUE(model.ok());
+  EXPECT_EQ(
+      (*model)
+          ->Forward({tok.data(), kB * kT}, {tok.data() + kB * kT, kB * kT})
+          .status()
+          .code(),
+      absl::StatusCode::kUnavailable);
+  EXPECT_EQ((*model)->Backward().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(ModelTest, CreateRejectsBadShapesAndBuffers) {

@@ -1,0 +1,132 @@
+// ZeroEngine: ZeRO-style data-parallel training of the GPT-2 model
+// (worker/gpt2/model.h) in DeepSpeed's shape:
+//
+//   ZS_ASSIGN_OR_RETURN(auto engine, ZeroEngine::Create(options, config,
+//                                                        init, comm, client));
+//   for (...) {                       // every micro-batch
+//     ZS_ASSIGN_OR_RETURN(float loss, engine->Forward(inputs, targets));
+//     ZS_RETURN_IF_ERROR(engine->Backward());
+//     ZS_RETURN_IF_ERROR(engine->Step());  // updates every gas-th call
+//   }
+//
+// Stages (ZeroOptions::stage), W ranks of `comm`, K shard servers:
+//   0  DDP: per-bucket all-reduce, local AdamW (optimizer.h); no servers.
+//   1  gradients reduce-scattered per bucket while backward runs; each rank
+//      pushes its reduced parts to the servers that own them; the leader
+//      (rank 0) prepares and commits; each rank gathers its slice of the
+//      updated parameters from the servers and the slices are all-gathered.
+//      The full-size gradient buffer is kept through the step.
+//   2  as 1, keeping only this rank's gradient parts.
+//   3  as 2, and parameters partitioned by unit (param_window.h): gathered
+//      just in time for forward and backward, released after use, the next
+//      unit prefetched; after the commit each rank gathers its parts from
+//      the servers. offload_param_server: no parts kept; every use fetches
+//      this rank's part of the unit from the servers, then all-gathers.
+//
+// Gradient norm and clipping, the same bits on every stage and K:
+// grad_reducer.h accumulates and scales identical parts; each rank sums the
+// squares of its parts in fp64; the W partials are all-gathered (a bit copy)
+// and added in rank order on every rank (stage 0 computes all W partials
+// locally from its full buffer: same numbers); norm = sqrt; clip_coef =
+// max_norm / (float(norm) + 1e-6f) when below 1 (torch's clip_grad_norm_),
+// applied as AdamW's grad_scale. The servers' own partial norms (which depend
+// on K) are not used.
+//
+// Step synchronisation (stages 1-3): pushes → leader Prepare + Commit →
+// Broadcast of {status, committed step} from the leader → gathers.
+//
+// Initialisation: stage 0 copies `initial_params`; stages 1-3 register the
+// model's spec (optimizer.h) on the servers from every rank, rank 0 writes
+// `initial_params`, a barrier, then every rank fetches what it keeps. The
+// servers must be fresh (step 0) for this job.
+//
+// The engine creates and owns the model (it needs the engine's parameter
+// hook). Threading: one thread calls the engine; the communicator's progress
+// thread and the client's RPC threads work in the background. Errors: a
+// collective, server or model error is returned; afterwards the engine (and
+// the communicator) must be considered broken.
+#ifndef ZEROSHARD_WORKER_ZERO_ENGINE_H_
+#define ZEROSHARD_WORKER_ZERO_ENGINE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "client/shard_client.h"
+#include "worker/collective/collective.h"
+#include "worker/gpt2/model.h"
+#include "worker/zero/grad_reducer.h"
+#include "worker/zero/optimizer.h"
+#include "worker/zero/param_window.h"
+#include "worker/zero/step_stats.h"
+#include "worker/zero/zero_options.h"
+
+namespace zeroshard::zero {
+
+class ZeroEngine {
+ public:
+  // Collective: every rank calls it. `initial_params` (num_params floats)
+  // is read on every rank for stage 0 and on rank 0 for stages 1-3 (others
+  // may pass an empty span). `comm` must outlive the engine; `client` too
+  // (stages 1-3; may be null for stage 0). INVALID_ARGUMENT for bad options
+  // or sizes; server and collective errors as they come.
+  static absl::StatusOr<std::unique_ptr<ZeroEngine>> Create(
+      const ZeroOptions& options, const gpt2::Config& config,
+      absl::Span<const float> initial_params, collective::Communicator* comm,
+      ShardClient* client);
+  ~ZeroEngine();
+
+  // One micro-batch (B·T tokens each). Returns the micro-batch's mean loss.
+  absl::StatusOr<float> Forward(absl::Span<const int> inputs,
+                                absl::Span<const int> targets);
+  // Backward of the last Forward, reducing gradient buckets as they finish.
+  absl::Status Backward();
+  // Ends a micro-batch; the gradient_accumulation_steps-th call of a step
+  // runs the optimizer step (collective). Sets *stepped (if not null).
+  absl::Status Step(bool* stepped = nullptr);
+
+  // Optimizer steps done.
+  int64_t global_step() const { return step_; }
+  // Stats of the last optimizer step.
+  const StepStats& last_step_stats() const { return last_stats_; }
+  // The current parameters (num_params floats): stages 0-2 from the local
+  // copy; stage 3 read from the servers. Not collective.
+  absl::Status ReadParameters(absl::Span<float> out);
+
+  gpt2::Model& model() { return *model_; }
+  const gpt2::ParamLayout& layout() const { return model_->layout(); }
+  const ZeroOptions& options() const { return options_; }
+
+ private:
+  ZeroEngine(const ZeroOptions& options, collective::Communicator* comm,
+             ShardClient* client)
+      : options_(options), comm_(comm), client_(client) {}
+  absl::Status Init(const gpt2::Config& config,
+                    absl::Span<const float> initial_params);
+  absl::Status OptimizerStep();
+  absl::StatusOr<double> GlobalSumSquares();
+  absl::Status PushAndCommit(float clip_coef);
+  absl::Status Refresh();
+  void ResetStats();
+
+  const ZeroOptions options_;
+  collective::Communicator* comm_;
+  ShardClient* client_;
+  std::vector<float> params_, grads_;  // the model's buffers
+  std::unique_ptr<gpt2::Model> model_;
+  std::unique_ptr<GradReducer> reducer_;
+  std::unique_ptr<ParamWindow> window_;  // stage 3
+  std::unique_ptr<LocalAdamW> adamw_;    // stage 0
+  int micro_ = 0;                        // micro-batches done in this step
+  int64_t step_ = 0;
+  double loss_sum_ = 0;
+  double step_start_ = -1;
+  StepStats stats_, last_stats_;
+};
+
+}  // namespace zeroshard::zero
+
+#endif  // ZEROSHARD_WORKER_ZERO_ENGINE_H_

@@ -1,0 +1,153 @@
+// Real processes: W zeroshard-train-worker processes over UCX on loopback
+// (W=2 flat, W=4 as 2 nodes x 2 local ranks) and K=2 real shard servers,
+// stage 3 (and 3 + offload), must end with the bits of the in-process run
+// of the same spec (threads, flat collectives, testing.h).
+#include <sys/stat.h>
+
+#include <chrono>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "client/local_fleet.h"
+#include "common/subprocess.h"
+#include "gtest/gtest.h"
+#include "worker/zero/testing.h"
+
+namespace zeroshard::zero {
+namespace {
+
+std::string TempDir() {
+  const char* d = std::getenv("TEST_TMPDIR");
+  return d != nullptr ? d : "/tmp";
+}
+
+TrainSpec Spec(bool offload) {
+  TrainSpec s = TinySpec(3, offload, "multiprocess_test");
+  s.steps = 4;
+  s.seed = 5;
+  return s;
+}
+
+std::vector<std::string> Flags(const TrainSpec& s) {
+  const gpt2::Config& c = s.config;
+  return {absl::StrCat("--stage=", s.zero.stage),
+          s.zero.offload_param_server ? "--offload_param_server"
+                                      : "--nooffload_param_server",
+          absl::StrCat("--steps=", s.steps),
+          absl::StrCat("--max_seq_len=", c.max_seq_len),
+          absl::StrCat("--vocab=", c.vocab_size),
+          absl::StrCat("--layers=", c.num_layers),
+          absl::StrCat("--heads=", c.num_heads),
+          absl::StrCat("--channels=", c.channels),
+          absl::StrCat("--batch=", s.zero.micro_batch),
+          absl::StrCat("--seq_len=", s.zero.seq_len),
+          absl::StrCat("--gas=", s.zero.gradient_accumulation_steps),
+          absl::StrCat("--clip=", s.zero.gradient_clipping),
+          absl::StrCat("--lr=", s.zero.lr),
+          absl::StrCat("--weight_decay=", s.zero.weight_decay),
+          absl::StrCat("--bucket=", s.zero.reduce_bucket_size),
+          absl::StrCat("--seed=", s.seed),
+          absl::StrCat("--init_std=", s.init_std),
+          absl::StrCat("--alignment=", kTestAlignment),
+          "--job_id=" + s.zero.job_id};
+}
+
+// Runs the spec in `world` processes (`local` ranks per node); returns the
+// final parameters rank 0 wrote.
+std::vector<float> RunProcesses(const TrainSpec& spec, int world, int local,
+                                const std::string& name) {
+  auto worker = WorkspaceBinary("worker/zero/zeroshard-train-worker");
+  EXPECT_TRUE(worker.ok()) << worker.status();
+  auto server = WorkspaceBinary("server/zeroshard-server");
+  EXPECT_TRUE(server.ok()) << server.status();
+  if (!worker.ok() || !server.ok()) return {};
+  const std::string dir = TempDir() + "/" + name;
+  mkdir(dir.c_str(), 0755);
+  FleetOptions fo;
+  fo.server_binary = *server;
+  fo.num_shards = 2;
+  fo.work_dir = dir;
+  fo.extra_args = {"--threads=1", "--grpc_threads=8"};
+  auto fleet = LocalFleet::Start(fo);
+  EXPECT_TRUE(fleet.ok()) << fleet.status();
+  if (!fleet.ok()) return {};
+  const std::string port_file = dir + "/port", out = dir + "/params.bin";
+  std::vector<Subprocess> procs;
+  auto spawn = [&](int r, const std::string& coord) {
+    SpawnOptions o;
+    o.argv = {*worker,
+              "--servers=" + absl::StrJoin((*fleet)->addresses(), ",")};
+    for (const std::string& f : Flags(spec)) o.argv.push_back(f);
+    if (r == 0) {
+      o.argv.push_back("--port_file=" + port_file);
+      o.argv.push_back("--out=" + out);
+    }
+    o.env = {absl::StrCat("ZEROSHARD_RANK=", r),
+             absl::StrCat("ZEROSHARD_WORLD_SIZE=", world),
+             absl::StrCat("ZEROSHARD_LOCAL_RANK=", r % local),
+             absl::StrCat("ZEROSHARD_LOCAL_SIZE=", local),
+             "ZEROSHARD_COORD=" + coord};
+    o.log_path = absl::StrCat(dir, "/rank", r, ".log");
+    auto p = Subprocess::Spawn(o);
+    EXPECT_TRUE(p.ok()) << p.status();
+    if (p.ok()) procs.push_back(std::move(*p));
+  };
+  spawn(0, "127.0.0.1:0");
+  std::string port;
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while (port.empty() && absl::Now() < give_up) {
+    std::ifstream(port_file) >> port;
+    if (port.empty()) absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_FALSE(port.empty()) << "rank 0 wrote no port";
+  for (int r = 1; r < world; ++r) spawn(r, "127.0.0.1:" + port);
+  for (size_t r = 0; r < procs.size(); ++r) {
+    auto status = procs[r].Wait(std::chrono::seconds(120));
+    EXPECT_TRUE(status.ok()) << "rank " << r << " hangs";
+    if (status.ok()) {
+      EXPECT_EQ(*status, 0)
+          << "rank " << r << ": " << DescribeWaitStatus(*status) << " (log "
+          << dir << "/rank" << r << ".log)";
+    }
+  }
+  std::ifstream g(out, std::ios::binary | std::ios::ate);
+  const size_t bytes = static_cast<size_t>(g.tellg());
+  std::vector<float> p(bytes / 4);
+  g.seekg(0);
+  g.read(reinterpret_cast<char*>(p.data()),
+         static_cast<std::streamsize>(bytes));
+  return p;
+}
+
+struct Case {
+  const char* name;
+  int world, local;
+  bool offload;
+};
+
+class MultiprocessTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(MultiprocessTest, Stage3ProcessesMatchTheInProcessRun) {
+  const Case& c = GetParam();
+  const TrainSpec spec = Spec(c.offload);
+  auto want = RunInProcess(spec, c.world, 2);
+  ASSERT_TRUE(want.ok()) << want.status();
+  const std::vector<float> got = RunProcesses(spec, c.world, c.local, c.name);
+  ASSERT_EQ(got.size(), (*want)[0].params.size());
+  EXPECT_EQ(FirstDifference(got, (*want)[0].params), -1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, MultiprocessTest,
+                         ::testing::Values(Case{"w2_flat", 2, 1, false},
+                                           Case{"w2_offload", 2, 1, true},
+                                           Case{"w4_two_nodes", 4, 2, false}),
+                         [](const auto& info) {
+                           return std::string(info.param.name);
+                         });
+
+}  // namespace
+}  // namespace zeroshard::zero

@@ -1,0 +1,112 @@
+#include "worker/zero/testing.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "client/local_fleet.h"
+#include "client/shard_client.h"
+#include "worker/collective/host_communicator.h"
+#include "worker/collective/inprocess_transport.h"
+
+namespace zeroshard::zero {
+
+gpt2::Config TinyConfig() {
+  gpt2::Config c;
+  c.max_seq_len = 16;
+  c.vocab_size = 64;
+  c.padded_vocab_size = 64;
+  c.num_layers = 2;
+  c.num_heads = 2;
+  c.channels = 32;
+  return c;
+}
+
+TrainSpec TinySpec(int stage, bool offload, const std::string& job) {
+  TrainSpec s;
+  s.config = TinyConfig();
+  s.zero.stage = stage;
+  s.zero.offload_param_server = offload;
+  s.zero.micro_batch = 2;
+  s.zero.seq_len = 16;
+  s.zero.gradient_accumulation_steps = 2;
+  s.zero.gradient_clipping = 0.5;
+  s.zero.lr = 1e-2;
+  s.zero.weight_decay = 0.1;
+  s.zero.reduce_bucket_size = 3000;
+  s.zero.job_id = job;
+  s.steps = 8;
+  s.seed = 7;
+  s.init_std = 0.1;
+  return s;
+}
+
+absl::StatusOr<std::vector<TrainResult>> RunInProcess(const TrainSpec& spec,
+                                                      int world,
+                                                      uint32_t servers) {
+  std::unique_ptr<LocalFleet> fleet;
+  if (spec.zero.stage > 0) {
+    auto binary = WorkspaceBinary("server/zeroshard-server");
+    if (!binary.ok()) return binary.status();
+    FleetOptions fo;
+    fo.server_binary = *binary;
+    fo.num_shards = servers;
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    fo.work_dir = tmp != nullptr ? tmp : "/tmp";
+    fo.extra_args = {"--threads=1", "--grpc_threads=8"};
+    auto started = LocalFleet::Start(fo);
+    if (!started.ok()) return started.status();
+    fleet = std::move(*started);
+  }
+  auto hub = std::make_shared<collective::InProcessHub>(world);
+  std::vector<std::unique_ptr<collective::HostCommunicator>> comms(world);
+  std::vector<std::unique_ptr<ShardClient>> clients(world);
+  for (int r = 0; r < world; ++r) {
+    collective::HostCommunicatorOptions co;
+    co.part_alignment = kTestAlignment;
+    auto comm = collective::HostCommunicator::Create(hub->MakeTransport(r), co);
+    if (!comm.ok()) return comm.status();
+    comms[r] = std::move(*comm);
+    if (fleet != nullptr) {
+      ClientOptions o;
+      o.addresses = fleet->addresses();
+      auto client = ShardClient::Connect(o);
+      if (!client.ok()) return client.status();
+      clients[r] = std::move(*client);
+    }
+  }
+  std::vector<absl::StatusOr<TrainResult>> results(world,
+                                                   absl::UnknownError(""));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      results[r] = RunTraining(spec, comms[r].get(), clients[r].get());
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::vector<TrainResult> out;
+  for (int r = 0; r < world; ++r) {
+    if (!results[r].ok()) {
+      return absl::Status(
+          results[r].status().code(),
+          absl::StrCat("rank ", r, ": ", results[r].status().message()));
+    }
+    out.push_back(std::move(*results[r]));
+  }
+  return out;
+}
+
+int64_t FirstDifference(const std::vector<float>& a,
+                        const std::vector<float>& b) {
+  if (a.size() != b.size()) return 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) {
+      return static_cast<int64_t>(i);
+    }
+  }
+  return -1;
+}
+
+}  // namespace zeroshard::zero

@@ -1,0 +1,37 @@
+// Test support: runs a TrainSpec on W ranks that are threads of this
+// process (InProcessHub + HostCommunicator, part alignment 64) against K
+// real zeroshard-server processes (LocalFleet; none for stage 0).
+#ifndef ZEROSHARD_WORKER_ZERO_TESTING_H_
+#define ZEROSHARD_WORKER_ZERO_TESTING_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "worker/zero/trainer.h"
+
+namespace zeroshard::zero {
+
+inline constexpr uint32_t kTestAlignment = 64;
+
+// The small GPT-2 of the tests: L=2, C=32, NH=2, maxT=16, V=64 (Vp=64).
+gpt2::Config TinyConfig();
+
+// The tests' common run: TinyConfig, B=2, T=16, gas=2, clipping at 0.5
+// (it engages), lr 1e-2, weight decay 0.1, buckets of 3008 elements,
+// init std 0.1, 8 steps; job id `job`.
+TrainSpec TinySpec(int stage, bool offload, const std::string& job);
+
+// Results of every rank, in rank order.
+absl::StatusOr<std::vector<TrainResult>> RunInProcess(const TrainSpec& spec,
+                                                      int world,
+                                                      uint32_t servers);
+
+// Index of the first differing bit pattern, or -1 when equal.
+int64_t FirstDifference(const std::vector<float>& a,
+                        const std::vector<float>& b);
+
+}  // namespace zeroshard::zero
+
+#endif  // ZEROSHARD_WORKER_ZERO_TESTING_H_

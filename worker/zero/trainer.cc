@@ -1,0 +1,101 @@
+#include "worker/zero/trainer.h"
+
+#include <cmath>
+
+#include "common/status_macros.h"
+#include "worker/zero/engine.h"
+
+namespace zeroshard::zero {
+namespace {
+
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// N(0, 1) by Box-Muller from two counter-based uniforms.
+double Normal(uint64_t seed, uint64_t index) {
+  const uint64_t a = SplitMix64(SplitMix64(seed) + 2 * index);
+  const uint64_t b = SplitMix64(SplitMix64(seed) + 2 * index + 1);
+  const double u1 = (static_cast<double>(a >> 11) + 1.0) * 0x1.0p-53;
+  const double u2 = static_cast<double>(b >> 11) * 0x1.0p-53;
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+}
+
+}  // namespace
+
+std::vector<float> SeededGpt2Init(const gpt2::ParamLayout& layout,
+                                  uint64_t seed, double std) {
+  std::vector<float> p(layout.num_params(), 0.0f);
+  for (const gpt2::ParamTensor& t : layout.tensors()) {
+    const bool norm_weight = t.kind == gpt2::ParamKind::kLn1w ||
+                             t.kind == gpt2::ParamKind::kLn2w ||
+                             t.kind == gpt2::ParamKind::kLnfw;
+    for (uint64_t i = t.offset; i < t.offset + t.numel; ++i) {
+      if (gpt2::IsMatrix(t.kind)) {
+        p[i] = static_cast<float>(std * Normal(seed, i));
+      } else if (norm_weight) {
+        p[i] = 1.0f;
+      }
+    }
+  }
+  return p;
+}
+
+std::vector<int> SyntheticTokens(const TrainSpec& spec, int step, int rank,
+                                 int micro) {
+  const int bt = spec.zero.micro_batch * spec.zero.seq_len;
+  std::vector<int> tokens(2 * bt);
+  const uint64_t key = SplitMix64(
+      spec.seed ^ SplitMix64((uint64_t(step) << 40) ^ (uint64_t(rank) << 20) ^
+                             uint64_t(micro)));
+  // targets are the next token of a stream, like a data loader's.
+  std::vector<int> stream(bt + 1);
+  for (int i = 0; i <= bt; ++i) {
+    stream[i] = static_cast<int>(SplitMix64(key + i) %
+                                 static_cast<uint64_t>(spec.config.vocab_size));
+  }
+  for (int i = 0; i < bt; ++i) {
+    tokens[i] = stream[i];
+    tokens[bt + i] = stream[i + 1];
+  }
+  return tokens;
+}
+
+absl::StatusOr<TrainResult> RunTraining(const TrainSpec& spec,
+                                        collective::Communicator* comm,
+                                        ShardClient* client) {
+  ZS_ASSIGN_OR_RETURN(gpt2::ParamLayout layout,
+                      gpt2::ParamLayout::Create(spec.config));
+  std::vector<float> init;
+  if (spec.zero.stage == 0 || comm->rank() == 0) {
+    init = SeededGpt2Init(layout, spec.seed, spec.init_std);
+  }
+  ZS_ASSIGN_OR_RETURN(
+      std::unique_ptr<ZeroEngine> engine,
+      ZeroEngine::Create(spec.zero, spec.config, init, comm, client));
+  TrainResult result;
+  const int gas = spec.zero.gradient_accumulation_steps;
+  const int bt = spec.zero.micro_batch * spec.zero.seq_len;
+  for (int s = 0; s < spec.steps; ++s) {
+    std::vector<float> losses;
+    for (int m = 0; m < gas; ++m) {
+      const std::vector<int> tok = SyntheticTokens(spec, s, comm->rank(), m);
+      ZS_ASSIGN_OR_RETURN(float loss,
+                          engine->Forward({tok.data(), size_t(bt)},
+                                          {tok.data() + bt, size_t(bt)}));
+      losses.push_back(loss);
+      ZS_RETURN_IF_ERROR(engine->Backward());
+      ZS_RETURN_IF_ERROR(engine->Step());
+    }
+    result.micro_losses.push_back(losses);
+    result.stats.push_back(engine->last_step_stats());
+  }
+  result.params.assign(layout.num_params(), 0.0f);
+  ZS_RETURN_IF_ERROR(engine->ReadParameters(absl::MakeSpan(result.params)));
+  return result;
+}
+
+}  // namespace zeroshard::zero

@@ -1,0 +1,53 @@
+// ZeroOptions: what the ZeRO engine (engine.h) needs to know about a run.
+// A plain value type; mapping a DeepSpeed JSON config onto it is the job of
+// worker/engine/ds_config.h.
+#ifndef ZEROSHARD_WORKER_ZERO_ZERO_OPTIONS_H_
+#define ZEROSHARD_WORKER_ZERO_ZERO_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace zeroshard::zero {
+
+struct ZeroOptions {
+  // 0: DDP (all-reduce, local AdamW, no servers); 1: optimizer states on
+  // the servers; 2: + gradients partitioned; 3: + parameters partitioned.
+  int stage = 0;
+  int micro_batch = 1;  // B
+  int seq_len = 1;      // T
+  int gradient_accumulation_steps = 1;
+  // Global gradient-norm clipping (torch clip_grad_norm_); <= 0: off.
+  double gradient_clipping = 0;
+  double lr = 1e-3;  // constant for now
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  double weight_decay = 0;  // on matrices (parameter group 0) only
+  // Elements per gradient bucket; rounded up to a multiple of the
+  // communicator's part alignment. Bucket boundaries depend only on this
+  // and the layout (zero_plan.h), never on the stage or the server count.
+  uint64_t reduce_bucket_size = 500'000'000;
+  // Stage 3: parameter units (embeddings, blocks, final norm) gathered
+  // ahead of their use.
+  int stage3_prefetch_units = 1;
+  // Stage 3: keep no parameter partition on the worker; fetch each unit
+  // from the shard servers (one slice per rank, then all-gathered).
+  bool offload_param_server = false;
+  // Reduce buckets while backward continues (async collectives issued from
+  // the gradient hook); false: reduce after backward, one bucket at a time.
+  bool overlap_comm = true;
+  // Stage 3: fill released parameter ranges with NaN so that a use after
+  // release shows up in the loss (the CPU model keeps a full-size buffer).
+  bool poison_released_params = true;
+  // CPU kernel threads of the model.
+  int threads = 1;
+  // Servers: the job id of the registered ModelSpec.
+  std::string job_id = "zero";
+};
+
+// INVALID_ARGUMENT naming the first bad field.
+absl::Status ValidateZeroOptions(const ZeroOptions& options);
+
+}  // namespace zeroshard::zero
+
+#endif  // ZEROSHARD_WORKER_ZERO_ZERO_OPTIONS_H_
