@@ -1,0 +1,279 @@
+// NVMe-tier optimizer step against the file system's own bandwidth.
+//
+// In one run: (1) the CPU work of a step alone (AdamW + CRC-32C over the
+// same elements, in RAM, same thread pool); (2) NvmeTier steps over
+// --state_mib of optimizer state (p, m, v, serve, grads on disk) under
+// --path; (3) fio doing sequential O_DIRECT reads and writes of the same
+// byte counts at the same block size and queue depth, concurrently, on the
+// same file system (a generated job file, JSON output). Then
+//   nvme_vs_fio  = fio time / step time          (>= 0.8 wanted)
+//   nvme_overlap = step time / max(fio, compute) (<= 1.2 wanted)
+// plus VmRSS/VmHWM from /proc/self/status (bounded-memory check).
+// Correctness in the same run: Verify() re-reads every chunk of the final
+// state against its CRC (verified=1); the step itself is checked bit for
+// bit against RamTier by nvme_tier_test.
+//
+// Usage: nvme_bench [--path=DIR] [--state_mib=512] [--steps=3] ...
+// Files are removed at the end unless --keep.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/crc32c.h"
+#include "common/flags.h"
+#include "common/thread_pool.h"
+#include "server/storage/adamw_pass.h"
+#include "server/storage/array_file.h"
+#include "server/storage/nvme_tier.h"
+#include "server/storage/tier_test_util.h"
+
+namespace zeroshard {
+namespace storage {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double Since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+std::string ProcStatus(const char* key) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind(key, 0) == 0) return line.substr(std::strlen(key) + 1);
+  }
+  return "?";
+}
+
+double ProcMib(const char* key) {
+  return std::atof(ProcStatus(key).c_str()) / 1024.0;  // kB -> MiB
+}
+
+// Seconds of CPU work one step does per `n` elements: AdamW over every
+// sub-group plus CRC-32C of the bytes read (16/element) and written (14).
+double ComputeSeconds(const TierLayout& layout, uint64_t sg, ThreadPool* pool) {
+  const uint64_t n = layout.size;
+  std::vector<float> p(sg, 0.5f), g(sg, 0.1f), m(sg, 0.0f), v(sg, 0.0f);
+  std::vector<uint16_t> serve(sg);
+  const std::vector<AdamWHyper> h = TwoGroupHypers(1);
+  const Clock::time_point t = Clock::now();
+  uint32_t sink = 0;
+  for (uint64_t first = 0; first < n; first += sg) {
+    const uint64_t count = std::min(sg, n - first);
+    AdamWWindow(layout, h, first, first + count, p.data(), g.data(), m.data(),
+                v.data(), serve.data(), pool);
+    // As in the step: verify p, m, v, g read; checksum p, m, v, serve
+    // written.
+    const void* arrays[] = {p.data(), m.data(), v.data(), g.data(),
+                            p.data(), m.data(), v.data(), serve.data()};
+    std::vector<uint32_t> crc(8);
+    pool->ParallelFor(8, [&](size_t i) {
+      crc[i] = Crc32c(arrays[i], count * (i == 7 ? 2 : 4));
+    });
+    for (uint32_t c : crc) sink ^= c;
+  }
+  if (sink == 0x12345678) std::printf(" ");
+  return Since(t);
+}
+
+// Longest "job_runtime" (ms) in fio's JSON output, in seconds.
+double FioSeconds(const std::string& json) {
+  double best = -1;
+  const std::string key = "\"job_runtime\"";
+  for (size_t at = json.find(key); at != std::string::npos;
+       at = json.find(key, at + 1)) {
+    const size_t colon = json.find(':', at);
+    best = std::max(best, std::atof(json.c_str() + colon + 1) / 1000.0);
+  }
+  return best;
+}
+
+int Main(int argc, char** argv) {
+  std::string path = "/work/zs_nvme_bench";
+  int64_t state_mib = 512, steps = 3, block_kib = 1024, queue_depth = 32;
+  int64_t io_threads = 1, buffer_count = 4, threads = 2;
+  int64_t sub_group = 1 << 21;
+  bool run_fio = true, keep = false;
+  double max_rss_mib = 0;
+  FlagSet flags("nvme_bench",
+                "NvmeTier step throughput vs fio on the same file system");
+  flags.String("path", &path, "directory for the tier and fio's files");
+  flags.Int64("state_mib", &state_mib,
+              "optimizer state on disk (p, m, v, serve, grads: 18 B/elem)");
+  flags.Int64("steps", &steps, "timed steps (after one warm-up step)");
+  flags.Int64("block_kib", &block_kib, "aio block_size in KiB");
+  flags.Int64("queue_depth", &queue_depth, "aio queue_depth");
+  flags.Int64("io_threads", &io_threads, "aio intra_op_parallelism");
+  flags.Int64("buffer_count", &buffer_count, "pipeline buffers");
+  flags.Int64("sub_group_size", &sub_group, "elements per sub-group");
+  flags.Int64("threads", &threads, "AdamW/CRC threads");
+  flags.Bool("fio", &run_fio, "run the fio reference");
+  flags.Bool("keep", &keep, "keep the files");
+  flags.Double("max_rss_mib", &max_rss_mib,
+               "if > 0, fail unless VmHWM stays below this");
+  flags.ParseOrExit(argc, argv);
+
+  const uint64_t n = static_cast<uint64_t>(state_mib) * (1 << 20) / 18;
+  const uint64_t read_bytes = 4 * PaddedBytes(n, 4);
+  const uint64_t write_bytes = 3 * PaddedBytes(n, 4) + PaddedBytes(n, 2);
+  Env* env = DefaultEnv();
+  if (absl::Status s = env->CreateDir(path); !s.ok()) {
+    std::fprintf(stderr, "nvme_bench: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  // Two generations of p, m, v, serve + grads, and fio's two files.
+  const uint64_t need = 2 * (write_bytes) + PaddedBytes(n, 4) +
+                        (run_fio ? read_bytes + write_bytes : 0);
+  auto free_bytes = env->FreeBytes(path);
+  if (!free_bytes.ok() || *free_bytes < need + (1ull << 30)) {
+    std::printf(
+        "nvme_bench: %s has %.1f GiB free, needs %.1f GiB + 1 GiB "
+        "margin; use a smaller --state_mib\nRESULT skipped=1\n",
+        path.c_str(), free_bytes.ok() ? *free_bytes / 1073741824.0 : 0,
+        need / 1073741824.0);
+    return 1;
+  }
+  ThreadPool pool(static_cast<int>(threads));
+  NvmeOptions o;
+  o.path = JoinPath(path, "tier");
+  o.block_size = static_cast<uint64_t>(block_kib) << 10;
+  o.queue_depth = static_cast<int>(queue_depth);
+  o.intra_op_parallelism = static_cast<int>(io_threads);
+  o.buffer_count = static_cast<int>(buffer_count);
+  o.sub_group_size = static_cast<uint64_t>(sub_group);
+  o.read_cache_bytes = o.block_size;
+  o.pool = &pool;
+  const TierLayout layout = TwoGroupLayout(n);
+  std::printf(
+      "nvme_bench: %llu elements (%.0f MiB of state), sub_group %lld, "
+      "block %lld KiB, qd %lld, %lld I/O threads, %lld buffers, "
+      "path %s\n",
+      static_cast<unsigned long long>(n), n * 18.0 / (1 << 20),
+      static_cast<long long>(sub_group), static_cast<long long>(block_kib),
+      static_cast<long long>(queue_depth), static_cast<long long>(io_threads),
+      static_cast<long long>(buffer_count), path.c_str());
+  const double compute_s = ComputeSeconds(layout, o.sub_group_size, &pool);
+
+  double step_s = 0, io_wait = 0;
+  bool direct = false, verified = false;
+  {
+    auto tier = NvmeTier::Create(o, layout);
+    if (!tier.ok()) {
+      std::fprintf(stderr, "nvme_bench: %s\n",
+                   tier.status().ToString().c_str());
+      return 1;
+    }
+    NvmeTier* t = tier->get();
+    // Initial p and grads, written a chunk at a time.
+    const uint64_t piece = o.block_size / 4;
+    std::vector<float> buf(piece);
+    const Clock::time_point init = Clock::now();
+    for (uint64_t b = 0; b < n; b += piece) {
+      const uint64_t len = std::min(piece, n - b);
+      for (uint64_t i = 0; i < len; ++i) buf[i] = 1e-3f * ((b + i) % 1000);
+      absl::Status s = t->WriteMaster(b, buf.data(), len);
+      if (s.ok()) s = t->WriteGrad(b, buf.data(), len);
+      if (!s.ok()) {
+        std::fprintf(stderr, "nvme_bench: %s\n", s.ToString().c_str());
+        return 1;
+      }
+    }
+    std::printf("init: %.2f s\n", Since(init));
+    for (int64_t i = 0; i <= steps; ++i) {
+      absl::Status s = t->Step(TwoGroupHypers(i + 1));
+      if (!s.ok()) {
+        std::fprintf(stderr, "nvme_bench: step: %s\n", s.ToString().c_str());
+        return 1;
+      }
+      const TierStats st = t->Stats();
+      std::printf("step %lld: %.3f s, %.2f GB/s, waited for I/O %.3f s%s\n",
+                  static_cast<long long>(i), st.last_step_seconds,
+                  st.last_step_bandwidth_bytes_per_s / 1e9,
+                  st.last_step_io_wait_seconds, i == 0 ? " (warm-up)" : "");
+      if (i > 0) {
+        step_s += st.last_step_seconds / steps;
+        io_wait += st.last_step_io_wait_seconds / steps;
+      }
+      direct = st.direct_io;
+    }
+    std::printf("memory: VmRSS %s, VmHWM %s, tier peak allocation %.1f MiB\n",
+                ProcStatus("VmRSS:").c_str(), ProcStatus("VmHWM:").c_str(),
+                t->Stats().peak_bytes_allocated / 1048576.0);
+    absl::Status v = t->Verify();
+    verified = v.ok();
+    if (!v.ok()) std::printf("verify: %s\n", v.ToString().c_str());
+  }
+  const double hwm_mib = ProcMib("VmHWM:");
+  if (!keep) {
+    absl::StatusOr<std::vector<std::string>> names = env->ListDir(o.path);
+    if (names.ok()) {
+      for (const std::string& name : *names) {
+        env->RemoveFile(JoinPath(o.path, name)).IgnoreError();
+      }
+    }
+    rmdir(o.path.c_str());
+  }
+  if (!direct) {
+    std::printf("note: %s refused O_DIRECT; the tier used buffered I/O\n",
+                path.c_str());
+  }
+
+  double fio_s = -1;
+  if (run_fio) {
+    const std::string job = JoinPath(path, "bench.fio");
+    std::ofstream(job) << "[global]\nioengine=io_uring\ndirect="
+                       << (direct ? 1 : 0) << "\nbs=" << o.block_size
+                       << "\niodepth=" << queue_depth
+                       << "\n[read]\nrw=read\nfilename="
+                       << JoinPath(path, "fio_read") << "\nsize=" << read_bytes
+                       << "\n[write]\nrw=write\nfilename="
+                       << JoinPath(path, "fio_write")
+                       << "\nsize=" << write_bytes << "\n";
+    const std::string out = JoinPath(path, "fio.json");
+    const std::string cmd =
+        "fio --output-format=json --output=" + out + " " + job;
+    if (std::system(cmd.c_str()) == 0) {
+      std::stringstream ss;
+      ss << std::ifstream(out).rdbuf();
+      fio_s = FioSeconds(ss.str());
+    } else {
+      std::printf("fio failed (is it installed?): %s\n", cmd.c_str());
+    }
+    for (const char* f : {"fio_read", "fio_write", "fio.json", "bench.fio"}) {
+      if (!keep) unlink(JoinPath(path, f).c_str());
+    }
+  }
+  if (!keep) rmdir(path.c_str());
+
+  const double bytes = static_cast<double>(read_bytes + write_bytes);
+  std::printf(
+      "step %.3f s (%.2f GB/s, I/O wait %.3f s) | fio same bytes "
+      "%.3f s (%.2f GB/s) | compute alone %.3f s\n",
+      step_s, bytes / step_s / 1e9, io_wait, fio_s,
+      fio_s > 0 ? bytes / fio_s / 1e9 : 0, compute_s);
+  const double vs_fio = fio_s > 0 ? fio_s / step_s : 0;
+  const double overlap = step_s / std::max(fio_s, compute_s);
+  const bool rss_ok = max_rss_mib <= 0 || hwm_mib < max_rss_mib;
+  std::printf(
+      "RESULT nvme_vs_fio=%.3f nvme_overlap=%.3f step_s=%.3f "
+      "fio_s=%.3f compute_s=%.3f state_mib=%lld vm_hwm_mib=%.0f "
+      "direct=%d verified=%d\n",
+      vs_fio, overlap, step_s, fio_s, compute_s,
+      static_cast<long long>(state_mib), hwm_mib, direct ? 1 : 0,
+      verified ? 1 : 0);
+  return verified && rss_ok ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace storage
+}  // namespace zeroshard
+
+int main(int argc, char** argv) { return zeroshard::storage::Main(argc, argv); }
