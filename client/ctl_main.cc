@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/local_fleet.h"
+#include "client/malloc_tuning.h"
 #include "client/shard_client.h"
 #include "common/flags.h"
 #include "common/model_spec.h"
@@ -137,6 +138,7 @@ int Plan(const v1::ModelSpec& spec) {
 }
 
 int Main(int argc, char** argv) {
+  TuneMallocForTransfers();  // `gather` may move much data
   std::string servers_flag, spec_path, tensor, dtype_name = "fp32", out;
   int64_t offset = -1, length = -1, deadline_ms = 30000;
   FlagSet flags("zeroshard-ctl", kUsage);

@@ -7,12 +7,28 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "client/wire.h"
 #include "common/model_spec.h"
 #include "common/status_macros.h"
 #include "grpcpp/grpcpp.h"
 
 namespace zeroshard {
 namespace {
+
+constexpr char kGatherMethod[] = "/zeroshard.v1.ShardService/Gather";
+constexpr char kPushMethod[] = "/zeroshard.v1.ShardService/PushGradients";
+
+// HTTP/2 settings of this end as a receiver of bulk streams (gather
+// chunks): frames of up to 1 MiB (default 16 KiB: 64 frame headers, iovecs
+// and slices per chunk), and a fixed 8 MiB window per stream. Without the
+// BDP probe's window growth the received-but-unread data stays small, so
+// it is still in cache when copied out and the heap does not keep growing
+// (measured: page faults per MiB gathered at K = 4 went from 5-30 to 0).
+void SetTransferArgs(grpc::ChannelArguments* args) {
+  args->SetInt(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, 1 << 20);
+  args->SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 8 << 20);
+  args->SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+}
 
 bool Retryable(grpc::StatusCode code) {
   return code == grpc::StatusCode::UNAVAILABLE ||
@@ -68,17 +84,21 @@ absl::StatusOr<std::unique_ptr<ShardClient>> ShardClient::Connect(
     if (address.empty()) {
       return absl::InvalidArgumentError("an empty shard server address");
     }
+    std::vector<std::shared_ptr<grpc::Channel>> channels;
     std::vector<std::unique_ptr<v1::ShardService::Stub>> stubs;
     for (int c = 0; c < options.channels_per_server; ++c) {
       grpc::ChannelArguments args;
       args.SetMaxReceiveMessageSize(static_cast<int>(2 * kMaxChunkBytes));
       args.SetMaxSendMessageSize(static_cast<int>(2 * kMaxChunkBytes));
+      SetTransferArgs(&args);
       // A private subchannel pool gives each channel its own connection.
       args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
       args.SetInt("zeroshard.channel_index", c);
-      stubs.push_back(v1::ShardService::NewStub(grpc::CreateCustomChannel(
-          address, grpc::InsecureChannelCredentials(), args)));
+      channels.push_back(grpc::CreateCustomChannel(
+          address, grpc::InsecureChannelCredentials(), args));
+      stubs.push_back(v1::ShardService::NewStub(channels.back()));
     }
+    client->channels_.push_back(std::move(channels));
     client->stubs_.push_back(std::move(stubs));
   }
   return client;
@@ -88,6 +108,12 @@ v1::ShardService::Stub* ShardClient::Stub(uint32_t server,
                                           uint64_t salt) const {
   const auto& stubs = stubs_[server];
   return stubs[salt % stubs.size()].get();
+}
+
+const std::shared_ptr<grpc::Channel>& ShardClient::Channel(
+    uint32_t server, uint64_t salt) const {
+  const auto& channels = channels_[server];
+  return channels[salt % channels.size()];
 }
 
 absl::Status ShardClient::WithRetries(
@@ -231,6 +257,10 @@ absl::Status ShardClient::GatherPiece(const ShardPiece& p, size_t salt,
                                       v1::DType dtype, char* out,
                                       uint64_t* step) const {
   const size_t esize = DTypeSize(dtype);
+  const uint64_t total = p.range.size() * esize;  // bytes
+  const std::shared_ptr<grpc::Channel>& channel = Channel(p.server, salt);
+  const grpc::internal::RpcMethod method(
+      kGatherMethod, grpc::internal::RpcMethod::SERVER_STREAMING, channel);
   absl::Status framing = absl::OkStatus();
   absl::Status s =
       WithRetries(p.server, "Gather", [&](grpc::ClientContext* ctx) {
@@ -240,33 +270,42 @@ absl::Status ShardClient::GatherPiece(const ShardPiece& p, size_t salt,
         req.set_offset(p.range.begin);
         req.set_length(p.range.size());
         req.set_dtype(dtype);
-        auto reader = Stub(p.server, salt)->Gather(ctx, req);
-        v1::GatherChunk chunk;
-        uint64_t received = 0;
+        // GatherChunk messages arrive as raw bytes; the payload is copied
+        // from gRPC's slices straight into `out`.
+        std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
+            grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
+                channel.get(), method, ctx, req));
+        grpc::ByteBuffer message;
+        wire::GatherChunkView chunk;
+        uint64_t received = 0;  // bytes
         bool first = true;
-        while (reader->Read(&chunk)) {
-          const uint64_t n = chunk.data().size() / esize;
-          if (chunk.data().size() % esize != 0 ||
-              chunk.offset() != p.range.begin + received ||
-              n > p.range.size() - received ||
-              (!first && chunk.step() != *step)) {
+        while (reader->Read(&message)) {
+          const wire::WireMessage m(message);
+          framing = wire::ParseGatherChunk(m, &chunk);
+          const uint64_t n = chunk.data.size;
+          if (framing.ok() &&
+              (n % esize != 0 || n > total - received ||
+               chunk.offset != p.range.begin + received / esize ||
+               (!first && chunk.step != *step))) {
             framing = absl::DataLossError(
-                absl::StrCat("Gather on shard ", p.server,
-                             ": malformed chunk at offset ", chunk.offset()));
+                absl::StrCat("malformed chunk at offset ", chunk.offset));
+          }
+          if (!framing.ok()) {
+            framing = absl::DataLossError(absl::StrCat(
+                "Gather on shard ", p.server, ": ", framing.message()));
             ctx->TryCancel();
             break;
           }
-          *step = chunk.step();
+          *step = chunk.step;
           first = false;
-          std::memcpy(out + received * esize, chunk.data().data(),
-                      chunk.data().size());
+          chunk.data.CopyTo(out + received);
           received += n;
         }
         grpc::Status st = reader->Finish();
-        if (st.ok() && framing.ok() && received != p.range.size()) {
+        if (st.ok() && framing.ok() && received != total) {
           framing = absl::DataLossError(absl::StrCat(
-              "Gather on shard ", p.server, ": stream ended after ", received,
-              " of ", p.range.size(), " elements"));
+              "Gather on shard ", p.server, ": stream ended after ",
+              received / esize, " of ", p.range.size(), " elements"));
         }
         return framing.ok() ? st : grpc::Status::OK;
       });
@@ -318,25 +357,37 @@ absl::Status ShardClient::PushPiece(const ShardPiece& p, size_t salt,
                                     v1::DType dtype, const char* data,
                                     const PushId& id) const {
   const size_t esize = DTypeSize(dtype);
+  const std::shared_ptr<grpc::Channel>& channel = Channel(p.server, salt);
+  const grpc::internal::RpcMethod method(
+      kPushMethod, grpc::internal::RpcMethod::CLIENT_STREAMING, channel);
+  v1::PushHeader header;
+  header.set_job_id(spec_.job_id());
+  header.set_epoch(id.epoch);
+  header.set_step(id.step);
+  header.set_slot(id.slot);
+  header.set_offset(p.range.begin);
+  header.set_length(p.range.size());
+  header.set_dtype(dtype);
+  header.set_idempotency_key(absl::StrCat(id.key_prefix, "/", p.range.begin));
   return WithRetries(p.server, "PushGradients", [&](grpc::ClientContext* ctx) {
     v1::PushGradientsResponse resp;
-    auto writer = Stub(p.server, salt)->PushGradients(ctx, &resp);
-    v1::PushGradientsRequest msg;
-    v1::PushHeader* h = msg.mutable_header();
-    h->set_job_id(spec_.job_id());
-    h->set_epoch(id.epoch);
-    h->set_step(id.step);
-    h->set_slot(id.slot);
-    h->set_offset(p.range.begin);
-    h->set_length(p.range.size());
-    h->set_dtype(dtype);
-    h->set_idempotency_key(absl::StrCat(id.key_prefix, "/", p.range.begin));
+    std::unique_ptr<grpc::ClientWriter<grpc::ByteBuffer>> writer(
+        grpc::internal::ClientWriterFactory<grpc::ByteBuffer>::Create(
+            channel.get(), method, ctx, &resp));
     const uint64_t total = p.range.size() * esize;
     const uint64_t chunk = kMaxChunkBytes / esize * esize;
     for (uint64_t off = 0; off < total; off += chunk) {
-      msg.set_data(data + off, std::min<uint64_t>(chunk, total - off));
-      if (!writer->Write(msg)) break;  // the server answered early
-      msg.clear_header();
+      // PushGradientsRequest{header on the first message, data}: the
+      // encoded fields, then the caller's bytes as a static slice (no
+      // copy; `data` outlives the call, and Finish() below returns only
+      // after gRPC has released every message).
+      const uint64_t n = std::min<uint64_t>(chunk, total - off);
+      const grpc::Slice slices[2] = {
+          grpc::Slice(
+              wire::EncodePushRequestPrefix(off == 0 ? &header : nullptr, n)),
+          grpc::Slice(data + off, n, grpc::Slice::STATIC_SLICE)};
+      grpc::ByteBuffer message(slices, 2);
+      if (!writer->Write(message)) break;  // the server answered early
     }
     writer->WritesDone();
     return writer->Finish();

@@ -14,8 +14,13 @@
 //
 // Any flat range is split across the servers that own it (PartitionPlan)
 // and the pieces travel concurrently, one stream per piece, in chunks of at
-// most 1 MiB read from / written to the caller's buffer directly (no
-// intermediate copy of the whole range).
+// most 1 MiB. Gather and Push exchange raw gRPC byte buffers in the
+// protocol's wire format (client/wire.h): a gathered chunk is copied once,
+// from gRPC's receive slices into the caller's buffer; a pushed chunk is
+// sent from the caller's buffer without any copy in this process.
+//
+// Processes that move much data should call TuneMallocForTransfers()
+// (client/malloc_tuning.h) at the start of main().
 //
 // Every RPC has a deadline (options.deadline); UNAVAILABLE,
 // DEADLINE_EXCEEDED and ABORTED are retried with exponential backoff up to
@@ -36,7 +41,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "client/malloc_tuning.h"
 #include "common/partition.h"
+#include "grpcpp/channel.h"
 #include "proto/zeroshard.grpc.pb.h"
 
 namespace zeroshard {
@@ -126,6 +133,9 @@ class ShardClient {
  private:
   explicit ShardClient(ClientOptions options);
   v1::ShardService::Stub* Stub(uint32_t server, uint64_t salt) const;
+  // The channel behind Stub(server, salt), for the raw data plane.
+  const std::shared_ptr<grpc::Channel>& Channel(uint32_t server,
+                                                uint64_t salt) const;
   // Runs `attempt` until it succeeds, fails permanently or runs out of
   // attempts; `what` names the call in errors.
   absl::Status WithRetries(
@@ -140,7 +150,8 @@ class ShardClient {
                          const char* data, const PushId& id) const;
 
   const ClientOptions options_;
-  // stubs_[server][channel]
+  // channels_[server][channel], and a stub on each
+  std::vector<std::vector<std::shared_ptr<grpc::Channel>>> channels_;
   std::vector<std::vector<std::unique_ptr<v1::ShardService::Stub>>> stubs_;
   std::unique_ptr<PartitionPlan> plan_;
   v1::ModelSpec spec_;

@@ -6,7 +6,6 @@
 // (and writes the port to --port-file when given, for launchers and tests
 // that pass --port=0). SIGTERM or SIGINT: health turns NOT_SERVING, RPCs in
 // flight get a short grace period, and the process exits 0.
-#include <malloc.h>
 #include <signal.h>
 
 #include <cstdio>
@@ -16,6 +15,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "client/malloc_tuning.h"
 #include "common/flags.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -49,7 +49,8 @@ int Main(int argc, char** argv) {
   flags.Int64("threads", &threads,
               "Optimizer threads (AdamW, norms), including the RPC thread.");
   flags.Int64("grpc_threads", &grpc_threads,
-              "Most RPCs handled at once (gRPC sync-server threads).");
+              "Most control-plane RPCs handled at once (gRPC sync-server "
+              "threads; Gather and PushGradients run as callbacks).");
   flags.Double("grace_seconds", &grace_seconds,
                "On SIGTERM, how long RPCs in flight may take to finish.");
   std::vector<std::string> rest = flags.ParseOrExit(argc, argv);
@@ -75,11 +76,9 @@ int Main(int argc, char** argv) {
     ExitWithError(flags.program(), "--grpc_threads must be in [2, 4096]");
   }
 
-  // Stream chunks are ~1 MiB buffers allocated per message; above glibc's
-  // default mmap threshold each would be mmap'ed, faulted in and unmapped.
-  // Keep them on the heap so the pages are reused.
-  mallopt(M_MMAP_THRESHOLD, 64 << 20);
-  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+  // Stream chunks are ~1 MiB buffers allocated per message: keep them on
+  // the heap so the pages are reused (see client/malloc_tuning.h).
+  TuneMallocForTransfers();
 
   // Block termination signals in every thread; one thread waits for them.
   sigset_t signals;
@@ -109,6 +108,12 @@ int Main(int argc, char** argv) {
   // gRPC with RESOURCE_EXHAUSTED before any handler sees them.
   builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxChunkBytes + 4096));
   builder.SetMaxSendMessageSize(static_cast<int>(kMaxChunkBytes + 4096));
+  // As a receiver of pushes: frames of up to 1 MiB (default 16 KiB) and a
+  // fixed 8 MiB window per stream, no BDP probe (see SetTransferArgs in
+  // client/shard_client.cc, the same settings for gathers).
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, 1 << 20);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 8 << 20);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   grpc::ResourceQuota quota("zeroshard-server");
   quota.SetMaxThreads(static_cast<int>(grpc_threads));
   builder.SetResourceQuota(quota);

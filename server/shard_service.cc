@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "server/data_plane.h"
 
 namespace zeroshard {
 namespace {
@@ -119,76 +120,14 @@ grpc::Status ShardServiceImpl::GetStats(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status ShardServiceImpl::Gather(
-    grpc::ServerContext* ctx, const v1::GatherRequest* req,
-    grpc::ServerWriter<v1::GatherChunk>* writer) {
-  absl::Status s = store_->CheckGather(*req);
-  if (!s.ok()) return ToGrpcStatus(s);
-  const size_t esize = DTypeSize(req->dtype());
-  const uint64_t per_chunk = kMaxChunkBytes / esize;
-  v1::GatherChunk chunk;
-  uint64_t first_step = 0;
-  for (uint64_t done = 0; done < req->length();) {
-    if (ctx->IsCancelled()) {
-      return grpc::Status(grpc::StatusCode::CANCELLED, "gather cancelled");
-    }
-    const uint64_t n = std::min(per_chunk, req->length() - done);
-    std::string* data = chunk.mutable_data();
-    data->resize(n * esize);
-    uint64_t step = 0;
-    s = store_->GatherInto(req->offset() + done, n, req->dtype(), data->data(),
-                           &step);
-    if (!s.ok()) return ToGrpcStatus(s);
-    if (done == 0) first_step = step;
-    if (step != first_step) {
-      return grpc::Status(grpc::StatusCode::ABORTED,
-                          "a step was committed during the gather; retry");
-    }
-    chunk.set_step(step);
-    chunk.set_offset(req->offset() + done);
-    if (!writer->Write(chunk)) {
-      return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
-    }
-    done += n;
-  }
-  return grpc::Status::OK;
+grpc::ServerWriteReactor<grpc::ByteBuffer>* ShardServiceImpl::Gather(
+    grpc::CallbackServerContext*, const grpc::ByteBuffer* request) {
+  return NewGatherReactor(store_, request);
 }
 
-grpc::Status ShardServiceImpl::PushGradients(
-    grpc::ServerContext*, grpc::ServerReader<v1::PushGradientsRequest>* reader,
-    v1::PushGradientsResponse* resp) {
-  v1::PushGradientsRequest msg;
-  if (!reader->Read(&msg) || !msg.has_header()) {
-    store_->CountRejected();
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        "the first PushGradients message must carry a "
-                        "header");
-  }
-  auto session = store_->BeginPush(msg.header());
-  if (!session.ok()) return ToGrpcStatus(session.status());
-  if ((*session)->duplicate()) {
-    resp->set_duplicate(true);
-    resp->set_elements_received((*session)->length());
-    return grpc::Status::OK;
-  }
-  bool first = true;
-  do {
-    if (!first && msg.has_header()) {
-      store_->CountRejected();
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          "only the first message may carry a header");
-    }
-    first = false;
-    if (!msg.data().empty()) {
-      absl::Status s =
-          (*session)->AddChunk(msg.data().data(), msg.data().size());
-      if (!s.ok()) return ToGrpcStatus(s);
-    }
-  } while (reader->Read(&msg));
-  absl::Status s = (*session)->Finish();
-  if (!s.ok()) return ToGrpcStatus(s);
-  resp->set_elements_received((*session)->length());
-  return grpc::Status::OK;
+grpc::ServerReadReactor<grpc::ByteBuffer>* ShardServiceImpl::PushGradients(
+    grpc::CallbackServerContext*, grpc::ByteBuffer* response) {
+  return NewPushReactor(store_, response);
 }
 
 grpc::Status ShardServiceImpl::PrepareStep(grpc::ServerContext*,

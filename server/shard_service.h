@@ -3,8 +3,12 @@
 // converts absl::Status to grpc::Status (ToGrpcStatus). All rules live in
 // the store.
 //
-// Threading: gRPC's synchronous server calls these handlers on its own
-// threads; the store is thread-safe.
+// The data plane (Gather, PushGradients) is served by callback handlers on
+// raw byte buffers in the protocol's wire format (server/data_plane.h);
+// the control plane by the synchronous generated-message handlers below.
+//
+// Threading: gRPC calls these handlers on its own threads; the store is
+// thread-safe.
 #ifndef ZEROSHARD_SERVER_SHARD_SERVICE_H_
 #define ZEROSHARD_SERVER_SHARD_SERVICE_H_
 
@@ -17,7 +21,10 @@ namespace zeroshard {
 
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
-class ShardServiceImpl final : public v1::ShardService::Service {
+class ShardServiceImpl final
+    : public v1::ShardService::WithRawCallbackMethod_Gather<
+          v1::ShardService::WithRawCallbackMethod_PushGradients<
+              v1::ShardService::Service>> {
  public:
   // `store` is not owned and must outlive the service.
   explicit ShardServiceImpl(ShardStore* store) : store_(store) {}
@@ -32,12 +39,11 @@ class ShardServiceImpl final : public v1::ShardService::Service {
   grpc::Status GetStats(grpc::ServerContext* ctx,
                         const v1::GetStatsRequest* req,
                         v1::GetStatsResponse* resp) override;
-  grpc::Status Gather(grpc::ServerContext* ctx, const v1::GatherRequest* req,
-                      grpc::ServerWriter<v1::GatherChunk>* writer) override;
-  grpc::Status PushGradients(
-      grpc::ServerContext* ctx,
-      grpc::ServerReader<v1::PushGradientsRequest>* reader,
-      v1::PushGradientsResponse* resp) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Gather(
+      grpc::CallbackServerContext* ctx,
+      const grpc::ByteBuffer* request) override;
+  grpc::ServerReadReactor<grpc::ByteBuffer>* PushGradients(
+      grpc::CallbackServerContext* ctx, grpc::ByteBuffer* response) override;
   grpc::Status PrepareStep(grpc::ServerContext* ctx,
                            const v1::PrepareStepRequest* req,
                            v1::PrepareStepResponse* resp) override;

@@ -5,7 +5,7 @@
 // tcp_pump.h), timed interleaved with the gRPC iterations (a TCP iteration
 // right before each gRPC one) so that load from other processes hits both.
 //
-//   bazel run //tests/bench:transfer_bench -- --mib=256 --iters=3
+//   bazel run -c opt //tests/bench:transfer_bench -- --mib=256 --iters=3
 //
 // For each K in --shards (default 1,4): registers one fp32 tensor of --mib
 // MiB (alignment 64, BF16 serving, one contribution per step), writes known
@@ -35,12 +35,15 @@
 //
 // Profiling: with ZS_PERF_CTL=<fifo> (and optionally ZS_PERF_OP=gather or
 // push) only the timed gRPC operations are sampled:
-//   mkfifo ctl; ZS_PERF_CTL=ctl perf record -a -D -1 --control=fifo:ctl \
+//   mkfifo ctl; ZS_PERF_CTL=ctl perf record -a -D -1 --control=fifo:ctl
 //       -- bazel-bin/tests/bench/transfer_bench --shards=1 --iters=10
 //
-// See transfer_experiments.cc for the variants that test proposed changes.
+// As any process that moves much data should, it calls
+// TuneMallocForTransfers() first (client/malloc_tuning.h); so do the
+// servers.
 #include "absl/strings/str_cat.h"
 #include "client/local_fleet.h"
+#include "client/malloc_tuning.h"
 #include "client/shard_client.h"
 #include "common/flags.h"
 #include "tests/bench/transfer_harness.h"
@@ -50,6 +53,7 @@ namespace bench {
 namespace {
 
 int Main(int argc, char** argv) {
+  TuneMallocForTransfers();
   CommonFlags common;
   int64_t channels = ClientOptions().channels_per_server;
   int64_t piece_mib =

@@ -10,7 +10,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
@@ -46,35 +45,6 @@ v1::ModelSpec BenchSpec(const HarnessConfig& cfg, uint32_t k) {
   spec.set_contributions_per_step(1);
   return spec;
 }
-
-// Sets NAME=VALUE entries for the lifetime of the object (the servers
-// LocalFleet spawns inherit them), restoring the old values after.
-class ScopedEnv {
- public:
-  explicit ScopedEnv(const std::vector<std::string>& entries) {
-    for (const std::string& e : entries) {
-      const size_t eq = e.find('=');
-      if (eq == std::string::npos) continue;
-      const std::string name = e.substr(0, eq);
-      const char* old = std::getenv(name.c_str());
-      saved_.emplace_back(name,
-                          old ? std::optional<std::string>(old) : std::nullopt);
-      setenv(name.c_str(), e.c_str() + eq + 1, 1);
-    }
-  }
-  ~ScopedEnv() {
-    for (const auto& [name, old] : saved_) {
-      if (old) {
-        setenv(name.c_str(), old->c_str(), 1);
-      } else {
-        unsetenv(name.c_str());
-      }
-    }
-  }
-
- private:
-  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
-};
 
 // Profiling hook: with ZS_PERF_CTL=<fifo>, the timed gRPC operations are
 // bracketed by "enable"/"disable" written to perf's control fifo, so that
@@ -146,11 +116,7 @@ absl::StatusOr<Figures> MeasureGrpc(const HarnessConfig& cfg, uint32_t k,
   fo.num_shards = k;
   fo.work_dir = MakeWorkDir(absl::StrCat("transfer_bench_k", k));
   fo.extra_args = cfg.server_args;
-  std::unique_ptr<LocalFleet> fleet;
-  {
-    ScopedEnv env(cfg.server_env);
-    ZS_ASSIGN_OR_RETURN(fleet, LocalFleet::Start(fo));
-  }
+  ZS_ASSIGN_OR_RETURN(std::unique_ptr<LocalFleet> fleet, LocalFleet::Start(fo));
   std::vector<pid_t> pids;
   for (uint32_t s = 0; s < k; ++s) pids.push_back(fleet->server(s).pid());
   const pid_t self = getpid();
@@ -161,12 +127,6 @@ absl::StatusOr<Figures> MeasureGrpc(const HarnessConfig& cfg, uint32_t k,
   ZS_ASSIGN_OR_RETURN(std::unique_ptr<ShardClient> client,
                       ShardClient::Connect(co));
   ZS_RETURN_IF_ERROR(client->RegisterModel(BenchSpec(cfg, k)));
-  std::unique_ptr<DataPlane> plane;
-  if (cfg.make_plane) {
-    ZS_ASSIGN_OR_RETURN(plane, cfg.make_plane(client.get(), co.addresses));
-  } else {
-    plane = std::make_unique<StockPlane>(client.get());
-  }
   const Range all{0, n};
   Figures f;
 
@@ -188,7 +148,8 @@ absl::StatusOr<Figures> MeasureGrpc(const HarnessConfig& cfg, uint32_t k,
     const auto start = std::chrono::steady_clock::now();
     uint64_t step = 1;
     PerfControl("gather", true);
-    const absl::Status gathered = plane->Gather(all, out, &step);
+    const absl::Status gathered =
+        client->Gather(all, v1::DTYPE_FP32, out, &step);
     PerfControl("gather", false);
     ZS_RETURN_IF_ERROR(gathered);
     const double s = Since(start);
@@ -227,7 +188,7 @@ absl::StatusOr<Figures> MeasureGrpc(const HarnessConfig& cfg, uint32_t k,
     const CpuTimes c0 = ProcessCpu(self), p0 = ProcessesCpu(pids);
     const auto start = std::chrono::steady_clock::now();
     PerfControl("push", true);
-    const absl::Status pushed = plane->Push(all, src, id);
+    const absl::Status pushed = client->Push(all, v1::DTYPE_FP32, src, id);
     PerfControl("push", false);
     ZS_RETURN_IF_ERROR(pushed);
     const double s = Since(start);
@@ -279,12 +240,10 @@ absl::StatusOr<Figures> MeasureGrpc(const HarnessConfig& cfg, uint32_t k,
       static_cast<unsigned long long>(elements),
       static_cast<unsigned long long>(pushed),
       static_cast<unsigned long long>(step));
-  plane.reset();
   client.reset();
-  // The stock server can take up to ~10 s to exit after SIGTERM (gRPC 1.51
-  // grpc_shutdown() joins an executor thread stuck in a 10 s poll after
-  // large writes; see variant_server --grpc_init_ref): allow for it, but
-  // say so.
+  // A server should exit promptly after SIGTERM (server_main.cc holds a
+  // gRPC reference so that exit skips grpc_shutdown(), which in gRPC 1.51
+  // can wait ~10 s on a poller thread): allow for a slow one, but say so.
   const auto stop_start = std::chrono::steady_clock::now();
   ZS_RETURN_IF_ERROR(fleet->Stop(std::chrono::milliseconds(15000)));
   const double stop_seconds = Since(stop_start);

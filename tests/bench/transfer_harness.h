@@ -1,12 +1,10 @@
-// The measuring loop shared by transfer_bench (stock ShardClient against
-// the stock server) and transfer_experiments (variant clients and servers):
-// raw-TCP reference, fleet start, registration, timed Gather/Push with
-// correctness checks, CPU/page-fault accounting and the RESULT line.
+// transfer_bench's measuring loop: raw-TCP reference, fleet start,
+// registration, timed ShardClient Gather/Push with correctness checks,
+// CPU/page-fault accounting and the RESULT line.
 #ifndef ZEROSHARD_TESTS_BENCH_TRANSFER_HARNESS_H_
 #define ZEROSHARD_TESTS_BENCH_TRANSFER_HARNESS_H_
 
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -21,31 +19,6 @@
 namespace zeroshard {
 namespace bench {
 
-// The operations being timed (fp32 Gather and Push of a range).
-class DataPlane {
- public:
-  virtual ~DataPlane() = default;
-  virtual absl::Status Gather(const Range& r, void* out, uint64_t* step) = 0;
-  virtual absl::Status Push(const Range& r, const void* data,
-                            const PushId& id) = 0;
-};
-
-// ShardClient's own Gather/Push.
-class StockPlane : public DataPlane {
- public:
-  explicit StockPlane(ShardClient* client) : client_(client) {}
-  absl::Status Gather(const Range& r, void* out, uint64_t* step) override {
-    return client_->Gather(r, v1::DTYPE_FP32, out, step);
-  }
-  absl::Status Push(const Range& r, const void* data,
-                    const PushId& id) override {
-    return client_->Push(r, v1::DTYPE_FP32, data, id);
-  }
-
- private:
-  ShardClient* client_;
-};
-
 struct HarnessConfig {
   uint64_t bytes = 0;  // of the fp32 range moved
   int iters = 3;       // timed, after one warm-up
@@ -53,14 +26,7 @@ struct HarnessConfig {
   bool push = true;
   std::string server_binary;
   std::vector<std::string> server_args;
-  // NAME=VALUE set in the servers' environment (e.g. GLIBC_TUNABLES).
-  std::vector<std::string> server_env;
-  ClientOptions client;  // control plane + stock data plane
-  // Builds the timed data plane once the model is registered; default: the
-  // ShardClient itself.
-  std::function<absl::StatusOr<std::unique_ptr<DataPlane>>(
-      ShardClient* client, const std::vector<std::string>& addresses)>
-      make_plane;
+  ClientOptions client;
   std::string label = "ShardClient";
 
   uint64_t elements() const { return bytes / 4; }

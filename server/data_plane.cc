@@ -1,0 +1,257 @@
+#include "server/data_plane.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "client/wire.h"
+#include "common/model_spec.h"
+#include "server/shard_service.h"
+
+namespace zeroshard {
+namespace {
+
+// A gather chunk's buffer: [room for the prefix][payload]. The payload
+// starts at a cache-line offset; the prefix is encoded right before it.
+constexpr size_t kPayloadAt = 64;
+static_assert(kPayloadAt >= wire::kMaxGatherPrefixBytes);
+
+void FreeChunk(void* p) { delete[] static_cast<char*>(p); }
+
+class GatherReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+ public:
+  GatherReactor(ShardStore* store, const grpc::ByteBuffer* request)
+      : store_(store) {
+    grpc::Slice flat;
+    if (!request->DumpToSingleSlice(&flat).ok() ||
+        !req_.ParseFromArray(flat.begin(), static_cast<int>(flat.size()))) {
+      store_->CountRejected();
+      Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "malformed GatherRequest (bad protobuf encoding)"));
+      return;
+    }
+    const absl::Status s = store_->CheckGather(req_);
+    if (!s.ok()) {
+      Finish(ToGrpcStatus(s));
+      return;
+    }
+    esize_ = DTypeSize(req_.dtype());
+    Next();
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
+      return;
+    }
+    Next();
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  // Writes the next chunk, or finishes.
+  void Next() {
+    if (done_ == req_.length()) {
+      Finish(grpc::Status::OK);
+      return;
+    }
+    const uint64_t n =
+        std::min<uint64_t>(kMaxChunkBytes / esize_, req_.length() - done_);
+    const uint64_t bytes = n * esize_;
+    const uint64_t offset = req_.offset() + done_;
+    // Freed by gRPC (FreeChunk) when it drops the slice, which may be
+    // after this reactor is gone.
+    char* buf = new char[kPayloadAt + bytes];
+    uint64_t step = 0;
+    const absl::Status s =
+        store_->GatherInto(offset, n, req_.dtype(), buf + kPayloadAt, &step);
+    if (done_ == 0) first_step_ = step;
+    if (!s.ok() || step != first_step_) {
+      delete[] buf;
+      Finish(s.ok() ? grpc::Status(grpc::StatusCode::ABORTED,
+                                   "a step was committed during the gather; "
+                                   "retry")
+                    : ToGrpcStatus(s));
+      return;
+    }
+    char prefix[wire::kMaxGatherPrefixBytes];
+    const size_t k = wire::EncodeGatherChunkPrefix(step, offset, bytes, prefix);
+    char* begin = buf + kPayloadAt - k;
+    std::memcpy(begin, prefix, k);
+    grpc::Slice slice(begin, k + bytes, &FreeChunk, buf);
+    message_ = grpc::ByteBuffer(&slice, 1);
+    done_ += n;
+    StartWrite(&message_);
+  }
+
+  ShardStore* const store_;
+  v1::GatherRequest req_;
+  size_t esize_ = 0;
+  uint64_t done_ = 0;  // elements
+  uint64_t first_step_ = 0;
+  grpc::ByteBuffer message_;
+};
+
+class PushReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
+ public:
+  PushReactor(ShardStore* store, grpc::ByteBuffer* response)
+      : store_(store), response_(response) {
+    StartRead(&message_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // the client is done sending (or went away)
+      Done(End());
+      return;
+    }
+    bool answered = false;
+    const grpc::Status s = Consume(&answered);
+    if (!s.ok() || answered) {
+      Done(s);
+      return;
+    }
+    ++messages_;
+    StartRead(&message_);
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  // Ends the call. The session goes first: an unfinished one releases its
+  // range before the client sees the status (as when the synchronous
+  // handler returned), so a retry cannot find the range still reserved.
+  void Done(const grpc::Status& status) {
+    session_.reset();
+    Finish(status);
+  }
+
+  grpc::Status Invalid(const std::string& message) {
+    store_->CountRejected();
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, message);
+  }
+
+  // One PushGradientsRequest, as the generated handler treated it: the
+  // first message carries the header, later ones must not; non-empty data
+  // goes to the session.
+  grpc::Status Consume(bool* answered) {
+    const wire::WireMessage m(message_);
+    wire::PushRequestView view;
+    const absl::Status parsed = wire::ParsePushRequest(m, &view);
+    if (!parsed.ok()) return Invalid(std::string(parsed.message()));
+    if (messages_ == 0) {
+      v1::PushHeader header;
+      if (!view.header.present) {
+        return Invalid("the first PushGradients message must carry a header");
+      }
+      if (!header.ParseFromString(view.header.ToString())) {
+        return Invalid("malformed PushHeader (bad protobuf encoding)");
+      }
+      auto session = store_->BeginPush(header);
+      if (!session.ok()) return ToGrpcStatus(session.status());
+      session_ = std::move(*session);
+      esize_ = DTypeSize(header.dtype());
+      if (session_->duplicate()) {
+        v1::PushGradientsResponse resp;
+        resp.set_duplicate(true);
+        resp.set_elements_received(session_->length());
+        SetResponse(resp);
+        *answered = true;
+        return grpc::Status::OK;
+      }
+    } else if (view.header.present) {
+      return Invalid("only the first message may carry a header");
+    }
+    if (view.data.size == 0) return grpc::Status::OK;
+    return ToGrpcStatus(Feed(view.data));
+  }
+
+  // Hands one chunk's payload to the session.
+  absl::Status Feed(const wire::Bytes& data) {
+    if (data.pieces.size() == 1 && Aligned(data.pieces[0].data())) {
+      return session_->AddChunk(data.pieces[0].data(), data.size);
+    }
+    if (data.size % esize_ != 0 || data.size > kMaxChunkBytes) {
+      // The session rejects it; let it say why, as for any chunk.
+      staging_.resize(data.size);
+      data.CopyTo(staging_.data());
+      return session_->AddChunk(staging_.data(), data.size);
+    }
+    // Piece by piece: aligned whole elements directly, the rest (an
+    // element split across pieces, a misaligned piece) staged.
+    staging_.resize(std::max<size_t>(staging_.size(), kStagingBytes));
+    size_t staged = 0;
+    for (absl::string_view p : data.pieces) {
+      if (staged == 0 && Aligned(p.data())) {
+        const size_t whole = p.size() / esize_ * esize_;
+        if (whole > 0) {
+          absl::Status s = session_->AddChunk(p.data(), whole);
+          if (!s.ok()) return s;
+        }
+        p.remove_prefix(whole);
+      }
+      while (!p.empty()) {
+        const size_t take = std::min(p.size(), staging_.size() - staged);
+        std::memcpy(staging_.data() + staged, p.data(), take);
+        staged += take;
+        p.remove_prefix(take);
+        const size_t whole = staged / esize_ * esize_;
+        if (whole > 0) {
+          absl::Status s = session_->AddChunk(staging_.data(), whole);
+          if (!s.ok()) return s;
+        }
+        std::memmove(staging_.data(), staging_.data() + whole, staged - whole);
+        staged -= whole;
+      }
+    }
+    return absl::OkStatus();  // staged == 0: the size is whole elements
+  }
+
+  bool Aligned(const void* p) const {
+    return reinterpret_cast<uintptr_t>(p) % esize_ == 0;
+  }
+
+  // The client has sent everything.
+  grpc::Status End() {
+    if (session_ == nullptr) {
+      return Invalid("the first PushGradients message must carry a header");
+    }
+    const absl::Status s = session_->Finish();
+    if (!s.ok()) return ToGrpcStatus(s);
+    v1::PushGradientsResponse resp;
+    resp.set_elements_received(session_->length());
+    SetResponse(resp);
+    return grpc::Status::OK;
+  }
+
+  void SetResponse(const v1::PushGradientsResponse& resp) {
+    grpc::Slice slice(resp.SerializeAsString());
+    *response_ = grpc::ByteBuffer(&slice, 1);
+  }
+
+  static constexpr size_t kStagingBytes = 64 << 10;
+
+  ShardStore* const store_;
+  grpc::ByteBuffer* const response_;
+  grpc::ByteBuffer message_;
+  std::unique_ptr<PushSession> session_;
+  size_t esize_ = 1;
+  uint64_t messages_ = 0;
+  std::vector<char> staging_;  // element-aligned (new[] alignment)
+};
+
+}  // namespace
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* NewGatherReactor(
+    ShardStore* store, const grpc::ByteBuffer* request) {
+  return new GatherReactor(store, request);
+}
+
+grpc::ServerReadReactor<grpc::ByteBuffer>* NewPushReactor(
+    ShardStore* store, grpc::ByteBuffer* response) {
+  return new PushReactor(store, response);
+}
+
+}  // namespace zeroshard
