@@ -14,6 +14,7 @@
 #include "common/model_spec.h"
 #include "common/status_macros.h"
 #include "server/optim/adamw.h"
+#include "server/optim/adamw_hyper.h"
 
 namespace zeroshard {
 namespace {
@@ -513,7 +514,6 @@ absl::StatusOr<PrepareResult> ShardStore::Prepare(const std::string& job_id,
 
 absl::StatusOr<CommitResult> ShardStore::Commit(
     const v1::CommitStepRequest& req) {
-  AdamWHyper hyper_base{};
   std::vector<AdamWHyper> hypers;
   uint64_t step;
   {
@@ -561,15 +561,9 @@ absl::StatusOr<CommitResult> ShardStore::Commit(
     committing_ = true;
     step = step_;
     for (const v1::ParamGroup& g : spec_.param_groups()) {
-      AdamWHyper h = hyper_base;
-      h.lr = static_cast<float>(req.lr() * g.lr_scale());
-      h.beta1 = static_cast<float>(g.beta1());
-      h.beta2 = static_cast<float>(g.beta2());
-      h.eps = static_cast<float>(g.eps());
-      h.weight_decay = static_cast<float>(g.weight_decay());
-      h.grad_scale = req.clip_coef();
-      h.step = static_cast<int64_t>(optimizer_steps_ + 1);
-      hypers.push_back(h);
+      hypers.push_back(
+          GroupAdamWHyper(g, req.lr(), req.clip_coef(),
+                          static_cast<int64_t>(optimizer_steps_ + 1)));
     }
   }
   const auto start = std::chrono::steady_clock::now();

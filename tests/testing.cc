@@ -8,6 +8,7 @@
 #include "common/model_spec.h"
 #include "gtest/gtest.h"
 #include "server/optim/adamw.h"
+#include "server/optim/adamw_hyper.h"
 
 namespace zeroshard::testing {
 
@@ -92,14 +93,7 @@ void ReferenceAdamW::Step(const std::vector<float>& g, float clip_coef,
   ++t_;
   for (const TensorInfo& t : plan_->tensors()) {
     const v1::ParamGroup& group = spec_.param_groups(t.desc.param_group);
-    AdamWHyper h;
-    h.lr = static_cast<float>(lr * group.lr_scale());
-    h.beta1 = static_cast<float>(group.beta1());
-    h.beta2 = static_cast<float>(group.beta2());
-    h.eps = static_cast<float>(group.eps());
-    h.weight_decay = static_cast<float>(group.weight_decay());
-    h.grad_scale = clip_coef;
-    h.step = t_;
+    const AdamWHyper h = GroupAdamWHyper(group, lr, clip_coef, t_);
     const uint64_t b = t.range.begin;
     std::vector<uint16_t> serve(t.numel);
     AdamWStepAt(SimdLevel::kScalar, h, p_.data() + b, g.data() + b,

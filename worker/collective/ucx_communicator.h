@@ -34,13 +34,18 @@ struct UcxCommunicatorConfig {
   uint32_t part_alignment = 1;
   absl::Duration bootstrap_timeout = absl::Seconds(60);
   absl::Duration op_timeout = absl::Minutes(5);
+  // Rank 0, optional: once listening, write the rendezvous port (one line)
+  // to this file, atomically (temporary file + rename), so that a launcher
+  // can start rank 0 on coordinator port 0 and pass the port on.
+  std::string port_file;
 
   // Reads the variables above; INVALID_ARGUMENT naming a bad or missing one.
   static absl::StatusOr<UcxCommunicatorConfig> FromEnv();
 };
 
 // Bootstraps (blocking until every rank joined, or bootstrap_timeout) and
-// returns the communicator. INVALID_ARGUMENT for an inconsistent config.
+// returns the communicator. INVALID_ARGUMENT for an inconsistent config;
+// the errno of a port_file that cannot be written.
 absl::StatusOr<std::unique_ptr<HostCommunicator>> CreateUcxCommunicator(
     const UcxCommunicatorConfig& config);
 

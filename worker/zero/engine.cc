@@ -7,6 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "worker/engine/clip.h"
+#include "worker/engine/lr_schedule.h"
 #include "worker/zero/op_wait.h"
 #include "worker/zero/zero_plan.h"
 
@@ -15,19 +17,11 @@ namespace {
 
 using collective::DType;
 
-// Floats per rank in the norm exchange: a multiple of the part alignment
-// that holds one double, so that part r of W·slot floats is rank r's slot.
-uint64_t NormSlot(uint32_t alignment) {
-  return alignment * ((2 + alignment - 1) / alignment);
-}
-
-// torch.nn.utils.clip_grad_norm_: coef = max_norm / (norm + 1e-6) in fp32,
-// applied only when below 1.
-float ClipCoef(double max_norm, double sum_squares) {
-  if (!(max_norm > 0)) return 1.0f;
-  const float norm = static_cast<float>(std::sqrt(sum_squares));
-  const float coef = static_cast<float>(max_norm) / (norm + 1e-6f);
-  return coef < 1.0f ? coef : 1.0f;
+// Floats per rank in the step exchange (sum of squares and loss, two
+// doubles): a multiple of the part alignment, so that part r of W·slot
+// floats is rank r's slot.
+uint64_t ExchangeSlot(uint32_t alignment) {
+  return alignment * ((4 + alignment - 1) / alignment);
 }
 
 }  // namespace
@@ -132,8 +126,9 @@ absl::Status ZeroEngine::Backward() {
   reducer_->BeginMicroBatch(micro_ == 0);
   absl::Status s = model_->Backward(
       [this](const gpt2::GradSegment& seg) { reducer_->OnSegment(seg); });
+  stats_.backward_end_seconds = NowSeconds();
   stats_.compute_seconds +=
-      NowSeconds() - start -
+      stats_.backward_end_seconds - start -
       (stats_.comm_wait_seconds + stats_.server_wait_seconds - waits);
   ZS_RETURN_IF_ERROR(s);
   if (window_ != nullptr) ZS_RETURN_IF_ERROR(window_->EndMicroBatch());
@@ -149,52 +144,65 @@ absl::Status ZeroEngine::Step(bool* stepped) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<double> ZeroEngine::GlobalSumSquares() {
+absl::Status ZeroEngine::ExchangeNormAndLoss(std::vector<double>* partials,
+                                             double* loss_sum) {
   const int W = comm_->size();
-  std::vector<double> partial(W, 0.0);
-  if (options_.stage == 0) {
-    for (int r = 0; r < W; ++r) partial[r] = reducer_->SumSquares(r);
-  } else {
-    const uint64_t slot = NormSlot(comm_->part_alignment());
-    std::vector<float> buf(slot * W, 0.0f);
-    const double mine = reducer_->SumSquares(comm_->rank());
-    const uint64_t count = buf.size();
-    std::memcpy(buf.data() + comm_->PartRange(count, comm_->rank()).begin,
-                &mine, sizeof(mine));
-    ZS_RETURN_IF_ERROR(
-        WaitOp(comm_->AllGather(buf.data(), count, DType::kFloat32),
-               &stats_.all_gather, &stats_.comm_wait_seconds));
-    for (int r = 0; r < W; ++r) {
-      std::memcpy(&partial[r], buf.data() + comm_->PartRange(count, r).begin,
-                  sizeof(double));
-    }
+  const uint64_t slot = ExchangeSlot(comm_->part_alignment());
+  std::vector<float> buf(slot * W, 0.0f);
+  const uint64_t count = buf.size();
+  const double mine[2] = {reducer_->SumSquares(comm_->rank()), loss_sum_};
+  std::memcpy(buf.data() + comm_->PartRange(count, comm_->rank()).begin, mine,
+              sizeof(mine));
+  ZS_RETURN_IF_ERROR(
+      WaitOp(comm_->AllGather(buf.data(), count, DType::kFloat32),
+             &stats_.all_gather, &stats_.comm_wait_seconds));
+  partials->assign(W, 0.0);
+  *loss_sum = 0;
+  for (int r = 0; r < W; ++r) {
+    double theirs[2];
+    std::memcpy(theirs, buf.data() + comm_->PartRange(count, r).begin,
+                sizeof(theirs));
+    (*partials)[r] = theirs[0];
+    *loss_sum += theirs[1];
   }
-  double total = 0;
-  for (int r = 0; r < W; ++r) total += partial[r];
-  return total;
+  return absl::OkStatus();
 }
 
 absl::Status ZeroEngine::OptimizerStep() {
   const int W = comm_->size();
-  const float scale = static_cast<float>(
-      1.0 / (static_cast<double>(W) * options_.gradient_accumulation_steps));
+  const int gas = options_.gradient_accumulation_steps;
+  const float scale = static_cast<float>(1.0 / (static_cast<double>(W) * gas));
   reducer_->Scale(scale);
-  ZS_ASSIGN_OR_RETURN(const double sum_squares, GlobalSumSquares());
-  const float coef = ClipCoef(options_.gradient_clipping, sum_squares);
-  stats_.grad_norm = std::sqrt(sum_squares);
-  stats_.clip_coef = coef;
+  std::vector<double> partials;
+  double loss_sum = 0;
+  ZS_RETURN_IF_ERROR(ExchangeNormAndLoss(&partials, &loss_sum));
+  const engine::StepDecision d =
+      engine::DecideStep(partials, /*any_nonfinite=*/false,
+                         /*loss_scale=*/1.0, options_.gradient_clipping);
+  const double lr =
+      d.skip ? 0.0 : engine::LearningRate(options_.lr_schedule, updates_);
+  stats_.grad_norm = d.grad_norm;
+  stats_.clip_coef = d.grad_scale;
+  stats_.skipped = d.skip;
+  stats_.lr = lr;
   if (options_.stage == 0) {
-    adamw_->Step(absl::MakeSpan(params_), reducer_->full(), coef, options_.lr);
+    if (!d.skip) {
+      adamw_->Step(absl::MakeSpan(params_), reducer_->full(), d.grad_scale, lr);
+    }
     ++step_;
   } else {
-    ZS_RETURN_IF_ERROR(PushAndCommit(coef));
+    ZS_RETURN_IF_ERROR(PushAndCommit(d.grad_scale, lr, d.skip));
     ++step_;
     ZS_RETURN_IF_ERROR(Refresh());
   }
+  if (!d.skip) ++updates_;
   // Bytes held (step_stats.h).
   const uint64_t n = params_.size();
   stats_.step = step_;
-  stats_.loss = loss_sum_ / options_.gradient_accumulation_steps;
+  stats_.loss = loss_sum_ / gas;
+  stats_.global_loss = loss_sum / (static_cast<double>(W) * gas);
+  stats_.tokens =
+      static_cast<uint64_t>(W) * gas * options_.micro_batch * options_.seq_len;
   stats_.param_bytes = options_.stage < 3 ? 4 * n : window_->partition_bytes();
   stats_.grad_bytes = reducer_->acc_bytes();
   stats_.optimizer_bytes = adamw_ ? adamw_->state_bytes() : 0;
@@ -204,7 +212,7 @@ absl::Status ZeroEngine::OptimizerStep() {
   return absl::OkStatus();
 }
 
-absl::Status ZeroEngine::PushAndCommit(float clip_coef) {
+absl::Status ZeroEngine::PushAndCommit(float clip_coef, double lr, bool skip) {
   const uint64_t step = static_cast<uint64_t>(step_);
   std::vector<std::future<absl::Status>> pushes;
   for (const GradReducer::Part& p : reducer_->OwnParts()) {
@@ -234,13 +242,12 @@ absl::Status ZeroEngine::PushAndCommit(float clip_coef) {
     const double start = NowSeconds();
     absl::StatusOr<StepNorm> norm = client_->Prepare(0, step);
     leader = norm.status();
-    if (norm.ok()) {
-      leader = client_->Commit(0, step, clip_coef, options_.lr,
-                               /*skip=*/norm->overflow);
-      if (leader.ok() && norm->overflow) {
-        leader = absl::DataLossError(absl::StrCat(
-            "step ", step, ": NaN/Inf gradients; the servers skipped it"));
-      }
+    if (norm.ok() && norm->overflow && !skip) {
+      leader = absl::DataLossError(absl::StrCat(
+          "step ", step,
+          ": the servers hold NaN/Inf gradients the workers did not see"));
+    } else if (norm.ok()) {
+      leader = client_->Commit(0, step, clip_coef, lr, skip);
     }
     stats_.server_control.Add(0, 0);
     stats_.server_wait_seconds += NowSeconds() - start;

@@ -25,12 +25,17 @@
 //
 // Gradient norm and clipping, the same bits on every stage and K:
 // grad_reducer.h accumulates and scales identical parts; each rank sums the
-// squares of its parts in fp64; the W partials are all-gathered (a bit copy)
-// and added in rank order on every rank (stage 0 computes all W partials
-// locally from its full buffer: same numbers); norm = sqrt; clip_coef =
-// max_norm / (float(norm) + 1e-6f) when below 1 (torch's clip_grad_norm_),
-// applied as AdamW's grad_scale. The servers' own partial norms (which depend
-// on K) are not used.
+// squares of its parts in fp64; the W partials (with each rank's loss sum)
+// are all-gathered (a bit copy) and added in rank order on every rank;
+// engine::DecideStep (worker/engine/clip.h) turns them into the norm and
+// torch 1.13's clip coefficient, applied as AdamW's grad_scale. The servers'
+// own partial norms (which depend on K) are not used.
+//
+// Non-finite gradients (a NaN/Inf norm, seen identically by every rank):
+// the update is skipped — stage 0 leaves its parameters and moments alone,
+// stages 1-3 push and commit the step with skip — and the learning-rate
+// schedule does not advance: update k (0-based, skipped steps not counted)
+// uses engine::LearningRate(options.lr_schedule, k).
 //
 // Step synchronisation (stages 1-3): pushes → leader Prepare + Commit →
 // Broadcast of {status, committed step} from the leader → gathers.
@@ -88,8 +93,10 @@ class ZeroEngine {
   // runs the optimizer step (collective). Sets *stepped (if not null).
   absl::Status Step(bool* stepped = nullptr);
 
-  // Optimizer steps done.
+  // Optimizer steps done (skipped ones included).
   int64_t global_step() const { return step_; }
+  // Updates applied (steps less skipped ones): the lr schedule's step.
+  int64_t updates() const { return updates_; }
   // Stats of the last optimizer step.
   const StepStats& last_step_stats() const { return last_stats_; }
   // The current parameters (num_params floats): stages 0-2 from the local
@@ -107,8 +114,11 @@ class ZeroEngine {
   absl::Status Init(const gpt2::Config& config,
                     absl::Span<const float> initial_params);
   absl::Status OptimizerStep();
-  absl::StatusOr<double> GlobalSumSquares();
-  absl::Status PushAndCommit(float clip_coef);
+  // All-gathers each rank's sum of squares and loss sum; `partials` in rank
+  // order, `loss_sum` added in rank order.
+  absl::Status ExchangeNormAndLoss(std::vector<double>* partials,
+                                   double* loss_sum);
+  absl::Status PushAndCommit(float clip_coef, double lr, bool skip);
   absl::Status Refresh();
   void ResetStats();
 
@@ -121,7 +131,8 @@ class ZeroEngine {
   std::unique_ptr<ParamWindow> window_;  // stage 3
   std::unique_ptr<LocalAdamW> adamw_;    // stage 0
   int micro_ = 0;                        // micro-batches done in this step
-  int64_t step_ = 0;
+  int64_t step_ = 0;                     // steps done: the servers' step
+  int64_t updates_ = 0;                  // steps applied
   double loss_sum_ = 0;
   double step_start_ = -1;
   StepStats stats_, last_stats_;

@@ -36,9 +36,11 @@ Range GradReducer::Accumulated(size_t k) const {
 void GradReducer::BeginMicroBatch(bool first) {
   first_ = first;
   next_ = 0;
+  stats_->bucket_issue_seconds.assign(buckets_.size(), 0.0);
 }
 
 void GradReducer::Issue(size_t k) {
+  stats_->bucket_issue_seconds[k] = NowSeconds();
   const Range& b = buckets_[k];
   float* data = grads_.data() + b.begin;
   ops_[k] =

@@ -41,6 +41,8 @@ class GradReducer {
   GradReducer(int stage, uint64_t bucket_size, bool overlap,
               collective::Communicator* comm, absl::Span<float> grads);
 
+  // Where the stats of the current step go (not owned; must be set before
+  // any other call). Records traffic, waits and bucket_issue_seconds.
   void set_stats(StepStats* stats) { stats_ = stats; }
 
   // Call before each micro-batch's Backward: `first` for the first of a

@@ -1,7 +1,8 @@
 // Real processes: W zeroshard-train-worker processes over UCX on loopback
 // (W=2 flat, W=4 as 2 nodes x 2 local ranks) and K=2 real shard servers,
-// stage 3 (and 3 + offload), must end with the bits of the in-process run
-// of the same spec (threads, flat collectives, testing.h).
+// stage 3 (and 3 + offload), configured by a DeepSpeed JSON config and
+// reading a token file, must end with the bits of the in-process run of the
+// same spec (threads, flat collectives, testing.h).
 #include <sys/stat.h>
 
 #include <chrono>
@@ -15,6 +16,7 @@
 #include "client/local_fleet.h"
 #include "common/subprocess.h"
 #include "gtest/gtest.h"
+#include "worker/io/model_file.h"
 #include "worker/zero/testing.h"
 
 namespace zeroshard::zero {
@@ -25,35 +27,35 @@ std::string TempDir() {
   return d != nullptr ? d : "/tmp";
 }
 
+// Real token files (the binary's --data and io::DataLoader on both sides).
 TrainSpec Spec(bool offload) {
   TrainSpec s = TinySpec(3, offload, "multiprocess_test");
   s.steps = 4;
   s.seed = 5;
+  auto tokens = WriteTestTokens("multiprocess_tokens", 4096, 64, 5);
+  EXPECT_TRUE(tokens.ok()) << tokens.status();
+  if (tokens.ok()) s.data = {*tokens};
   return s;
 }
 
-std::vector<std::string> Flags(const TrainSpec& s) {
+// The binary's flags for `s` (config written to `config_path`).
+std::vector<std::string> Flags(const TrainSpec& s,
+                               const std::string& config_path) {
+  std::ofstream(config_path) << DeepSpeedJson(s, kTestAlignment);
   const gpt2::Config& c = s.config;
-  return {absl::StrCat("--stage=", s.zero.stage),
-          s.zero.offload_param_server ? "--offload_param_server"
-                                      : "--nooffload_param_server",
+  return {"--config=" + config_path,
+          "--data=" + absl::StrJoin(s.data, ","),
           absl::StrCat("--steps=", s.steps),
           absl::StrCat("--max_seq_len=", c.max_seq_len),
           absl::StrCat("--vocab=", c.vocab_size),
           absl::StrCat("--layers=", c.num_layers),
           absl::StrCat("--heads=", c.num_heads),
           absl::StrCat("--channels=", c.channels),
-          absl::StrCat("--batch=", s.zero.micro_batch),
           absl::StrCat("--seq_len=", s.zero.seq_len),
-          absl::StrCat("--gas=", s.zero.gradient_accumulation_steps),
-          absl::StrCat("--clip=", s.zero.gradient_clipping),
-          absl::StrCat("--lr=", s.zero.lr),
-          absl::StrCat("--weight_decay=", s.zero.weight_decay),
-          absl::StrCat("--bucket=", s.zero.reduce_bucket_size),
           absl::StrCat("--seed=", s.seed),
           absl::StrCat("--init_std=", s.init_std),
-          absl::StrCat("--alignment=", kTestAlignment),
-          "--job_id=" + s.zero.job_id};
+          "--job_id=" + s.zero.job_id,
+          "--stats"};
 }
 
 // Runs the spec in `world` processes (`local` ranks per node); returns the
@@ -75,16 +77,17 @@ std::vector<float> RunProcesses(const TrainSpec& spec, int world, int local,
   auto fleet = LocalFleet::Start(fo);
   EXPECT_TRUE(fleet.ok()) << fleet.status();
   if (!fleet.ok()) return {};
-  const std::string port_file = dir + "/port", out = dir + "/params.bin";
+  const std::string port_file = dir + "/port", out = dir + "/final.bin";
+  const std::vector<std::string> flags = Flags(spec, dir + "/ds_config.json");
   std::vector<Subprocess> procs;
   auto spawn = [&](int r, const std::string& coord) {
     SpawnOptions o;
     o.argv = {*worker,
               "--servers=" + absl::StrJoin((*fleet)->addresses(), ",")};
-    for (const std::string& f : Flags(spec)) o.argv.push_back(f);
+    for (const std::string& f : flags) o.argv.push_back(f);
     if (r == 0) {
       o.argv.push_back("--port_file=" + port_file);
-      o.argv.push_back("--out=" + out);
+      o.argv.push_back("--save=" + out);
     }
     o.env = {absl::StrCat("ZEROSHARD_RANK=", r),
              absl::StrCat("ZEROSHARD_WORLD_SIZE=", world),
@@ -114,13 +117,9 @@ std::vector<float> RunProcesses(const TrainSpec& spec, int world, int local,
           << dir << "/rank" << r << ".log)";
     }
   }
-  std::ifstream g(out, std::ios::binary | std::ios::ate);
-  const size_t bytes = static_cast<size_t>(g.tellg());
-  std::vector<float> p(bytes / 4);
-  g.seekg(0);
-  g.read(reinterpret_cast<char*>(p.data()),
-         static_cast<std::streamsize>(bytes));
-  return p;
+  auto model = io::ReadModelFile(out);
+  EXPECT_TRUE(model.ok()) << model.status();
+  return model.ok() ? model->params : std::vector<float>();
 }
 
 struct Case {

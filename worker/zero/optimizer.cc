@@ -1,21 +1,9 @@
 #include "worker/zero/optimizer.h"
 
 #include "common/model_spec.h"
+#include "server/optim/adamw_hyper.h"
 
 namespace zeroshard::zero {
-
-AdamWHyper GroupHyper(const v1::ParamGroup& g, double lr, float clip_coef,
-                      int64_t step) {
-  AdamWHyper h{};
-  h.lr = static_cast<float>(lr * g.lr_scale());
-  h.beta1 = static_cast<float>(g.beta1());
-  h.beta2 = static_cast<float>(g.beta2());
-  h.eps = static_cast<float>(g.eps());
-  h.weight_decay = static_cast<float>(g.weight_decay());
-  h.grad_scale = clip_coef;
-  h.step = step;
-  return h;
-}
 
 v1::ModelSpec ZeroModelSpec(const gpt2::ParamLayout& layout,
                             const ZeroOptions& options, uint32_t num_servers,
@@ -59,7 +47,7 @@ void LocalAdamW::Step(absl::Span<float> params, absl::Span<const float> grads,
   for (size_t i = 0; i < tensors_.size(); ++i) {
     const gpt2::ParamTensor& t = tensors_[i];
     const AdamWHyper h =
-        GroupHyper(spec_.param_groups(groups_[i]), lr, clip_coef, t_);
+        GroupAdamWHyper(spec_.param_groups(groups_[i]), lr, clip_coef, t_);
     AdamWStep(h, params.data() + t.offset, grads.data() + t.offset,
               m_.data() + t.offset, v_.data() + t.offset, nullptr,
               ServingType::kNone, t.numel);

@@ -1,8 +1,8 @@
 // The optimizer side of the engine: the ModelSpec the shard servers run
 // (stages 1-3), and the same AdamW run locally for stage 0, with the same
-// kernel (server/optim/adamw.h) and the same hyperparameter derivation as
-// the servers' commit (server/shard_store.cc), so every stage computes the
-// same bits.
+// kernel (server/optim/adamw.h) and the same hyperparameter derivation
+// (server/optim/adamw_hyper.h) as the servers' commit, so every stage
+// computes the same bits.
 //
 // Thread-compatible: a LocalAdamW is used by one thread at a time.
 #ifndef ZEROSHARD_WORKER_ZERO_OPTIMIZER_H_
@@ -18,13 +18,6 @@
 #include "worker/zero/zero_options.h"
 
 namespace zeroshard::zero {
-
-// The kernel's hyperparameters for `group` at optimizer step `step` (>= 1):
-// lr = float(lr · lr_scale), the group's betas, eps and weight decay as
-// floats, grad_scale = clip_coef. (The servers' CommitStep derives them the
-// same way.)
-AdamWHyper GroupHyper(const v1::ParamGroup& group, double lr, float clip_coef,
-                      int64_t step);
 
 // The spec of `layout` for K = num_servers: tensors in memory order,
 // group 0 (matrices) with options.weight_decay, group 1 without; FP32

@@ -1,10 +1,14 @@
-// The engine against PyTorch: a stage 3 run (W=2 ranks, K=2 servers,
-// gradient accumulation, clipping that engages) and torch training the same
+// The engine against PyTorch, across worker counts: stage 3 runs with
+// W = 1, 2 and 4 ranks (K = 2 servers) train the same global batches — 4
+// sequences a micro-batch round (B = 4/W per rank), gradient accumulation
+// 2, from one token file through io::DataLoader — with clipping that
+// engages and a WarmupCosineLR schedule, for 10 steps; torch trains the same
 // global batches on one process (zero_reference.py: mean loss,
-// clip_grad_norm_, torch.optim.AdamW with the same groups). Since every
-// stage gives the same bits (stages_test.cc), this covers all of them.
+// clip_grad_norm_, torch.optim.AdamW with the same groups and the same
+// per-step rates). Since every stage gives the same bits (stages_test.cc),
+// this covers all of them.
 //
-// Metrics, printed for every tensor:
+// Metrics, printed for every W and tensor:
 //   step loss: |ours - torch| / |torch|                      <= 1e-4
 //   parameters: max |p - p_torch| / max |p_torch - p_init|   <= 1e-2
 // (the key third of qkvb is printed only: its gradient is zero in exact
@@ -20,7 +24,9 @@
 
 #include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
+#include "worker/engine/lr_schedule.h"
 #include "worker/gpt2/reference_io.h"
+#include "worker/io/data_loader.h"
 #include "worker/zero/testing.h"
 
 namespace zeroshard::zero {
@@ -44,27 +50,49 @@ double UpdateRel(const float* a, const float* b, const float* init, size_t n) {
   return update > 0 ? diff / update : diff;
 }
 
-TEST(ReferenceTest, Stage3MatchesTorch) {
-  constexpr int kWorld = 2;
-  TrainSpec spec = TinySpec(3, false, "reference_test");
-  spec.steps = 6;
-  spec.seed = 11;
-  auto ours = RunInProcess(spec, kWorld, 2);
-  ASSERT_TRUE(ours.ok()) << ours.status();
+constexpr int kGlobalRows = 4;  // sequences per micro-batch round, all ranks
 
+TrainSpec Spec(int world, const std::string& tokens) {
+  TrainSpec spec = TinySpec(3, false, "reference_test");
+  spec.zero.micro_batch = kGlobalRows / world;
+  spec.steps = 10;
+  spec.seed = 11;
+  spec.data = {tokens};
+  engine::LrSchedule& lr = spec.zero.lr_schedule;
+  lr.type = engine::LrScheduleType::kWarmupCosineLR;
+  lr.lr = 1e-2;
+  lr.warmup_num_steps = 3;
+  lr.warmup_type = engine::WarmupType::kLinear;
+  lr.total_num_steps = spec.steps;
+  lr.cos_min_ratio = 0.1;
+  return spec;
+}
+
+struct Torch {
+  std::vector<float> init, losses, params;
+};
+
+// zero_reference.py on the global batches of `spec` (read with W = 1).
+void RunTorch(const TrainSpec& spec, Torch* out) {
   auto layout = gpt2::ParamLayout::Create(spec.config);
   ASSERT_TRUE(layout.ok());
-  const std::vector<float> init =
-      SeededGpt2Init(*layout, spec.seed, spec.init_std);
+  out->init = SeededGpt2Init(*layout, spec.seed, spec.init_std);
   const int gas = spec.zero.gradient_accumulation_steps;
-  const int micro = kWorld * gas;
-  std::vector<int> tokens;
+  const int bt = kGlobalRows * spec.zero.seq_len;
+  io::DataLoaderOptions lo;
+  lo.files = spec.data;
+  lo.batch_size = kGlobalRows;
+  lo.seq_len = spec.zero.seq_len;
+  lo.vocab_size = spec.config.vocab_size;
+  auto loader = io::DataLoader::Open(lo);
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  std::vector<int> tokens(2 * bt * gas * spec.steps);
+  std::vector<double> lrs;
   for (int s = 0; s < spec.steps; ++s) {
-    for (int r = 0; r < kWorld; ++r) {
-      for (int m = 0; m < gas; ++m) {
-        const std::vector<int> t = SyntheticTokens(spec, s, r, m);
-        tokens.insert(tokens.end(), t.begin(), t.end());
-      }
+    lrs.push_back(engine::LearningRate(spec.zero.lr_schedule, s));
+    for (int m = 0; m < gas; ++m) {
+      int* at = tokens.data() + 2 * bt * (s * gas + m);
+      ASSERT_TRUE(loader->Next(at, at + bt).ok());
     }
   }
   auto dir = gpt2::MakeTempDir("zero_reference");
@@ -75,10 +103,9 @@ TEST(ReferenceTest, Stage3MatchesTorch) {
       "num_heads %d\nchannels %d\nB %d\nT %d\nsteps %d\nmicro %d\n"
       "threads 2\n",
       c.max_seq_len, c.vocab_size, c.padded_vocab_size, c.num_layers,
-      c.num_heads, c.channels, spec.zero.micro_batch, spec.zero.seq_len,
-      spec.steps, micro);
+      c.num_heads, c.channels, kGlobalRows, spec.zero.seq_len, spec.steps, gas);
   for (const auto& [k, v] : std::vector<std::pair<const char*, double>>{
-           {"lr", spec.zero.lr},
+           {"lr", spec.zero.lr_schedule.lr},
            {"beta1", spec.zero.beta1},
            {"beta2", spec.zero.beta2},
            {"eps", spec.zero.eps},
@@ -87,40 +114,57 @@ TEST(ReferenceTest, Stage3MatchesTorch) {
     cfg += absl::StrFormat("%s %a\n", k, v);
   }
   WriteFile(*dir + "/config.txt", cfg.data(), cfg.size());
-  WriteFile(*dir + "/params.bin", init.data(), 4 * init.size());
+  WriteFile(*dir + "/params.bin", out->init.data(), 4 * out->init.size());
   WriteFile(*dir + "/tokens.bin", tokens.data(), 4 * tokens.size());
+  WriteFile(*dir + "/lrs.bin", lrs.data(), 8 * lrs.size());
   auto script = gpt2::FindRunfile("worker/zero/zero_reference.py", nullptr);
   ASSERT_TRUE(script.ok()) << script.status();
   auto model = gpt2::FindRunfile("worker/gpt2/gpt2_reference.py", nullptr);
   ASSERT_TRUE(model.ok()) << model.status();
   const std::string model_dir = model->substr(0, model->rfind('/'));
-  auto out = gpt2::RunPython(*script, {model_dir, *dir});
-  ASSERT_TRUE(out.ok()) << out.status();
-  std::printf("%s", out->c_str());
+  auto run = gpt2::RunPython(*script, {model_dir, *dir});
+  ASSERT_TRUE(run.ok()) << run.status();
+  std::printf("%s", run->c_str());
   auto losses = gpt2::ReadFloats(*dir + "/losses.bin", spec.steps);
   ASSERT_TRUE(losses.ok()) << losses.status();
-  auto params = gpt2::ReadFloats(*dir + "/params_out.bin", init.size());
+  auto params = gpt2::ReadFloats(*dir + "/params_out.bin", out->init.size());
   ASSERT_TRUE(params.ok()) << params.status();
+  out->losses = std::move(*losses);
+  out->params = std::move(*params);
+}
 
+// Our run with `world` ranks against torch's.
+void Compare(const TrainSpec& spec, int world, const Torch& torch) {
+  auto ours = RunInProcess(spec, world, 2);
+  ASSERT_TRUE(ours.ok()) << ours.status();
+  const int gas = spec.zero.gradient_accumulation_steps;
   int clipped = 0;
   for (int s = 0; s < spec.steps; ++s) {
     double sum = 0;  // the global batch's mean loss
-    for (int r = 0; r < kWorld; ++r) {
+    for (int r = 0; r < world; ++r) {
       for (float l : (*ours)[r].micro_losses[s]) sum += l;
     }
-    const double loss = sum / micro;
-    const double rel = std::fabs(loss - (*losses)[s]) / std::fabs((*losses)[s]);
+    const double loss = sum / (world * gas);
+    const double want = torch.losses[s];
+    const double rel = std::fabs(loss - want) / std::fabs(want);
     const StepStats& st = (*ours)[0].stats[s];
-    std::printf("step %d loss %.7f torch %.7f rel %.2e norm %.6f clip %.4f\n",
-                s, loss, (*losses)[s], rel, st.grad_norm, st.clip_coef);
-    EXPECT_LE(rel, kLossTolerance) << "step " << s;
+    std::printf(
+        "W=%d step %d loss %.7f torch %.7f rel %.2e norm %.6f clip %.4f "
+        "lr %.3e\n",
+        world, s, loss, want, rel, st.grad_norm, st.clip_coef, st.lr);
+    EXPECT_LE(rel, kLossTolerance) << "W=" << world << " step " << s;
+    EXPECT_NEAR(st.global_loss, loss, 1e-6 * std::fabs(loss));
     clipped += st.clip_coef < 1.0f;
   }
   EXPECT_GT(clipped, 0) << "clipping never engaged";
 
+  auto layout = gpt2::ParamLayout::Create(spec.config);
+  ASSERT_TRUE(layout.ok());
   const std::vector<float>& p = (*ours)[0].params;
+  const float* want = torch.params.data();
+  const float* init = torch.init.data();
   double worst = 0;
-  const uint64_t C = static_cast<uint64_t>(c.channels);
+  const uint64_t C = static_cast<uint64_t>(spec.config.channels);
   for (const gpt2::ParamTensor& t : layout->tensors()) {
     std::vector<std::pair<std::string, Range>> parts;
     if (t.kind == gpt2::ParamKind::kQkvb) {
@@ -131,18 +175,31 @@ TEST(ReferenceTest, Stage3MatchesTorch) {
       parts = {{t.name, {t.offset, t.offset + t.numel}}};
     }
     for (const auto& [name, r] : parts) {
-      const double rel = UpdateRel(p.data() + r.begin, params->data() + r.begin,
-                                   init.data() + r.begin, r.size());
+      const double rel = UpdateRel(p.data() + r.begin, want + r.begin,
+                                   init + r.begin, r.size());
       const bool key_bias =
           name.size() > 3 && name.substr(name.size() - 3) == "[k]";
-      std::printf("  %-16s diff/update %.2e%s\n", name.c_str(), rel,
+      std::printf("  W=%d %-16s diff/update %.2e%s\n", world, name.c_str(), rel,
                   key_bias ? " (not checked: zero gradient)" : "");
       if (key_bias) continue;
-      EXPECT_LE(rel, kUpdateTolerance) << name;
+      EXPECT_LE(rel, kUpdateTolerance) << "W=" << world << " " << name;
       worst = std::max(worst, rel);
     }
   }
-  std::printf("worst diff/update after %d steps: %.2e\n", spec.steps, worst);
+  std::printf("W=%d: worst diff/update after %d steps: %.2e\n", world,
+              spec.steps, worst);
+}
+
+TEST(ReferenceTest, Stage3MatchesTorchForOneTwoAndFourWorkers) {
+  auto tokens = WriteTestTokens("reference_tokens", 4096, 64, 11);
+  ASSERT_TRUE(tokens.ok()) << tokens.status();
+  Torch torch;
+  RunTorch(Spec(1, *tokens), &torch);
+  ASSERT_FALSE(HasFatalFailure());
+  for (int world : {1, 2, 4}) {
+    SCOPED_TRACE("W=" + std::to_string(world));
+    Compare(Spec(world, *tokens), world, torch);
+  }
 }
 
 }  // namespace

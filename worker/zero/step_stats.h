@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace zeroshard::zero {
 
@@ -42,8 +43,14 @@ struct Traffic {
 struct StepStats {
   int64_t step = 0;  // optimizer steps completed after this one
   double loss = 0;   // mean of this rank's micro-batch losses
+  // Mean over all ranks' micro-batches (rank losses added in rank order).
+  double global_loss = 0;
   double grad_norm = 0;
   float clip_coef = 1;
+  // Non-finite gradients: the update (and the lr schedule) was skipped.
+  bool skipped = false;
+  double lr = 0;        // learning rate of this update (0 when skipped)
+  uint64_t tokens = 0;  // tokens of the step, all ranks: W·gas·B·T
 
   uint64_t param_bytes = 0;
   uint64_t grad_bytes = 0;
@@ -64,6 +71,14 @@ struct StepStats {
   double comm_wait_seconds = 0;    // blocked on collectives
   double server_wait_seconds = 0;  // blocked on server RPCs
   double step_seconds = 0;         // first Forward to the end of Step
+
+  // The last micro-batch's timeline, in NowSeconds() (op_wait.h) of the
+  // engine's thread: when each gradient bucket's collective was issued (in
+  // reduction order, grad_reducer.h), and when the model's backward
+  // returned. With overlap_comm each bucket is issued from the gradient
+  // hook, before backward returns; without, all after it.
+  std::vector<double> bucket_issue_seconds;
+  double backward_end_seconds = 0;
 };
 
 // One line, "step=3 loss=... state=... sent=...".

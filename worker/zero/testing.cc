@@ -1,15 +1,20 @@
 #include "worker/zero/testing.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "client/local_fleet.h"
 #include "client/shard_client.h"
 #include "worker/collective/host_communicator.h"
 #include "worker/collective/inprocess_transport.h"
+#include "worker/io/token_file.h"
+#include "worker/zero/zero_plan.h"
 
 namespace zeroshard::zero {
 
@@ -33,7 +38,7 @@ TrainSpec TinySpec(int stage, bool offload, const std::string& job) {
   s.zero.seq_len = 16;
   s.zero.gradient_accumulation_steps = 2;
   s.zero.gradient_clipping = 0.5;
-  s.zero.lr = 1e-2;
+  s.zero.lr_schedule.lr = 1e-2;
   s.zero.weight_decay = 0.1;
   s.zero.reduce_bucket_size = 3000;
   s.zero.job_id = job;
@@ -96,6 +101,51 @@ absl::StatusOr<std::vector<TrainResult>> RunInProcess(const TrainSpec& spec,
     out.push_back(std::move(*results[r]));
   }
   return out;
+}
+
+absl::StatusOr<std::string> WriteTestTokens(const std::string& name,
+                                            int64_t count, int vocab,
+                                            uint64_t seed) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string path =
+      absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name, ".bin");
+  std::vector<uint16_t> tokens(static_cast<size_t>(count));
+  uint64_t x = seed;
+  for (uint16_t& t : tokens) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    t = static_cast<uint16_t>((x >> 33) % static_cast<uint64_t>(vocab));
+  }
+  absl::Status s = io::WriteTokenFile(path, tokens);
+  if (!s.ok()) return s;
+  return path;
+}
+
+std::string DeepSpeedJson(const TrainSpec& spec, uint32_t alignment) {
+  const ZeroOptions& z = spec.zero;
+  const bool offload = z.offload_param_server;
+  auto ref = gpt2::ParamLayout::Create(spec.config);
+  uint64_t largest = 1;
+  if (ref.ok()) {
+    for (const ParamUnit& u : ParamUnits(*ref)) {
+      largest = std::max(largest, u.range.size());
+    }
+  }
+  return absl::StrFormat(
+      R"({"train_micro_batch_size_per_gpu": %d,
+  "gradient_accumulation_steps": %d,
+  "gradient_clipping": %.17g,
+  "optimizer": {"type": "AdamW", "params": {"lr": %.17g,
+      "betas": [%.17g, %.17g], "eps": %.17g, "weight_decay": %.17g}},
+  "zero_optimization": {"stage": %d, "overlap_comm": %s,
+      "reduce_bucket_size": %d, "stage3_prefetch_bucket_size": %d,
+      "stage3_param_persistence_threshold": 0,
+      "offload_param": {"device": "%s"}},
+  "zeroshard": {"alignment": %d}})",
+      z.micro_batch, z.gradient_accumulation_steps, z.gradient_clipping,
+      z.lr_schedule.lr, z.beta1, z.beta2, z.eps, z.weight_decay, z.stage,
+      z.overlap_comm ? "true" : "false", z.reduce_bucket_size,
+      largest * static_cast<uint64_t>(z.stage3_prefetch_units),
+      offload ? "server" : "none", alignment);
 }
 
 int64_t FirstDifference(const std::vector<float>& a,

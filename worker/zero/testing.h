@@ -28,6 +28,17 @@ absl::StatusOr<std::vector<TrainResult>> RunInProcess(const TrainSpec& spec,
                                                       int world,
                                                       uint32_t servers);
 
+// Writes `count` pseudo-random tokens in [0, vocab) (keyed by `seed`) as a
+// token file $TEST_TMPDIR/<name>.bin (or /tmp); returns its path.
+absl::StatusOr<std::string> WriteTestTokens(const std::string& name,
+                                            int64_t count, int vocab,
+                                            uint64_t seed);
+
+// A DeepSpeed JSON config that ZeroOptionsFromConfig (ds_options.h) maps
+// back onto spec.zero (seq_len, threads, job_id and poisoning aside, which
+// are not DeepSpeed keys), with zeroshard.alignment `alignment`.
+std::string DeepSpeedJson(const TrainSpec& spec, uint32_t alignment);
+
 // Index of the first differing bit pattern, or -1 when equal.
 int64_t FirstDifference(const std::vector<float>& a,
                         const std::vector<float>& b);

@@ -1,82 +1,216 @@
-// zeroshard-train-worker: one rank of a ZeRO training run of a small GPT-2
-// on synthetic data (trainer.h), over UCX between real processes and real
-// shard servers. Rank, world and node layout come from the launcher's
-// environment (ucx_communicator.h: ZEROSHARD_RANK, ZEROSHARD_WORLD_SIZE,
-// ZEROSHARD_LOCAL_RANK, ZEROSHARD_LOCAL_SIZE, ZEROSHARD_COORD); rank 0 may
-// listen on port 0 and report the port through --port_file.
+// zeroshard-train-worker: one rank of a ZeRO training run of GPT-2
+// (engine.h, trainer.h), over UCX between real processes and real shard
+// servers, configured by a DeepSpeed JSON config (ds_options.h).
 //
-// Prints one stats line per step (step_stats.h); rank 0 writes the final
-// parameters (fp32, memory order) to --out. Exits 0 on success, 1 with the
-// error on failure, 2 on bad flags.
+//   zeroshard-train-worker --config ds_config.json --data 'train_*.bin' \
+//       --model_file init.bin --seq_len 64 --steps 100 --save final.bin \
+//       --servers host:port,host:port
+//
+// Rank, world and node layout come from the launcher's environment
+// (ucx_communicator.h: ZEROSHARD_RANK, ZEROSHARD_WORLD_SIZE,
+// ZEROSHARD_LOCAL_RANK, ZEROSHARD_LOCAL_SIZE, ZEROSHARD_COORD); rank 0 may
+// listen on port 0 and report the port through --port_file. Servers:
+// --servers, else the config's zeroshard.servers addresses (stages 1-3).
+// Model: --model_file (llm.c format; its header gives the config), else the
+// --layers/--heads/... flags with seeded initial weights (--seed,
+// --init_std). Data: --data token files (llm.c format, split over the ranks
+// by io::DataLoader), else synthetic tokens of --seed (tests).
+//
+// Rank 0 prints the config's warnings and one progress line per step:
+//   step 3/100 loss 4.123456 lr 6.0e-04 norm 1.234 tokens/s 12345
+// (--stats: every rank also prints its step_stats.h line). Rank 0 writes
+// the final parameters to --save (llm.c model file, fp32). With
+// --metrics_file every rank writes JSON lines (run_metrics.h) there: a
+// "start" record, one "step" record per step and, on rank 0, an "end"
+// record with the loss of the final parameters on the eval batch: the
+// first B·T + 1 tokens of the first data file (inputs, then targets
+// shifted by one; no record without --data or with a shorter file). A "%r"
+// in the path is replaced by the rank.
+//
+// Test hook: ZEROSHARD_TEST_FAIL_AT="R:K" makes rank R exit with status 3
+// right after step K (the launcher's failure tests).
+//
+// Exits 0 on success, 1 with the error on failure, 2 on bad flags.
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "client/malloc_tuning.h"
 #include "client/shard_client.h"
 #include "common/flags.h"
 #include "common/status_macros.h"
-#include "worker/collective/host_communicator.h"
-#include "worker/collective/tcp_bootstrap.h"
 #include "worker/collective/ucx_communicator.h"
-#include "worker/collective/ucx_transport.h"
+#include "worker/engine/ds_config.h"
+#include "worker/gpt2/model.h"
+#include "worker/io/data_loader.h"
+#include "worker/io/model_file.h"
+#include "worker/io/token_file.h"
+#include "worker/zero/ds_options.h"
+#include "worker/zero/run_metrics.h"
 #include "worker/zero/trainer.h"
 
 namespace zeroshard::zero {
 namespace {
 
 struct Args {
-  TrainSpec spec;
-  std::string servers, out, port_file;
-  int64_t alignment = 64;
+  std::string config, servers, data, model_file, save, port_file;
+  std::string metrics_file;
+  std::string job_id = "zero";
+  gpt2::Config model{16, 64, 64, 2, 2, 32};
+  int64_t seq_len = 16, steps = 1, seed = 1, threads = 1;
+  double init_std = 0.02;
+  bool stats = false;
 };
 
-absl::StatusOr<std::unique_ptr<collective::HostCommunicator>> Connect(
-    const Args& a) {
-  ZS_ASSIGN_OR_RETURN(collective::UcxCommunicatorConfig c,
-                      collective::UcxCommunicatorConfig::FromEnv());
-  if (a.port_file.empty()) {
-    c.part_alignment = static_cast<uint32_t>(a.alignment);
-    return collective::CreateUcxCommunicator(c);
+// The ZEROSHARD_TEST_FAIL_AT step for `rank`, or -1.
+int64_t TestFailStep(int rank) {
+  const char* v = std::getenv("ZEROSHARD_TEST_FAIL_AT");
+  int r = -1;
+  long long k = -1;
+  if (v == nullptr || std::sscanf(v, "%d:%lld", &r, &k) != 2 || r != rank) {
+    return -1;
   }
-  // As CreateUcxCommunicator, reporting rank 0's port.
-  collective::TcpBootstrapOptions b;
-  b.rank = c.rank;
-  b.size = c.world_size;
-  b.coordinator = c.coordinator;
-  ZS_ASSIGN_OR_RETURN(auto bootstrap, collective::TcpBootstrap::Create(b));
-  if (c.rank == 0) {
-    std::ofstream(a.port_file + ".tmp") << bootstrap->port() << "\n";
-    std::rename((a.port_file + ".tmp").c_str(), a.port_file.c_str());
-  }
-  ZS_ASSIGN_OR_RETURN(auto transport,
-                      collective::CreateUcxTransport(*bootstrap));
-  collective::HostCommunicatorOptions o;
-  o.part_alignment = static_cast<uint32_t>(a.alignment);
-  o.local_size = c.local_size;
-  return collective::HostCommunicator::Create(std::move(transport), o);
+  return k;
+}
+
+// The loss of `params` on the eval batch (file comment); nullopt when there
+// is no such batch.
+absl::StatusOr<std::optional<float>> EvalLoss(const TrainSpec& spec,
+                                              const std::vector<float>& params,
+                                              int64_t* tokens) {
+  if (spec.data.empty()) return std::nullopt;
+  ZS_ASSIGN_OR_RETURN(std::vector<std::string> files,
+                      io::ExpandFilePatterns(spec.data));
+  if (files.empty()) return std::nullopt;
+  ZS_ASSIGN_OR_RETURN(io::TokenFile file, io::TokenFile::Open(files[0]));
+  const int B = spec.zero.micro_batch, T = spec.zero.seq_len;
+  const int64_t n = static_cast<int64_t>(B) * T;
+  if (file.num_tokens() < n + 1) return std::nullopt;
+  std::vector<uint16_t> raw(n + 1);
+  ZS_RETURN_IF_ERROR(file.Read(0, raw.size(), raw.data()));
+  std::vector<int> inputs(raw.begin(), raw.end() - 1);
+  std::vector<int> targets(raw.begin() + 1, raw.end());
+  std::vector<float> p = params;
+  gpt2::ModelOptions mo;
+  mo.threads = spec.zero.threads;
+  mo.params = absl::MakeSpan(p);
+  ZS_ASSIGN_OR_RETURN(auto model, gpt2::Model::Create(spec.config, B, T, mo));
+  ZS_ASSIGN_OR_RETURN(float loss, model->Forward(inputs, targets));
+  *tokens = n;
+  return loss;
 }
 
 absl::Status Run(const Args& a) {
-  ZS_ASSIGN_OR_RETURN(auto comm, Connect(a));
+  ZS_ASSIGN_OR_RETURN(collective::UcxCommunicatorConfig cc,
+                      collective::UcxCommunicatorConfig::FromEnv());
+  std::vector<std::string> warnings;
+  ZS_ASSIGN_OR_RETURN(
+      engine::EngineConfig config,
+      engine::ParseDeepSpeedConfigFile(a.config, cc.world_size, &warnings));
+  TrainSpec spec;
+  spec.config = a.model;
+  if (!a.model_file.empty()) {
+    ZS_ASSIGN_OR_RETURN(io::ModelFileInfo info,
+                        io::ReadModelFileInfo(a.model_file));
+    spec.config = info.config;
+    spec.init_file = a.model_file;
+  }
+  ZS_ASSIGN_OR_RETURN(
+      spec.zero, ZeroOptionsFromConfig(config, spec.config,
+                                       static_cast<int>(a.seq_len), &warnings));
+  spec.zero.job_id = a.job_id;
+  spec.zero.threads = static_cast<int>(a.threads);
+  spec.steps = static_cast<int>(a.steps);
+  spec.seed = static_cast<uint64_t>(a.seed);
+  spec.init_std = a.init_std;
+  spec.data = absl::StrSplit(a.data, ',', absl::SkipEmpty());
+  if (cc.rank == 0) {
+    std::printf("config: %s\n", engine::DescribeEngineConfig(config).c_str());
+    for (const std::string& w : warnings) {
+      std::printf("config warning: %s\n", w.c_str());
+    }
+    std::fflush(stdout);
+  }
+
+  cc.part_alignment = config.zeroshard.alignment;
+  cc.port_file = a.port_file;
+  ZS_ASSIGN_OR_RETURN(auto comm, collective::CreateUcxCommunicator(cc));
   std::unique_ptr<ShardClient> client;
-  if (a.spec.zero.stage > 0) {
+  if (spec.zero.stage > 0) {
     ClientOptions o;
     o.addresses = absl::StrSplit(a.servers, ',', absl::SkipEmpty());
+    if (o.addresses.empty()) o.addresses = config.zeroshard.server_addresses;
+    if (o.addresses.empty()) {
+      return absl::InvalidArgumentError(
+          "stages 1-3 need shard servers: --servers or zeroshard.servers");
+    }
     ZS_ASSIGN_OR_RETURN(client, ShardClient::Connect(o));
   }
-  ZS_ASSIGN_OR_RETURN(TrainResult r,
-                      RunTraining(a.spec, comm.get(), client.get()));
-  for (const StepStats& s : r.stats) {
-    std::printf("rank %d: %s\n", comm->rank(), DescribeStepStats(s).c_str());
+  const int rank = comm->rank();
+  std::ofstream metrics;
+  if (!a.metrics_file.empty()) {
+    const std::string path =
+        absl::StrReplaceAll(a.metrics_file, {{"%r", std::to_string(rank)}});
+    metrics.open(path, std::ios::trunc);
+    if (!metrics) {
+      return absl::NotFoundError("cannot write --metrics_file " + path);
+    }
+    RunInfo info;
+    info.rank = rank;
+    info.world = cc.world_size;
+    info.stage = spec.zero.stage;
+    info.offload_param = spec.zero.offload_param_server;
+    ZS_ASSIGN_OR_RETURN(gpt2::ParamLayout layout,
+                        gpt2::ParamLayout::Create(spec.config));
+    info.params = static_cast<int64_t>(layout.num_params());
+    info.steps = spec.steps;
+    info.micro_batch = spec.zero.micro_batch;
+    info.seq_len = spec.zero.seq_len;
+    info.grad_accum = spec.zero.gradient_accumulation_steps;
+    metrics << StartRecord(info) << std::endl;
   }
-  if (comm->rank() == 0 && !a.out.empty()) {
-    std::ofstream f(a.out, std::ios::binary);
-    f.write(reinterpret_cast<const char*>(r.params.data()),
-            static_cast<std::streamsize>(4 * r.params.size()));
-    if (!f.good()) return absl::InternalError("cannot write " + a.out);
+  const int64_t fail_at = TestFailStep(rank);
+  auto progress = [&](const StepStats& s) {
+    if (metrics.is_open()) metrics << StepRecord(s) << std::endl;
+    if (a.stats)
+      std::printf("rank %d: %s\n", rank, DescribeStepStats(s).c_str());
+    if (rank == 0) {
+      std::printf("step %d/%d loss %.6f lr %.3e norm %.4g%s tokens/s %.0f\n",
+                  static_cast<int>(s.step), spec.steps, s.global_loss, s.lr,
+                  s.grad_norm, s.skipped ? " (skipped: non-finite)" : "",
+                  s.step_seconds > 0 ? s.tokens / s.step_seconds : 0.0);
+    }
+    std::fflush(stdout);
+    if (s.step == fail_at) {
+      std::fprintf(stderr, "rank %d: ZEROSHARD_TEST_FAIL_AT: exiting 3\n",
+                   rank);
+      std::fflush(stderr);
+      _exit(3);
+    }
+  };
+  ZS_ASSIGN_OR_RETURN(TrainResult r,
+                      RunTraining(spec, comm.get(), client.get(), progress));
+  if (rank == 0 && !a.save.empty()) {
+    ZS_ASSIGN_OR_RETURN(gpt2::ParamLayout layout,
+                        gpt2::ParamLayout::Create(spec.config));
+    ZS_RETURN_IF_ERROR(io::WriteModelFile(a.save, layout, r.params.data()));
+  }
+  if (rank == 0 && metrics.is_open()) {
+    int64_t tokens = 0;
+    ZS_ASSIGN_OR_RETURN(std::optional<float> eval,
+                        EvalLoss(spec, r.params, &tokens));
+    if (eval.has_value()) {
+      std::printf("eval loss %.6f (final parameters, first %lld tokens)\n",
+                  *eval, static_cast<long long>(tokens));
+      metrics << EndRecord(*eval, tokens) << std::endl;
+    }
   }
   return absl::OkStatus();
 }
@@ -85,56 +219,44 @@ absl::Status Run(const Args& a) {
 }  // namespace zeroshard::zero
 
 int main(int argc, char** argv) {
-  using zeroshard::zero::Args;
   zeroshard::TuneMallocForTransfers();
-  Args a;
-  zeroshard::zero::TrainSpec& s = a.spec;
-  s.config = {16, 64, 64, 2, 2, 32};
+  zeroshard::zero::Args a;
   int64_t max_seq_len = 16, vocab = 64, layers = 2, heads = 2, channels = 32;
-  int64_t stage = 0, batch = 2, seq_len = 16, gas = 1, steps = 1, seed = 1;
-  int64_t bucket = 500'000'000, prefetch = 1;
-  bool offload = false;
   zeroshard::FlagSet flags(
       "zeroshard-train-worker",
-      "zeroshard-train-worker [flags]\n\nOne rank of a ZeRO run of a small "
-      "GPT-2 on synthetic tokens (rank from ZEROSHARD_RANK etc.).");
-  flags.Int64("stage", &stage, "ZeRO stage 0-3");
-  flags.Bool("offload_param_server", &offload,
-             "stage 3: parameters on servers");
-  flags.String("servers", &a.servers, "shard servers, comma-separated");
-  flags.Int64("steps", &steps, "optimizer steps");
-  flags.Int64("max_seq_len", &max_seq_len, "model maxT");
-  flags.Int64("vocab", &vocab, "vocabulary (= padded vocabulary)");
-  flags.Int64("layers", &layers, "blocks");
-  flags.Int64("heads", &heads, "attention heads");
-  flags.Int64("channels", &channels, "channels");
-  flags.Int64("batch", &batch, "micro-batch B");
-  flags.Int64("seq_len", &seq_len, "sequence length T");
-  flags.Int64("gas", &gas, "gradient accumulation steps");
-  flags.Double("clip", &s.zero.gradient_clipping, "max gradient norm (0: off)");
-  flags.Double("lr", &s.zero.lr, "learning rate");
-  flags.Double("weight_decay", &s.zero.weight_decay, "on matrices");
-  flags.Int64("bucket", &bucket, "reduce bucket size (elements)");
-  flags.Int64("prefetch", &prefetch, "stage 3 prefetch units");
-  flags.Int64("seed", &seed, "init and data seed");
-  flags.Double("init_std", &s.init_std, "std of matrices at init");
-  flags.String("job_id", &s.zero.job_id, "job id on the servers");
-  flags.Int64("alignment", &a.alignment, "part / server alignment");
-  flags.String("out", &a.out, "rank 0 writes the final parameters here");
+      "zeroshard-train-worker --config ds_config.json [flags]\n\nOne rank of "
+      "a ZeRO run of GPT-2 (rank from ZEROSHARD_RANK etc.).");
+  flags.String("config", &a.config, "DeepSpeed JSON config (required)");
+  flags.String("servers", &a.servers,
+               "shard servers, comma-separated (default: the config's)");
+  flags.String("data", &a.data,
+               "token files or patterns, comma-separated (empty: synthetic)");
+  flags.String("model_file", &a.model_file,
+               "initial model (llm.c format); else the model flags below");
+  flags.Int64("max_seq_len", &max_seq_len, "model maxT (no --model_file)");
+  flags.Int64("vocab", &vocab, "vocabulary = padded (no --model_file)");
+  flags.Int64("layers", &layers, "blocks (no --model_file)");
+  flags.Int64("heads", &heads, "attention heads (no --model_file)");
+  flags.Int64("channels", &channels, "channels (no --model_file)");
+  flags.Int64("seq_len", &a.seq_len, "sequence length T");
+  flags.Int64("steps", &a.steps, "optimizer steps");
+  flags.Int64("seed", &a.seed, "seeded init and synthetic data");
+  flags.Double("init_std", &a.init_std, "std of matrices at seeded init");
+  flags.Int64("threads", &a.threads, "CPU kernel threads");
+  flags.String("job_id", &a.job_id, "job id on the servers");
+  flags.String("save", &a.save, "rank 0 writes the final model here");
   flags.String("port_file", &a.port_file, "rank 0 writes its port here");
+  flags.Bool("stats", &a.stats, "every rank prints its step stats");
+  flags.String("metrics_file", &a.metrics_file,
+               "JSON-lines step records of this rank (%r: the rank)");
   flags.ParseOrExit(argc, argv);
-  s.config = {static_cast<int>(max_seq_len), static_cast<int>(vocab),
-              static_cast<int>(vocab),       static_cast<int>(layers),
-              static_cast<int>(heads),       static_cast<int>(channels)};
-  s.zero.stage = static_cast<int>(stage);
-  s.zero.offload_param_server = offload;
-  s.zero.micro_batch = static_cast<int>(batch);
-  s.zero.seq_len = static_cast<int>(seq_len);
-  s.zero.gradient_accumulation_steps = static_cast<int>(gas);
-  s.zero.reduce_bucket_size = static_cast<uint64_t>(bucket);
-  s.zero.stage3_prefetch_units = static_cast<int>(prefetch);
-  s.steps = static_cast<int>(steps);
-  s.seed = static_cast<uint64_t>(seed);
+  if (a.config.empty()) {
+    std::fprintf(stderr, "zeroshard-train-worker: --config is required\n");
+    return 2;
+  }
+  a.model = {static_cast<int>(max_seq_len), static_cast<int>(vocab),
+             static_cast<int>(vocab),       static_cast<int>(layers),
+             static_cast<int>(heads),       static_cast<int>(channels)};
   const absl::Status st = zeroshard::zero::Run(a);
   if (!st.ok()) {
     std::fprintf(stderr, "zeroshard-train-worker: %s\n", st.ToString().c_str());

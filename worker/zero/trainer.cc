@@ -1,8 +1,11 @@
 #include "worker/zero/trainer.h"
 
 #include <cmath>
+#include <optional>
 
 #include "common/status_macros.h"
+#include "worker/io/data_loader.h"
+#include "worker/io/model_file.h"
 #include "worker/zero/engine.h"
 
 namespace zeroshard::zero {
@@ -66,12 +69,30 @@ std::vector<int> SyntheticTokens(const TrainSpec& spec, int step, int rank,
 
 absl::StatusOr<TrainResult> RunTraining(const TrainSpec& spec,
                                         collective::Communicator* comm,
-                                        ShardClient* client) {
+                                        ShardClient* client,
+                                        const StepCallback& on_step) {
   ZS_ASSIGN_OR_RETURN(gpt2::ParamLayout layout,
                       gpt2::ParamLayout::Create(spec.config));
   std::vector<float> init;
   if (spec.zero.stage == 0 || comm->rank() == 0) {
-    init = SeededGpt2Init(layout, spec.seed, spec.init_std);
+    if (spec.init_file.empty()) {
+      init = SeededGpt2Init(layout, spec.seed, spec.init_std);
+    } else {
+      init.assign(layout.num_params(), 0.0f);
+      ZS_RETURN_IF_ERROR(
+          io::ReadModelParams(spec.init_file, layout, init.data()));
+    }
+  }
+  std::optional<io::DataLoader> loader;
+  if (!spec.data.empty()) {
+    io::DataLoaderOptions lo;
+    lo.files = spec.data;
+    lo.batch_size = spec.zero.micro_batch;
+    lo.seq_len = spec.zero.seq_len;
+    lo.rank = comm->rank();
+    lo.world_size = comm->size();
+    lo.vocab_size = spec.config.vocab_size;
+    ZS_ASSIGN_OR_RETURN(loader, io::DataLoader::Open(lo));
   }
   ZS_ASSIGN_OR_RETURN(
       std::unique_ptr<ZeroEngine> engine,
@@ -79,10 +100,15 @@ absl::StatusOr<TrainResult> RunTraining(const TrainSpec& spec,
   TrainResult result;
   const int gas = spec.zero.gradient_accumulation_steps;
   const int bt = spec.zero.micro_batch * spec.zero.seq_len;
+  std::vector<int> tok(2 * bt);
   for (int s = 0; s < spec.steps; ++s) {
     std::vector<float> losses;
     for (int m = 0; m < gas; ++m) {
-      const std::vector<int> tok = SyntheticTokens(spec, s, comm->rank(), m);
+      if (loader.has_value()) {
+        ZS_RETURN_IF_ERROR(loader->Next(tok.data(), tok.data() + bt));
+      } else {
+        tok = SyntheticTokens(spec, s, comm->rank(), m);
+      }
       ZS_ASSIGN_OR_RETURN(float loss,
                           engine->Forward({tok.data(), size_t(bt)},
                                           {tok.data() + bt, size_t(bt)}));
@@ -92,6 +118,7 @@ absl::StatusOr<TrainResult> RunTraining(const TrainSpec& spec,
     }
     result.micro_losses.push_back(losses);
     result.stats.push_back(engine->last_step_stats());
+    if (on_step) on_step(result.stats.back());
   }
   result.params.assign(layout.num_params(), 0.0f);
   ZS_RETURN_IF_ERROR(engine->ReadParameters(absl::MakeSpan(result.params)));

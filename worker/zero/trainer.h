@@ -1,6 +1,13 @@
-// A deterministic training run of the ZeRO engine on synthetic data, shared
-// by the tests and the zeroshard-train-worker binary so that an in-process
-// run and a multi-process run compute the same thing.
+// A deterministic training run of the ZeRO engine, shared by the tests and
+// the zeroshard-train-worker binary so that an in-process run and a
+// multi-process run compute the same thing.
+//
+// Data: llm.c token files through io::DataLoader (worker/io/data_loader.h)
+// with this rank and the world size of the communicator — micro-batch m of
+// step s is the loader's step s·gas + m, so a step's global batch is the
+// same W·B·gas sequences for every W with the same W·B — or, without files,
+// synthetic tokens (below). Initial weights: an llm.c model file, or the
+// seeded scheme below.
 //
 // Initial weights (SeededGpt2Init): GPT-2's scheme from a counter-based
 // generator keyed by (seed, flat index) — matrices N(0, std²), LayerNorm
@@ -13,6 +20,8 @@
 #define ZEROSHARD_WORKER_ZERO_TRAINER_H_
 
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -30,6 +39,11 @@ struct TrainSpec {
   int steps = 1;
   uint64_t seed = 1;
   double init_std = 0.02;
+  // Token files or patterns (DataLoaderOptions::files); empty: synthetic.
+  std::vector<std::string> data;
+  // Initial parameters from this model file (its config must equal
+  // `config`); empty: SeededGpt2Init(seed, init_std).
+  std::string init_file;
 };
 
 std::vector<float> SeededGpt2Init(const gpt2::ParamLayout& layout,
@@ -45,11 +59,16 @@ struct TrainResult {
   std::vector<StepStats> stats;                  // per step
 };
 
+// Called after every optimizer step with its stats (on the calling thread).
+using StepCallback = std::function<void(const StepStats&)>;
+
 // Creates the engine (collective: every rank calls it with its comm) and
-// runs spec.steps optimizer steps.
+// runs spec.steps optimizer steps. Errors: the data loader's, the model
+// file's, the engine's.
 absl::StatusOr<TrainResult> RunTraining(const TrainSpec& spec,
                                         collective::Communicator* comm,
-                                        ShardClient* client);
+                                        ShardClient* client,
+                                        const StepCallback& on_step = nullptr);
 
 }  // namespace zeroshard::zero
 

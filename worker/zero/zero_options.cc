@@ -17,7 +17,8 @@ absl::Status ValidateZeroOptions(const ZeroOptions& o) {
     return bad("gradient_accumulation_steps", o.gradient_accumulation_steps,
                "must be >= 1");
   }
-  if (!(o.lr >= 0)) return bad("lr", o.lr, "must be >= 0");
+  if (!(o.lr_schedule.lr >= 0))
+    return bad("lr_schedule.lr", o.lr_schedule.lr, "must be >= 0");
   if (!(o.beta1 >= 0 && o.beta1 < 1))
     return bad("beta1", o.beta1, "must be in [0, 1)");
   if (!(o.beta2 >= 0 && o.beta2 < 1))

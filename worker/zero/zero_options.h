@@ -1,6 +1,6 @@
 // ZeroOptions: what the ZeRO engine (engine.h) needs to know about a run.
-// A plain value type; mapping a DeepSpeed JSON config onto it is the job of
-// worker/engine/ds_config.h.
+// A plain value type; ds_options.h maps a DeepSpeed JSON config
+// (worker/engine/ds_config.h) onto it.
 #ifndef ZEROSHARD_WORKER_ZERO_ZERO_OPTIONS_H_
 #define ZEROSHARD_WORKER_ZERO_ZERO_OPTIONS_H_
 
@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "worker/engine/lr_schedule.h"
 
 namespace zeroshard::zero {
 
@@ -20,7 +21,10 @@ struct ZeroOptions {
   int gradient_accumulation_steps = 1;
   // Global gradient-norm clipping (torch clip_grad_norm_); <= 0: off.
   double gradient_clipping = 0;
-  double lr = 1e-3;  // constant for now
+  // Learning rate of update k (0-based; updates skipped for non-finite
+  // gradients do not count): engine::LearningRate(lr_schedule, k).
+  // kConstant (the default): lr_schedule.lr throughout.
+  engine::LrSchedule lr_schedule;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   double weight_decay = 0;  // on matrices (parameter group 0) only
   // Elements per gradient bucket; rounded up to a multiple of the

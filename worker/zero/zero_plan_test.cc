@@ -4,6 +4,7 @@
 #include "worker/zero/zero_plan.h"
 
 #include "gtest/gtest.h"
+#include "server/optim/adamw_hyper.h"
 #include "worker/zero/optimizer.h"
 
 namespace zeroshard::zero {
@@ -56,7 +57,7 @@ TEST(ZeroPlanTest, UnitsAndScheduleFollowTheModel) {
   EXPECT_EQ(spec.param_groups(0).weight_decay(), 0.1);
   EXPECT_EQ(spec.param_groups(1).weight_decay(), 0.0);
   EXPECT_EQ(spec.tensors_size(), static_cast<int>(layout->tensors().size()));
-  const AdamWHyper h = GroupHyper(spec.param_groups(0), 3e-4, 0.5f, 7);
+  const AdamWHyper h = GroupAdamWHyper(spec.param_groups(0), 3e-4, 0.5f, 7);
   EXPECT_EQ(h.lr, static_cast<float>(3e-4));
   EXPECT_EQ(h.grad_scale, 0.5f);
   EXPECT_EQ(h.step, 7);

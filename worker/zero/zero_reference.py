@@ -10,6 +10,8 @@ DIR (written by the C++ side) holds
               lr beta1 beta2 eps weight_decay max_norm as C99 hex floats
   params.bin  float32 initial parameters in memory order
   tokens.bin  int32 [steps][micro][2][B][T]
+  lrs.bin     float64 [steps], optional: the learning rate of each step
+              (else config lr throughout)
 Each step: zero grads; for every micro-batch, loss_i / micro backward (the
 global batch's mean loss); clip_grad_norm_(all, max_norm) when max_norm > 0;
 AdamW (matrices with weight decay, the rest without). Writes
@@ -54,8 +56,13 @@ def main():
           "weight_decay": 0.0}],
         lr=cfg["lr"], betas=(cfg["beta1"], cfg["beta2"]), eps=cfg["eps"],
         foreach=False)
+    lrs_path = os.path.join(d, "lrs.bin")
+    lrs = (list(g.load(lrs_path, "d")) if os.path.exists(lrs_path)
+           else [cfg["lr"]] * steps)
     losses = []
     for step in range(steps):
+        for group in opt.param_groups:
+            group["lr"] = lrs[step]
         opt.zero_grad(set_to_none=False)
         total = 0.0
         for i in range(micro):

@@ -1,0 +1,84 @@
+#include "worker/zero/ds_options.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "worker/zero/zero_plan.h"
+
+namespace zeroshard::zero {
+namespace {
+
+void Warn(std::vector<std::string>* warnings, std::string text) {
+  if (warnings != nullptr) warnings->push_back(std::move(text));
+}
+
+}  // namespace
+
+absl::StatusOr<ZeroOptions> ZeroOptionsFromConfig(
+    const engine::EngineConfig& config, const gpt2::Config& model, int seq_len,
+    std::vector<std::string>* warnings) {
+  if (config.precision != engine::Precision::kFp32) {
+    const char* key = config.precision == engine::Precision::kBf16
+                          ? "bf16.enabled"
+                          : "fp16.enabled";
+    return absl::UnimplementedError(
+        absl::StrCat(key,
+                     ": mixed precision is not implemented; the CPU GPT-2 "
+                     "trains in fp32 (set ",
+                     key, " to false)"));
+  }
+  if (config.zeroshard.server_aggregation) {
+    return absl::UnimplementedError(
+        "zeroshard.server_aggregation: not implemented by the ZeRO engine; "
+        "workers reduce gradients among themselves (set it to false)");
+  }
+  ZS_ASSIGN_OR_RETURN(gpt2::ParamLayout layout,
+                      gpt2::ParamLayout::Create(model));
+  const engine::ZeroConfig& z = config.zero;
+  ZeroOptions o;
+  o.stage = z.stage;
+  o.micro_batch = static_cast<int>(config.batch.micro_batch_per_worker);
+  o.seq_len = seq_len;
+  o.gradient_accumulation_steps =
+      static_cast<int>(config.batch.gradient_accumulation_steps);
+  o.gradient_clipping = config.gradient_clipping;
+  o.lr_schedule = config.lr_schedule;
+  o.beta1 = config.optimizer.beta1;
+  o.beta2 = config.optimizer.beta2;
+  o.eps = config.optimizer.eps;
+  o.weight_decay = config.optimizer.weight_decay;
+  o.overlap_comm = z.overlap_comm;
+  o.reduce_bucket_size =
+      static_cast<uint64_t>(std::max<int64_t>(1, z.reduce_bucket_size));
+  o.offload_param_server = z.offload_param == engine::OffloadDevice::kServer;
+
+  const std::vector<ParamUnit> units = ParamUnits(layout);
+  uint64_t largest = 1, smallest = UINT64_MAX;
+  for (const ParamUnit& u : units) {
+    largest = std::max(largest, u.range.size());
+    smallest = std::min(smallest, u.range.size());
+  }
+  const uint64_t fit =
+      static_cast<uint64_t>(z.stage3_prefetch_bucket_size) / largest;
+  o.stage3_prefetch_units =
+      z.stage3_prefetch_bucket_size == 0
+          ? 0
+          : static_cast<int>(std::clamp<uint64_t>(fit, 1, units.size()));
+  if (o.stage == 3) {
+    if (smallest <
+        static_cast<uint64_t>(z.stage3_param_persistence_threshold)) {
+      Warn(warnings,
+           absl::StrCat("zero_optimization.stage3_param_persistence_threshold"
+                        " (",
+                        z.stage3_param_persistence_threshold,
+                        "): not implemented; every parameter unit is "
+                        "partitioned (the smallest has ",
+                        smallest, " elements)"));
+    }
+  }
+  ZS_RETURN_IF_ERROR(ValidateZeroOptions(o));
+  return o;
+}
+
+}  // namespace zeroshard::zero

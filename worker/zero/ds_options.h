@@ -1,0 +1,58 @@
+// What a DeepSpeed JSON config (worker/engine/ds_config.h) means for the
+// ZeRO engine: ZeroOptions (zero_options.h) from a parsed EngineConfig.
+//
+//   train_micro_batch_size_per_gpu  -> micro_batch (B); T comes from the
+//                                      caller (not a DeepSpeed key)
+//   gradient_accumulation_steps     -> gradient_accumulation_steps
+//                                      (train_batch_size is checked against
+//                                      the world size by the parser)
+//   gradient_clipping               -> gradient_clipping
+//   optimizer.params                -> lr_schedule.lr, beta1, beta2, eps,
+//                                      weight_decay (matrices only)
+//   scheduler                       -> lr_schedule
+//   zero_optimization.stage, overlap_comm, reduce_bucket_size
+//                                   -> the same fields (a reduce_bucket_size
+//                                      of 0 is read as 1)
+//   zero_optimization.stage3_prefetch_bucket_size (elements)
+//                                   -> stage3_prefetch_units: how many of
+//                                      the largest parameter units (a
+//                                      block, or the embeddings) fit, at
+//                                      least 1 when the size is > 0, at
+//                                      most the number of units
+//   zero_optimization.offload_param.device "server"
+//                                   -> offload_param_server
+//   zeroshard.alignment             -> not here: the communicator's part
+//                                      alignment (the caller creates it)
+//   zeroshard.servers               -> not here: the caller connects
+//
+// Not implemented (UNIMPLEMENTED naming the key): bf16.enabled and
+// fp16.enabled (the CPU model trains in fp32), zeroshard.server_aggregation.
+// Accepted with a warning: stage3_param_persistence_threshold when some
+// unit is below it at stage 3 (every unit is partitioned). Other
+// zero_optimization keys (allgather_bucket_size, stage3_max_live_parameters,
+// ...) do not change the engine: it gathers unit by unit.
+//
+// Pure function; thread-safe.
+#ifndef ZEROSHARD_WORKER_ZERO_DS_OPTIONS_H_
+#define ZEROSHARD_WORKER_ZERO_DS_OPTIONS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "worker/engine/ds_config.h"
+#include "worker/gpt2/config.h"
+#include "worker/zero/zero_options.h"
+
+namespace zeroshard::zero {
+
+// `model` is the run's GPT-2 config, `seq_len` its T. Appends warnings to
+// `warnings` when not null. UNIMPLEMENTED as above; INVALID_ARGUMENT from
+// ValidateZeroOptions or for a model config that is not valid.
+absl::StatusOr<ZeroOptions> ZeroOptionsFromConfig(
+    const engine::EngineConfig& config, const gpt2::Config& model, int seq_len,
+    std::vector<std::string>* warnings);
+
+}  // namespace zeroshard::zero
+
+#endif  // ZEROSHARD_WORKER_ZERO_DS_OPTIONS_H_

@@ -1,0 +1,122 @@
+// ds_options.h: a DeepSpeed JSON config onto ZeroOptions — round trips of
+// the tests' specs, the prefetch mapping, and the clear errors for what the
+// engine does not implement.
+#include "worker/zero/ds_options.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+#include "worker/engine/ds_config.h"
+#include "worker/zero/testing.h"
+
+namespace zeroshard::zero {
+namespace {
+
+absl::StatusOr<ZeroOptions> FromJson(const std::string& json, int world,
+                                     std::vector<std::string>* warnings) {
+  auto config = engine::ParseDeepSpeedConfig(json, world, warnings);
+  if (!config.ok()) return config.status();
+  return ZeroOptionsFromConfig(*config, TinyConfig(), 16, warnings);
+}
+
+TEST(DsOptionsTest, TheTestSpecsRoundTrip) {
+  for (int stage : {0, 1, 2, 3}) {
+    for (bool offload : {false, true}) {
+      if (offload && stage != 3) continue;
+      for (int prefetch : {0, 1, 3}) {
+        TrainSpec spec = TinySpec(stage, offload, "ds_options_test");
+        spec.zero.overlap_comm = prefetch != 3;
+        spec.zero.stage3_prefetch_units = prefetch;
+        SCOPED_TRACE(DeepSpeedJson(spec, 64));
+        std::vector<std::string> warnings;
+        auto got = FromJson(DeepSpeedJson(spec, 64), 2, &warnings);
+        ASSERT_TRUE(got.ok()) << got.status();
+        const ZeroOptions& want = spec.zero;
+        EXPECT_EQ(got->stage, want.stage);
+        EXPECT_EQ(got->micro_batch, want.micro_batch);
+        EXPECT_EQ(got->seq_len, want.seq_len);
+        EXPECT_EQ(got->gradient_accumulation_steps,
+                  want.gradient_accumulation_steps);
+        EXPECT_EQ(got->gradient_clipping, want.gradient_clipping);
+        EXPECT_EQ(got->lr_schedule.type, engine::LrScheduleType::kConstant);
+        EXPECT_EQ(got->lr_schedule.lr, want.lr_schedule.lr);
+        EXPECT_EQ(got->beta1, want.beta1);
+        EXPECT_EQ(got->beta2, want.beta2);
+        EXPECT_EQ(got->eps, want.eps);
+        EXPECT_EQ(got->weight_decay, want.weight_decay);
+        EXPECT_EQ(got->reduce_bucket_size, want.reduce_bucket_size);
+        EXPECT_EQ(got->stage3_prefetch_units, want.stage3_prefetch_units);
+        EXPECT_EQ(got->offload_param_server, want.offload_param_server);
+        EXPECT_EQ(got->overlap_comm, want.overlap_comm);
+        for (const std::string& w : warnings) std::printf("%s\n", w.c_str());
+      }
+    }
+  }
+}
+
+TEST(DsOptionsTest, SchedulerBatchAndPrefetch) {
+  std::vector<std::string> warnings;
+  auto got =
+      FromJson(R"({"train_batch_size": 16, "gradient_accumulation_steps": 2,
+      "optimizer": {"type": "Adam", "params": {"lr": 6e-4}},
+      "scheduler": {"type": "WarmupCosineLR",
+                    "params": {"total_num_steps": 100, "warmup_num_steps": 5}},
+      "zero_optimization": {"stage": 3, "stage3_prefetch_bucket_size": 2e7}})",
+               4, &warnings);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->micro_batch, 2);  // 16 / (2 * 4)
+  EXPECT_EQ(got->gradient_accumulation_steps, 2);
+  EXPECT_EQ(got->lr_schedule.type, engine::LrScheduleType::kWarmupCosineLR);
+  EXPECT_EQ(got->lr_schedule.lr, 6e-4);
+  EXPECT_EQ(got->lr_schedule.total_num_steps, 100);
+  EXPECT_TRUE(got->overlap_comm);            // DeepSpeed's default for stage 3
+  EXPECT_EQ(got->stage3_prefetch_units, 4);  // every unit (L + 2) at most
+  bool persistence_warned = false;
+  for (const std::string& w : warnings) {
+    persistence_warned |=
+        absl::StrContains(w, "stage3_param_persistence_threshold");
+  }
+  EXPECT_TRUE(persistence_warned);
+
+  // Smaller than one unit still prefetches one; 0 prefetches none.
+  got = FromJson(R"({"train_micro_batch_size_per_gpu": 1,
+      "zero_optimization": {"stage": 3, "stage3_prefetch_bucket_size": 10}})",
+                 1, nullptr);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->stage3_prefetch_units, 1);
+  got = FromJson(R"({"train_micro_batch_size_per_gpu": 1,
+      "zero_optimization": {"stage": 3, "stage3_prefetch_bucket_size": 0}})",
+                 1, nullptr);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->stage3_prefetch_units, 0);
+}
+
+TEST(DsOptionsTest, WhatIsNotImplementedSaysSo) {
+  struct Case {
+    const char* json;
+    const char* key;
+  };
+  for (const Case& c : {
+           Case{R"({"train_micro_batch_size_per_gpu": 1,
+                    "bf16": {"enabled": true}})",
+                "bf16.enabled"},
+           Case{R"({"train_micro_batch_size_per_gpu": 1,
+                    "fp16": {"enabled": true}})",
+                "fp16.enabled"},
+           Case{R"({"train_micro_batch_size_per_gpu": 1,
+                    "zero_optimization": {"stage": 2},
+                    "zeroshard": {"server_aggregation": true}})",
+                "zeroshard.server_aggregation"},
+       }) {
+    auto got = FromJson(c.json, 1, nullptr);
+    ASSERT_FALSE(got.ok()) << c.json;
+    EXPECT_EQ(got.status().code(), absl::StatusCode::kUnimplemented);
+    EXPECT_TRUE(absl::StrContains(got.status().message(), c.key))
+        << got.status();
+  }
+}
+
+}  // namespace
+}  // namespace zeroshard::zero
