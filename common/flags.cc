@@ -1,5 +1,6 @@
 #include "common/flags.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -129,9 +130,12 @@ absl::StatusOr<std::vector<std::string>> FlagSet::Parse(int argc, char** argv,
       name = body.substr(0, eq);
       value = body.substr(eq + 1);
     }
+    const std::string typed = name;
+    std::replace(name.begin(), name.end(), '-', '_');  // --model-file
     Flag* flag = Find(name);
     if (flag == nullptr && !has_value && name.rfind("no", 0) == 0) {
-      Flag* negated = Find(name.substr(2));
+      Flag* negated = Find(name.substr(name.rfind("no_", 0) == 0 ? 3 : 2));
+      if (negated == nullptr) negated = Find(name.substr(2));
       if (negated != nullptr && negated->kind == Kind::kBool) {
         *static_cast<bool*>(negated->value) = false;
         negated->set = true;
@@ -139,7 +143,7 @@ absl::StatusOr<std::vector<std::string>> FlagSet::Parse(int argc, char** argv,
       }
     }
     if (flag == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name));
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", typed));
     }
     if (!has_value) {
       if (flag->kind == Kind::kBool) {

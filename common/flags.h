@@ -4,7 +4,9 @@
 //   --help / -h       prints the usage and exits 0;
 //   a bad flag        prints "<program>: <problem>" and a hint, exits 2.
 // Accepted forms: --name=value, --name value, and for booleans --name,
-// --noname, --name=true|false. "--" ends flag parsing. Arguments that are not
+// --noname (or --no_name), --name=true|false. A '-' in a name given on the
+// command line is read as '_' (--model-file = --model_file); declare names
+// with '_'. "--" ends flag parsing. Arguments that are not
 // flags are returned in order (subcommands, file names).
 //
 // Not thread-safe; use from main() before starting threads. The FlagSet

@@ -42,6 +42,30 @@ TEST(FlagsTest, ParsesAllFormsAndPositionals) {
   EXPECT_FALSE(f.help_requested());
 }
 
+TEST(FlagsTest, DashesInNamesReadAsUnderscores) {
+  std::string model_file;
+  int64_t seq_len = 0;
+  bool save_all = true, dry_run = false;
+  FlagSet f("prog", "prog [flags]");
+  f.String("model_file", &model_file, "m");
+  f.Int64("seq_len", &seq_len, "t");
+  f.Bool("save_all", &save_all, "s");
+  f.Bool("dry_run", &dry_run, "d");
+  Args a({"prog", "--model-file=x.bin", "--seq-len", "64", "--no-save-all",
+          "--dry_run"});
+  auto pos = f.Parse(a.argc(), a.argv.data());
+  ASSERT_TRUE(pos.ok()) << pos.status();
+  EXPECT_EQ(model_file, "x.bin");
+  EXPECT_EQ(seq_len, 64);
+  EXPECT_FALSE(save_all);
+  EXPECT_TRUE(dry_run);
+  Args b({"prog", "--model-fil=1"});
+  auto bad = f.Parse(b.argc(), b.argv.data());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("unknown flag --model-fil"),
+            std::string::npos);
+}
+
 TEST(FlagsTest, RejectsBadFlagsNamingThem) {
   struct Case {
     std::vector<std::string> argv;

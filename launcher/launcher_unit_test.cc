@@ -1,0 +1,177 @@
+// The launcher's pieces without processes: progress text and modes, log
+// following, the metrics records round trip, the SVG and the report.
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "launcher/log_tail.h"
+#include "launcher/progress.h"
+#include "launcher/report.h"
+#include "worker/zero/run_metrics.h"
+
+namespace zeroshard {
+namespace {
+
+std::string TempDir() {
+  const char* d = std::getenv("TEST_TMPDIR");
+  return d != nullptr ? d : "/tmp";
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in),
+                     std::istreambuf_iterator<char>());
+}
+
+TEST(ProgressTest, FormatsStepLossRateEtaAndServerStep) {
+  ProgressPoint p{120, 2.43123, 14210, 52.4, 119};
+  EXPECT_EQ(
+      FormatProgress(p, 700),
+      "step 120/700  loss 2.4312  14.2k tok/s  ETA 0:52  server step 119");
+  p.eta_seconds = -1;
+  p.server_step = -1;
+  p.tokens_per_s = 950;
+  EXPECT_EQ(FormatProgress(p, 700), "step 120/700  loss 2.4312  950 tok/s");
+}
+
+TEST(ProgressTest, PlainModePrintsEveryNStepsAndTheLast) {
+  const std::string path = TempDir() + "/progress.txt";
+  FILE* f = std::fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  Progress progress(f, /*live=*/false, 7, 3);
+  for (int s = 1; s <= 7; ++s) {
+    progress.Update(ProgressPoint{s, 1.0, 10, -1, -1});
+    if (s == 4) progress.Print("[rank 1] hello");
+  }
+  progress.Finish();
+  std::fclose(f);
+  EXPECT_EQ(
+      ReadAll(path),
+      "step 3/7  loss 1.0000  10 tok/s\n[rank 1] hello\n"
+      "step 6/7  loss 1.0000  10 tok/s\nstep 7/7  loss 1.0000  10 tok/s\n");
+}
+
+TEST(ProgressTest, LiveModeRedrawsOneLine) {
+  const std::string path = TempDir() + "/live.txt";
+  FILE* f = std::fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  Progress progress(f, /*live=*/true, 2, 0);
+  progress.Update(ProgressPoint{1, 1.0, 10, -1, -1});
+  progress.Print("note");
+  progress.Update(ProgressPoint{2, 0.5, 10, -1, -1});
+  progress.Finish();
+  std::fclose(f);
+  EXPECT_EQ(ReadAll(path),
+            "step 1/2  loss 1.0000  10 tok/s\r\033[Knote\n"
+            "step 1/2  loss 1.0000  10 tok/s\r\033[Kstep 2/2  loss 0.5000  10 "
+            "tok/s\n");
+}
+
+TEST(LogTailTest, FollowerReturnsCompleteLinesOnce) {
+  const std::string path = TempDir() + "/follow.log";
+  std::remove(path.c_str());
+  LogFollower follower(path);
+  EXPECT_TRUE(follower.ReadNewLines().empty());  // not there yet
+  std::ofstream out(path);
+  out << "one\ntw" << std::flush;
+  EXPECT_EQ(follower.ReadNewLines(), std::vector<std::string>{"one"});
+  out << "o\nthree\n" << std::flush;
+  EXPECT_EQ(follower.ReadNewLines(),
+            (std::vector<std::string>{"two", "three"}));
+  EXPECT_TRUE(follower.ReadNewLines().empty());
+  EXPECT_EQ(TailLines(path, 2), "    two\n    three\n");
+}
+
+TEST(RunMetricsTest, RecordsReadBack) {
+  zero::StepStats s;
+  s.step = 3;
+  s.global_loss = 2.5;
+  s.loss = 2.25;
+  s.lr = 1e-3;
+  s.grad_norm = 0.75;
+  s.tokens = 1024;
+  s.step_seconds = 0.5;
+  s.param_bytes = 100;
+  s.grad_bytes = 20;
+  s.all_gather.Add(1000, 1000);
+  s.server_push.Add(40, 0);
+  const std::string line = zero::StepRecord(s);
+  EXPECT_EQ(zero::JsonEvent(line), "step");
+  EXPECT_EQ(zero::JsonNumber(line, "step"), 3);
+  EXPECT_EQ(zero::JsonNumber(line, "loss"), 2.5);
+  EXPECT_EQ(zero::JsonNumber(line, "rank_loss"), 2.25);
+  EXPECT_EQ(zero::JsonNumber(line, "tokens_per_s"), 2048);
+  EXPECT_EQ(zero::JsonNumber(line, "model_state_bytes"), 120);
+  EXPECT_EQ(zero::JsonNumber(line, "bytes_moved"), 1040);
+  EXPECT_EQ(zero::JsonNumber(line, "skipped"), 0);
+  EXPECT_EQ(zero::JsonNumber(line, "no_such_key"), std::nullopt);
+  EXPECT_EQ(zero::JsonEvent(zero::EndRecord(1.5, 64)), "end");
+  EXPECT_EQ(zero::JsonNumber(zero::EndRecord(1.5, 64), "eval_loss"), 1.5);
+}
+
+TEST(ReportTest, WritesMergedMetricsSvgAndSummary) {
+  const std::string dir = TempDir() + "/report";
+  std::system(("mkdir -p " + dir).c_str());
+  for (int r = 0; r < 2; ++r) {
+    std::ofstream out(absl::StrCat(dir, "/metrics-rank", r, ".jsonl"));
+    zero::RunInfo info;
+    info.rank = r;
+    info.world = 2;
+    info.stage = 3;
+    info.params = 1000;
+    info.steps = 4;
+    out << zero::StartRecord(info) << "\n";
+    for (int step = 1; step <= 4; ++step) {
+      zero::StepStats s;
+      s.step = step;
+      s.global_loss = 5.0 / step;
+      s.tokens = 100;
+      s.step_seconds = 0.1;
+      s.param_bytes = 2000;
+      s.grad_bytes = 2000;
+      s.all_gather.Add(6000, 6000);
+      out << zero::StepRecord(s) << "\n";
+    }
+    if (r == 0) out << zero::EndRecord(1.0, 64) << "\n";
+  }
+  auto summary = WriteRunReport(dir, 2);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  // 16Ψ = 16000 B for stage 0 vs 4000 B measured; 3Ψ·4 B = 12000 B.
+  EXPECT_TRUE(absl::StrContains(*summary, "5.0000 → 1.2500")) << *summary;
+  EXPECT_TRUE(absl::StrContains(*summary, "| tokens/s (all workers) | 1000 |"))
+      << *summary;
+  EXPECT_TRUE(absl::StrContains(
+      *summary, "3.9 KiB, 3.9 KiB (stage-0 DDP: 15.6 KiB, 4.0x more)"))
+      << *summary;
+  EXPECT_TRUE(absl::StrContains(*summary, "5.9 KiB (formula 3Ψ·4 B: 11.7 KiB)"))
+      << *summary;
+  EXPECT_TRUE(
+      absl::StrContains(*summary, "eval loss of the final model | 1.0000"));
+  const std::string jsonl = ReadAll(dir + "/metrics.jsonl");
+  EXPECT_TRUE(absl::StrContains(
+      jsonl,
+      "{\"step\":4,\"loss\":1.25,\"lr\":0,\"grad_norm\":0,"
+      "\"loss_scale\":1,\"tokens_per_s\":1000.0,\"bytes_moved\":6000,"
+      "\"model_state_bytes_per_worker\":[4000,4000],"
+      "\"bytes_moved_per_worker\":[6000,6000]}"))
+      << jsonl;
+  const std::string svg = ReadAll(dir + "/loss.svg");
+  EXPECT_TRUE(
+      absl::StartsWith(svg, "<svg xmlns=\"http://www.w3.org/2000/svg\""));
+  EXPECT_TRUE(absl::StrContains(svg, "<polyline"));
+  EXPECT_TRUE(
+      absl::StrContains(ReadAll(dir + "/report.md"), "![loss](loss.svg)"));
+  EXPECT_FALSE(WriteRunReport(dir, 3).ok());  // no rank-2 file
+}
+
+TEST(ReportTest, SvgOfNoPointsIsStillAnSvg) {
+  const std::string svg = LossCurveSvg({}, "empty");
+  EXPECT_TRUE(absl::StrContains(svg, "</svg>"));
+}
+
+}  // namespace
+}  // namespace zeroshard

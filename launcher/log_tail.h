@@ -1,0 +1,35 @@
+// Reading workers' log files while they grow: the last lines of a log for
+// an error message, and new complete lines as they are appended (for the
+// launcher's rank-prefixed output and its progress).
+//
+// Threading: a LogFollower is used by one thread at a time.
+#ifndef ZEROSHARD_LAUNCHER_LOG_TAIL_H_
+#define ZEROSHARD_LAUNCHER_LOG_TAIL_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace zeroshard {
+
+// The last `lines` lines of the file at `path`, each indented by four
+// spaces and ending in '\n'; "" when it cannot be read.
+std::string TailLines(const std::string& path, int lines);
+
+// Follows one file: each ReadNewLines() returns the complete lines appended
+// since the last call (without '\n'); a partial last line waits for its
+// newline. A file that does not exist yet reads as empty.
+class LogFollower {
+ public:
+  explicit LogFollower(std::string path) : path_(std::move(path)) {}
+  std::vector<std::string> ReadNewLines();
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  int64_t offset_ = 0;  // bytes consumed (up to the last newline)
+};
+
+}  // namespace zeroshard
+
+#endif  // ZEROSHARD_LAUNCHER_LOG_TAIL_H_

@@ -1,0 +1,342 @@
+#include "launcher/train.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "client/local_fleet.h"
+#include "client/shard_client.h"
+#include "common/flags.h"
+#include "common/subprocess.h"
+#include "launcher/log_tail.h"
+#include "launcher/progress.h"
+#include "launcher/report.h"
+#include "launcher/train_options.h"
+#include "worker/zero/run_metrics.h"
+
+namespace zeroshard {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::chrono::milliseconds kGrace{3000};
+const char kProg[] = "zeroshard";
+
+std::atomic<int> g_signal{0};
+void OnSignal(int signo) { g_signal = signo; }
+
+bool MakeDirs(const std::string& path) {
+  for (size_t i = 1; i <= path.size(); ++i) {
+    if (i == path.size() || path[i] == '/') {
+      mkdir(path.substr(0, i).c_str(), 0755);
+    }
+  }
+  return access(path.c_str(), W_OK) == 0;
+}
+
+// One running job: its processes, logs and progress.
+class Job {
+ public:
+  Job(const TrainOptions& o, std::string worker_bin)
+      : o_(o),
+        worker_bin_(std::move(worker_bin)),
+        progress_(stdout, isatty(STDOUT_FILENO) == 1, o.steps, o.print_every),
+        metrics_(o.work_dir + "/metrics-rank0.jsonl") {}
+
+  int Run();
+
+ private:
+  absl::Status StartServers();
+  absl::Status SpawnWorker(int rank, const std::string& coord);
+  // Polls everything once; returns an exit code when the job is over.
+  std::optional<int> Poll();
+  void EchoLogs();
+  void UpdateProgress();
+  int Fail(const std::string& what, const std::string& log);
+  // Names the worker that failed first: the first of `failed` whose log
+  // does not end in a peer's UNAVAILABLE error, else the first.
+  int FailWorkers(const std::vector<size_t>& failed);
+  void StopAll();
+  void Say(const std::string& line) { progress_.Print(line); }
+
+  const TrainOptions& o_;
+  const std::string worker_bin_;
+  Progress progress_;
+  std::unique_ptr<LocalFleet> fleet_;
+  std::unique_ptr<ShardClient> client_;
+  std::string servers_;
+  std::vector<Subprocess> workers_;
+  std::vector<LogFollower> logs_;
+  std::vector<bool> done_;
+  std::vector<int> status_;  // wait status of each exited worker
+  LogFollower metrics_;
+  Clock::time_point start_ = Clock::now(), last_stats_{};
+  int64_t server_step_ = -1;
+  double tokens_ = 0;
+};
+
+absl::Status Job::StartServers() {
+  std::vector<std::string> addresses = o_.server_addresses;
+  if (o_.num_servers > 0) {
+    auto bin = FindBinary("zeroshard-server", {".", "../server"});
+    if (!bin.ok()) return bin.status();
+    FleetOptions fo;
+    fo.server_binary = *bin;
+    fo.num_shards = o_.num_servers;
+    fo.work_dir = o_.work_dir;
+    auto fleet = LocalFleet::Start(fo);
+    if (!fleet.ok()) return fleet.status();
+    fleet_ = *std::move(fleet);
+    addresses = fleet_->addresses();
+  }
+  if (addresses.empty()) return absl::OkStatus();
+  servers_ = absl::StrJoin(addresses, ",");
+  ClientOptions co;
+  co.addresses = addresses;
+  auto client = ShardClient::Connect(co);
+  if (!client.ok()) return client.status();
+  client_ = *std::move(client);
+  Say(absl::StrCat(fleet_ ? "servers started: " : "servers: ", servers_));
+  return absl::OkStatus();
+}
+
+absl::Status Job::SpawnWorker(int r, const std::string& coord) {
+  const int local = static_cast<int>(o_.workers / o_.nodes);
+  SpawnOptions so;
+  so.argv = {worker_bin_};
+  for (std::string& f : WorkerFlags(o_, servers_)) so.argv.push_back(f);
+  if (r == 0) {
+    so.argv.push_back("--port_file=" + o_.work_dir + "/rank0.port");
+    if (!o_.save.empty()) so.argv.push_back("--save=" + o_.save);
+  }
+  so.env = {absl::StrCat("ZEROSHARD_RANK=", r),
+            absl::StrCat("ZEROSHARD_WORLD_SIZE=", o_.workers),
+            absl::StrCat("ZEROSHARD_LOCAL_RANK=", r % local),
+            absl::StrCat("ZEROSHARD_LOCAL_SIZE=", local),
+            "ZEROSHARD_COORD=" + coord};
+  so.log_path = absl::StrCat(o_.work_dir, "/rank-", r, ".log");
+  unlink(so.log_path.c_str());
+  auto p = Subprocess::Spawn(so);
+  if (!p.ok()) return p.status();
+  workers_.push_back(*std::move(p));
+  logs_.emplace_back(so.log_path);
+  done_.push_back(false);
+  status_.push_back(0);
+  return absl::OkStatus();
+}
+
+void Job::EchoLogs() {
+  for (size_t r = 0; r < logs_.size(); ++r) {
+    for (const std::string& line : logs_[r].ReadNewLines()) {
+      // Rank 0's per-step lines are what the progress line shows.
+      if (r == 0 && absl::StartsWith(line, "step ")) continue;
+      Say(absl::StrCat("[rank ", r, "] ", line));
+    }
+  }
+}
+
+void Job::UpdateProgress() {
+  if (client_ && Clock::now() - last_stats_ > std::chrono::milliseconds(500)) {
+    last_stats_ = Clock::now();
+    auto stats = client_->Stats();
+    if (stats.ok() && !stats->empty()) {
+      server_step_ = static_cast<int64_t>((*stats)[0].step());
+    }
+  }
+  for (const std::string& line : metrics_.ReadNewLines()) {
+    if (zero::JsonEvent(line) != "step") continue;
+    ProgressPoint p;
+    p.step = static_cast<int64_t>(zero::JsonNumber(line, "step").value_or(0));
+    p.loss = zero::JsonNumber(line, "loss").value_or(0);
+    tokens_ += zero::JsonNumber(line, "tokens").value_or(0);
+    const double secs =
+        std::chrono::duration<double>(Clock::now() - start_).count();
+    p.tokens_per_s = secs > 0 ? tokens_ / secs : 0;
+    if (p.step > 0) p.eta_seconds = secs / p.step * (o_.steps - p.step);
+    p.server_step = client_ ? server_step_ : -1;
+    progress_.Update(p);
+  }
+}
+
+void Job::StopAll() {
+  for (Subprocess& w : workers_) w.Signal(SIGTERM);
+  for (Subprocess& w : workers_) w.Stop(kGrace);
+  if (fleet_) (void)fleet_->Stop(kGrace);
+}
+
+int Job::Fail(const std::string& what, const std::string& log) {
+  EchoLogs();
+  progress_.Finish();
+  StopAll();
+  std::fprintf(stderr, "%s: %s; stopped the job. %s ends:\n%s", kProg,
+               what.c_str(), log.c_str(), TailLines(log, 8).c_str());
+  return 1;
+}
+
+int Job::FailWorkers(const std::vector<size_t>& failed) {
+  size_t first = failed[0];
+  for (size_t r : failed) {
+    if (TailLines(logs_[r].path(), 1).find("UNAVAILABLE") ==
+        std::string::npos) {
+      first = r;
+      break;
+    }
+  }
+  std::string also;
+  for (size_t r : failed) {
+    if (r != first) {
+      absl::StrAppend(&also, also.empty() ? " (then " : ", ", "rank ", r,
+                      " with ", DescribeWaitStatus(status_[r]));
+    }
+  }
+  if (!also.empty()) also += ")";
+  return Fail(
+      absl::StrCat("worker rank ", first, " (pid ", workers_[first].pid(),
+                   ") failed with ", DescribeWaitStatus(status_[first]), also),
+      logs_[first].path());
+}
+
+std::optional<int> Job::Poll() {
+  if (g_signal != 0) {
+    progress_.Finish();
+    std::fprintf(stderr, "%s: got %s; stopping the job\n", kProg,
+                 strsignal(g_signal.load()));
+    StopAll();
+    return 128 + g_signal.load();
+  }
+  std::vector<size_t> failed;
+  for (int round = 0; round < 2; ++round) {
+    for (size_t r = 0; r < workers_.size(); ++r) {
+      if (done_[r]) continue;
+      auto st = workers_[r].Poll();
+      if (!st) continue;
+      done_[r] = true;
+      status_[r] = *st;
+      if (!(WIFEXITED(*st) && WEXITSTATUS(*st) == 0)) failed.push_back(r);
+    }
+    // Peers of a failed worker fail soon after it (UNAVAILABLE); give them
+    // a moment so that the one that failed first can be told apart.
+    if (failed.empty()) break;
+    if (round == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  if (!failed.empty()) return FailWorkers(failed);
+  for (uint32_t k = 0; fleet_ && k < o_.num_servers; ++k) {
+    auto st = fleet_->server(k).Poll();
+    if (st) {
+      return Fail(absl::StrCat("shard server ", k, " exited with ",
+                               DescribeWaitStatus(*st)),
+                  absl::StrCat(o_.work_dir, "/server-", k, ".log"));
+    }
+  }
+  EchoLogs();
+  UpdateProgress();
+  for (bool d : done_) {
+    if (!d) return std::nullopt;
+  }
+  return workers_.size() == o_.workers ? std::optional<int>(0) : std::nullopt;
+}
+
+int Job::Run() {
+  std::printf(
+      "zeroshard train: %u workers (%u node%s), stage %d, GPT-2 L=%d H=%d "
+      "C=%d V=%d, B=%d T=%lld, %lld steps (logs in %s)\n",
+      o_.workers, o_.nodes, o_.nodes > 1 ? "s" : "", o_.zero.stage,
+      o_.model.num_layers, o_.model.num_heads, o_.model.channels,
+      o_.model.vocab_size, o_.zero.micro_batch,
+      static_cast<long long>(o_.seq_len), static_cast<long long>(o_.steps),
+      o_.work_dir.c_str());
+  std::fflush(stdout);
+  absl::Status s = StartServers();
+  if (!s.ok()) {
+    std::fprintf(stderr, "%s: %s\n", kProg, std::string(s.message()).c_str());
+    return 1;
+  }
+  const std::string port_file = o_.work_dir + "/rank0.port";
+  unlink(port_file.c_str());
+  for (uint32_t r = 0; r < o_.workers; ++r) {
+    unlink(absl::StrCat(o_.work_dir, "/metrics-rank", r, ".jsonl").c_str());
+  }
+  s = SpawnWorker(0, "127.0.0.1:0");
+  std::string port;
+  while (s.ok() && port.empty() && o_.workers > 1) {
+    if (auto code = Poll(); code.has_value()) return *code;
+    std::ifstream(port_file) >> port;
+    if (port.empty())
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  for (uint32_t r = 1; s.ok() && r < o_.workers; ++r) {
+    s = SpawnWorker(static_cast<int>(r), "127.0.0.1:" + port);
+  }
+  if (!s.ok()) {
+    StopAll();
+    std::fprintf(stderr, "%s: %s\n", kProg, std::string(s.message()).c_str());
+    return 1;
+  }
+  std::optional<int> code;
+  while (!(code = Poll()).has_value()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (*code != 0) return *code;
+  progress_.Finish();
+  if (fleet_) {
+    s = fleet_->Stop(kGrace);
+    if (!s.ok()) {
+      std::fprintf(stderr, "%s: %s\n", kProg, std::string(s.message()).c_str());
+      return 1;
+    }
+  }
+  auto summary = WriteRunReport(o_.work_dir, static_cast<int>(o_.workers));
+  if (!summary.ok()) {
+    std::fprintf(stderr, "%s: report: %s\n", kProg,
+                 std::string(summary.status().message()).c_str());
+    return 1;
+  }
+  const double secs =
+      std::chrono::duration<double>(Clock::now() - start_).count();
+  std::printf(
+      "\n%s\ntrained %lld steps in %.0f s; metrics %s/metrics.jsonl, "
+      "loss curve %s/loss.svg, report %s/report.md\n",
+      summary->c_str(), static_cast<long long>(o_.steps), secs,
+      o_.work_dir.c_str(), o_.work_dir.c_str(), o_.work_dir.c_str());
+  if (!o_.save.empty()) std::printf("final model: %s\n", o_.save.c_str());
+  return 0;
+}
+
+}  // namespace
+
+int RunTrain(int argc, char** argv) {
+  auto options = ParseTrainOptions(argc, argv);
+  if (!options.ok()) {
+    ExitWithError(kProg, absl::StrCat("train: ", options.status().message(),
+                                      " (zeroshard train --help)"));
+  }
+  for (const std::string& w : options->config_warnings) {
+    std::printf("config warning: %s\n", w.c_str());
+  }
+  auto worker_bin =
+      FindBinary("zeroshard-train-worker", {".", "../worker/zero"});
+  if (!worker_bin.ok()) {
+    ExitWithError(kProg, std::string(worker_bin.status().message()));
+  }
+  if (!MakeDirs(options->work_dir)) {
+    ExitWithError(kProg, absl::StrCat("--work_dir ", options->work_dir,
+                                      " is not a writable directory"));
+  }
+  signal(SIGINT, OnSignal);
+  signal(SIGTERM, OnSignal);
+  Job job(*options, *worker_bin);
+  return job.Run();
+}
+
+}  // namespace zeroshard

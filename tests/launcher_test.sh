@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# `zeroshard train` end to end on a tiny GPT-2 (2 shard servers, 2 workers,
+# ZeRO-3): exit 0, metrics.jsonl / loss.svg / report, a saved model whose
+# loss in the PyTorch reference equals the logged eval loss; bad input exits
+# 2 with one line and starts nothing; a failing worker stops the job naming
+# its rank and status; SIGTERM leaves no process behind.
+set -uo pipefail
+R="${TEST_SRCDIR:-.}/zeroshard"
+LAUNCHER="$R/launcher/zeroshard"
+TOKENIZE="$R/worker/io/zeroshard-tokenize"
+T="${TEST_TMPDIR:-$(mktemp -d)}"
+fails=0
+check() {  # description, then the condition's exit status
+  if [ "$2" -eq 0 ]; then echo "ok   $1"; else echo "FAIL $1"; fails=$((fails + 1)); fi
+}
+left_of() { pgrep -f "$1" | wc -l; }
+
+# Data and config.
+head -c 20000 "$R/README.md" >"$T/text.txt"
+"$TOKENIZE" --input="$T/text.txt" --output="$T/tokens.bin" >/dev/null
+cat >"$T/ds.json" <<'JSON'
+{
+  "train_micro_batch_size_per_gpu": 2,
+  "gradient_accumulation_steps": 1,
+  "gradient_clipping": 1.0,
+  "optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "weight_decay": 0.1}},
+  "scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 2}},
+  "zero_optimization": {"stage": 3},
+  "zeroshard": {"servers": 2}
+}
+JSON
+sed 's/"stage": 3}/"stage": 3}, "bf16": {"enabled": true}/' "$T/ds.json" >"$T/bf16.json"
+TINY=(--config="$T/ds.json" --data="$T/tokens.bin" --model-config=1,2,32 --seq-len=16)
+
+# Bad input: exit 2, one line naming the problem, nothing started.
+bad() {  # description, expected text, then the launcher's arguments
+  local what="$1" want="$2"; shift 2
+  out=$("$LAUNCHER" train --work_dir="$T/bad" "$@" 2>&1); rc=$?
+  lines=$(printf '%s\n' "$out" | wc -l)
+  [ $rc -eq 2 ] && [ "$lines" -eq 1 ] && grep -q -- "$want" <<<"$out" && [ ! -e "$T/bad" ]
+  check "$what: exit 2, one line, nothing started (rc $rc: $out)" $?
+}
+bad "unknown flag" "unknown flag --bogus" "${TINY[@]}" --bogus=1
+bad "missing data" "$T/nope.bin" --config="$T/ds.json" --data="$T/nope.bin"
+bad "engine rejects bf16" "bf16.enabled" --config="$T/bf16.json" --data="$T/tokens.bin"
+bad "missing config" "$T/none.json" --config="$T/none.json" --data="$T/tokens.bin"
+bad "checkpoint dir" "issue 7" "${TINY[@]}" --checkpoint-dir="$T/ckpt"
+bad "nodes must divide workers" "must be >= 1 and divide --workers 2" "${TINY[@]}" --nodes=3
+bad "bad model config" "LAYERS,HEADS,CHANNELS" "${TINY[@]}" --model_config=2,x
+
+# End to end.
+W="$T/run"
+out=$("$LAUNCHER" train "${TINY[@]}" --servers=2 --workers=2 --steps=6 \
+  --save="$T/final.bin" --work-dir="$W" --print_every=2 2>&1); rc=$?
+echo "$out" | sed 's/^/    | /'
+[ $rc -eq 0 ]; check "train exits 0 (rc $rc)" $?
+grep -q "^step 6/6  loss" <<<"$out"; check "plain progress lines" $?
+grep -q "model-state memory per worker" <<<"$out"; check "summary table printed" $?
+[ "$(wc -l <"$W/metrics.jsonl")" -eq 6 ]; check "metrics.jsonl has 6 steps" $?
+for key in step loss lr grad_norm loss_scale tokens_per_s bytes_moved model_state_bytes_per_worker; do
+  grep -q "\"$key\":" "$W/metrics.jsonl"; check "metrics.jsonl has $key" $?
+done
+grep -q "<polyline" "$W/loss.svg" && grep -q "</svg>" "$W/loss.svg"; check "loss.svg is a loss curve" $?
+logged=$(grep -o '"eval_loss":[0-9.e+-]*' "$W/metrics-rank0.jsonl" | cut -d: -f2)
+torch=$(/usr/bin/python3 "$R/tests/launcher_eval.py" "$T/final.bin" "$T/tokens.bin" 2 16 | awk '{print $2}')
+/usr/bin/python3 -c "import sys; a, b = float('$logged'), float('$torch'); sys.exit(abs(a - b) > 1e-4 * max(1, abs(a)))"
+check "saved model's PyTorch loss $torch = logged eval loss $logged" $?
+[ "$(left_of "$W/")" -eq 0 ]; check "no process of the job left" $?
+
+# A worker that fails stops the job, naming its rank and status.
+out=$(ZEROSHARD_TEST_FAIL_AT=1:2 "$LAUNCHER" train "${TINY[@]}" --steps=1000 \
+  --work_dir="$T/fail" 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "worker rank 1 (pid [0-9]*) failed with exit code 3" <<<"$out"
+check "failing worker: exit 1 naming rank 1 and exit code 3 (rc $rc)" $?
+[ "$(left_of "$T/fail/")" -eq 0 ]; check "no process left after the failure" $?
+
+# SIGTERM to the launcher mid-job leaves no process behind.
+"$LAUNCHER" train "${TINY[@]}" --steps=1000000 --print_every=1 --work_dir="$T/sig" >"$T/sig.log" 2>&1 &
+lpid=$!
+for _ in $(seq 600); do grep -q "^step " "$T/sig.log" 2>/dev/null && break; sleep 0.05; done
+grep -q "^step " "$T/sig.log"; check "long job shows progress" $?
+kill -TERM $lpid
+wait $lpid; rc=$?
+[ $rc -eq 143 ]; check "launcher exits 143 on SIGTERM (rc $rc)" $?
+sleep 0.5
+[ "$(left_of "$T/sig/")" -eq 0 ]; check "no process left after SIGTERM" $?
+pkill -KILL -f "$T/sig/" 2>/dev/null
+pkill -KILL -f "$T/fail/" 2>/dev/null
+
+echo "$fails failed"
+[ $fails -eq 0 ]
