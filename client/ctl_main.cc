@@ -99,6 +99,18 @@ int Stats(ShardClient& client) {
         HumanBytes(s.bytes_gathered()).c_str(),
         s.optimizer_elements_per_second());
   }
+  for (const auto& s : *stats) {  // the storage tier, when not RAM
+    if (s.storage().empty() || s.storage() == "ram") continue;
+    std::printf(
+        "shard %u storage %s: read %s, written %s; last step I/O wait "
+        "%.3g s, %s/s\n",
+        s.shard_index(), s.storage().c_str(),
+        HumanBytes(s.storage_bytes_read()).c_str(),
+        HumanBytes(s.storage_bytes_written()).c_str(),
+        s.last_step_io_wait_seconds(),
+        HumanBytes(static_cast<uint64_t>(s.last_step_io_bytes_per_second()))
+            .c_str());
+  }
   return 0;
 }
 

@@ -4,7 +4,10 @@
 //
 // Prints "zeroshard-server: shard I/K listening on HOST:PORT" once ready
 // (and writes the port to --port-file when given, for launchers and tests
-// that pass --port=0). SIGTERM or SIGINT: health turns NOT_SERVING, RPCs in
+// that pass --port=0). --storage=nvme --nvme_path=DIR keeps the optimizer
+// state in DIR/shard-k (see server/storage_flags.h); a bad path exits 2, a
+// locked, corrupt or previously used state directory exits 1, each with one
+// line naming the path. SIGTERM or SIGINT: health turns NOT_SERVING, RPCs in
 // flight get a short grace period, and the process exits 0.
 #include <signal.h>
 
@@ -21,6 +24,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "server/shard_service.h"
 #include "server/shard_store.h"
+#include "server/storage_flags.h"
 
 namespace zeroshard {
 namespace {
@@ -53,6 +57,8 @@ int Main(int argc, char** argv) {
               "threads; Gather and PushGradients run as callbacks).");
   flags.Double("grace_seconds", &grace_seconds,
                "On SIGTERM, how long RPCs in flight may take to finish.");
+  StorageFlags storage_flags;
+  AddStorageFlags(&flags, &storage_flags);
   std::vector<std::string> rest = flags.ParseOrExit(argc, argv);
   if (!rest.empty()) {
     ExitWithError(flags.program(),
@@ -75,6 +81,21 @@ int Main(int argc, char** argv) {
   if (grpc_threads < 2 || grpc_threads > 4096) {
     ExitWithError(flags.program(), "--grpc_threads must be in [2, 4096]");
   }
+  bool nvme = false;
+  storage::NvmeOptions nvme_options;
+  absl::Status storage_ok =
+      CheckStorageFlags(storage_flags, shard_index, &nvme, &nvme_options);
+  if (!storage_ok.ok()) {
+    ExitWithError(flags.program(), std::string(storage_ok.message()));
+  }
+  std::unique_ptr<storage::DirLock> state_lock;  // held until exit
+  if (nvme) {
+    auto lock = PrepareStateDir(nvme_options);
+    if (!lock.ok()) {
+      ExitWithError(flags.program(), std::string(lock.status().message()), 1);
+    }
+    state_lock = std::move(*lock);
+  }
 
   // Stream chunks are ~1 MiB buffers allocated per message: keep them on
   // the heap so the pages are reused (see client/malloc_tuning.h).
@@ -95,6 +116,7 @@ int Main(int argc, char** argv) {
   options.shard_index = shard_index;
   options.num_shards = num_shards;
   options.threads = static_cast<int>(threads);
+  if (nvme) UseNvmeTier(nvme_options, &options);
   ShardStore store(options);
   ShardServiceImpl service(&store);
 

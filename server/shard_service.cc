@@ -116,6 +116,11 @@ grpc::Status ShardServiceImpl::GetStats(grpc::ServerContext*,
   resp->set_epoch(s.epoch);
   resp->set_elements_applied(s.elements_applied);
   resp->set_bytes_held_rss(ResidentBytes());
+  resp->set_storage(s.storage);
+  resp->set_storage_bytes_read(s.storage_bytes_read);
+  resp->set_storage_bytes_written(s.storage_bytes_written);
+  resp->set_last_step_io_wait_seconds(s.last_step_io_wait_seconds);
+  resp->set_last_step_io_bytes_per_second(s.last_step_io_bytes_per_second);
   store_->SpecInto(resp->mutable_spec());
   return grpc::Status::OK;
 }

@@ -56,6 +56,20 @@ std::string RangeText(uint64_t begin, uint64_t end) {
   return absl::StrCat("[", begin, ", ", end, ")");
 }
 
+// fp64 sum of squares of g[0, n) in element order, and whether any element
+// is NaN or Inf.
+void SumSquares(const float* g, uint64_t n, double* sum, bool* nonfinite) {
+  double acc = 0;
+  bool bad = false;
+  for (uint64_t e = 0; e < n; ++e) {
+    const double x = g[e];
+    acc += x * x;
+    bad |= !std::isfinite(g[e]);
+  }
+  *sum = acc;
+  *nonfinite = bad;
+}
+
 }  // namespace
 
 struct ShardStore::Buffers {
@@ -89,6 +103,14 @@ absl::Status PushSession::AddChunk(const void* data, size_t bytes) {
     return store_->Reject(absl::InvalidArgumentError(
         absl::StrCat("contribution carries more than the announced ", length_,
                      " elements")));
+  }
+  if (dst_ == nullptr) {
+    const uint64_t rel = range_.begin - store_->owned_.begin + received_;
+    absl::Status s = store_->PushToTier(rel, data, dtype_, n);
+    if (!s.ok()) return s;
+    received_ += n;
+    store_->bytes_pushed_.fetch_add(bytes);
+    return absl::OkStatus();
   }
   float* dst = dst_ + received_;
   switch (dtype_) {
@@ -173,16 +195,8 @@ absl::StatusOr<RegisterResult> ShardStore::RegisterModel(
     slots_ = spec.contributions_per_step();
     serving_dtype_ = spec.serving_dtype();
     const uint64_t n = owned_.size();
-    auto buf = std::make_unique<Buffers>();
-    buf->master = AllocateAligned<float>(n);
-    buf->m = AllocateAligned<float>(n);
-    buf->v = AllocateAligned<float>(n);
-    buf->serve = AllocateAligned<uint16_t>(n);
-    for (uint32_t s = 0; s < slots_; ++s) {
-      buf->grads.push_back(AllocateAligned<float>(n));
-    }
-    buf->bytes = n * (4 * 3 + 2 + 4 * static_cast<uint64_t>(slots_));
     // Work items, split at parameter-group boundaries.
+    tiles_.clear();  // a registration whose tier failed may have set them
     for (size_t t : plan_->TensorsIn(owned_)) {
       const TensorInfo& info = plan_->tensors()[t];
       const Range r = Intersect(info.range, owned_);
@@ -192,6 +206,28 @@ absl::StatusOr<RegisterResult> ShardStore::RegisterModel(
                               info.desc.param_group});
       }
     }
+    const bool tiered = static_cast<bool>(options_.make_tier);
+    if (tiered) {
+      absl::Status created = CreateTier(spec.init());
+      if (!created.ok()) {
+        tier_.reset();
+        return created;
+      }
+    }
+    auto buf = std::make_unique<Buffers>();
+    if (!tiered) {
+      buf->master = AllocateAligned<float>(n);
+      buf->m = AllocateAligned<float>(n);
+      buf->v = AllocateAligned<float>(n);
+      buf->serve = AllocateAligned<uint16_t>(n);
+    }
+    // With a tier and one slot, pushes write the tier's gradient directly.
+    const uint32_t ram_slots = tiered && slots_ == 1 ? 0 : slots_;
+    for (uint32_t s = 0; s < ram_slots; ++s) {
+      buf->grads.push_back(AllocateAligned<float>(n));
+    }
+    buf->bytes =
+        n * ((tiered ? 0 : 4 * 3 + 2) + 4 * static_cast<uint64_t>(ram_slots));
     // First touch in parallel: zero moments and gradients, initialise p.
     const uint64_t base = owned_.begin;
     const v1::SeededInit init = spec.init();
@@ -199,9 +235,10 @@ absl::StatusOr<RegisterResult> ShardStore::RegisterModel(
     pool_.ParallelFor(tiles_.size(), [&](size_t i) {
       const Tile& t = tiles_[i];
       const size_t len = t.end - t.begin;
+      for (auto& g : b->grads) std::memset(g.get() + t.begin, 0, len * 4);
+      if (tiered) return;  // the tier holds p, m, v (init in CreateTier)
       std::memset(b->m.get() + t.begin, 0, len * 4);
       std::memset(b->v.get() + t.begin, 0, len * 4);
-      for (auto& g : b->grads) std::memset(g.get() + t.begin, 0, len * 4);
       float* p = b->master.get();
       if (init.std() > 0) {
         for (uint64_t e = t.begin; e < t.end; ++e) {
@@ -212,7 +249,7 @@ absl::StatusOr<RegisterResult> ShardStore::RegisterModel(
       }
     });
     buf_ = std::move(buf);
-    {
+    if (!tiered) {
       absl::MutexLock d(&data_mu_);
       RefreshServing(0, n);
     }
@@ -231,6 +268,51 @@ absl::StatusOr<RegisterResult> ShardStore::RegisterModel(
   result.plan_hash = plan_->Hash();
   result.step = step_;
   return result;
+}
+
+absl::Status ShardStore::CreateTier(const v1::SeededInit& init) {
+  storage::TierLayout layout;
+  layout.size = owned_.size();
+  layout.serving = serving_dtype_ == v1::DTYPE_BF16 ? ServingType::kBf16
+                                                    : ServingType::kFp16;
+  for (const Tile& t : tiles_) {  // merge adjacent tiles of one group
+    if (!layout.groups.empty() && layout.groups.back().end == t.begin &&
+        layout.groups.back().group == t.group) {
+      layout.groups.back().end = t.end;
+    } else {
+      layout.groups.push_back(storage::GroupSpan{t.begin, t.end, t.group});
+    }
+  }
+  auto tier = options_.make_tier(layout, &pool_);
+  if (!tier.ok()) return tier.status();
+  tier_ = std::move(*tier);
+  if (init.std() > 0) {  // a new tier holds p = 0 otherwise
+    std::vector<float> chunk(kTile);
+    for (const Tile& t : tiles_) {
+      for (uint64_t e = t.begin; e < t.end; ++e) {
+        chunk[e - t.begin] =
+            SeededNormal(init.seed(), owned_.begin + e, init.std());
+      }
+      ZS_RETURN_IF_ERROR(
+          tier_->WriteMaster(t.begin, chunk.data(), t.end - t.begin));
+    }
+  }
+  return tier_->Flush();
+}
+
+absl::Status ShardStore::PushToTier(uint64_t rel, const void* data,
+                                    v1::DType dtype, uint64_t n) {
+  absl::MutexLock g(&grad_mu_);
+  if (dtype == v1::DTYPE_FP32) {
+    return tier_->WriteGrad(rel, static_cast<const float*>(data), n);
+  }
+  std::vector<float> converted(n);
+  if (dtype == v1::DTYPE_BF16) {
+    ConvertBf16ToFp32(static_cast<const uint16_t*>(data), converted.data(), n);
+  } else {
+    ConvertFp16ToFp32(static_cast<const uint16_t*>(data), converted.data(), n);
+  }
+  return tier_->WriteGrad(rel, converted.data(), n);
 }
 
 void ShardStore::RefreshServing(uint64_t begin, uint64_t end) {
@@ -278,6 +360,7 @@ absl::Status ShardStore::WriteParameters(const std::string& job_id,
   ZS_RETURN_IF_ERROR(CheckWrite(h));
   absl::MutexLock d(&data_mu_);
   const uint64_t rel = offset - owned_.begin;
+  if (tier_ != nullptr) return tier_->WriteMaster(rel, data, n);
   std::memcpy(buf_->master.get() + rel, data, n * 4);
   RefreshServing(rel, rel + n);
   return absl::OkStatus();
@@ -302,7 +385,23 @@ absl::Status ShardStore::GatherInto(uint64_t offset, uint64_t n,
   absl::ReaderMutexLock d(&data_mu_);
   const uint64_t rel = offset - owned_.begin;
   const v1::DType serving = serving_dtype_;
-  if (dtype == v1::DTYPE_FP32) {
+  if (tier_ != nullptr) {
+    absl::Status s;
+    if (dtype == v1::DTYPE_FP32) {
+      s = tier_->ReadMaster(rel, n, static_cast<float*>(out));
+    } else if (dtype == serving) {
+      s = tier_->ReadServing(rel, n, static_cast<uint16_t*>(out), nullptr);
+    } else {
+      std::vector<float> master(n);
+      s = tier_->ReadMaster(rel, n, master.data());
+      if (dtype == v1::DTYPE_BF16) {
+        ConvertFp32ToBf16(master.data(), static_cast<uint16_t*>(out), n);
+      } else {
+        ConvertFp32ToFp16(master.data(), static_cast<uint16_t*>(out), n);
+      }
+    }
+    if (!s.ok()) return s;
+  } else if (dtype == v1::DTYPE_FP32) {
     std::memcpy(out, buf_->master.get() + rel, n * 4);
   } else if (dtype == serving) {
     std::memcpy(out, buf_->serve.get() + rel, n * 2);
@@ -430,7 +529,9 @@ absl::StatusOr<std::unique_ptr<PushSession>> ShardStore::BeginPush(
   session->length_ = h.length();
   session->dtype_ = h.dtype();
   session->key_ = h.idempotency_key();
-  session->dst_ = buf_->grads[h.slot()].get() + (begin - owned_.begin);
+  session->dst_ = buf_->grads.empty()
+                      ? nullptr
+                      : buf_->grads[h.slot()].get() + (begin - owned_.begin);
   return session;
 }
 
@@ -451,30 +552,37 @@ void ShardStore::ReleasePush(PushSession* session) {
   --in_flight_;
 }
 
-void ShardStore::ReduceSlotsLocked(PrepareResult* result) {
+absl::Status ShardStore::ReduceSlotsLocked(PrepareResult* result) {
   Buffers* b = buf_.get();
-  float* g0 = b->grads[0].get();
   const uint32_t slots = slots_;
   std::vector<double> partial(tiles_.size(), 0.0);
   std::vector<char> bad(tiles_.size(), 0);
+  std::vector<absl::Status> errors(b->grads.empty() ? tiles_.size() : 0);
   pool_.ParallelFor(tiles_.size(), [&](size_t i) {
     const Tile& t = tiles_[i];
+    bool nonfinite = false;
+    if (b->grads.empty()) {  // one slot, pushed into the tier
+      std::vector<float> g(t.end - t.begin);
+      errors[i] = tier_->ReadGrad(t.begin, g.size(), g.data());
+      SumSquares(g.data(), g.size(), &partial[i], &nonfinite);
+      bad[i] = nonfinite;
+      return;
+    }
+    float* g0 = b->grads[0].get();
     // Slots are summed in slot order so the result never depends on the
     // order in which contributions arrived.
     for (uint32_t s = 1; s < slots; ++s) {
       const float* gs = b->grads[s].get();
       for (uint64_t e = t.begin; e < t.end; ++e) g0[e] += gs[e];
     }
-    double sum = 0;
-    bool nonfinite = false;
-    for (uint64_t e = t.begin; e < t.end; ++e) {
-      const double x = g0[e];
-      sum += x * x;
-      nonfinite |= !std::isfinite(g0[e]);
-    }
-    partial[i] = sum;
+    SumSquares(g0 + t.begin, t.end - t.begin, &partial[i], &nonfinite);
     bad[i] = nonfinite;
   });
+  for (const absl::Status& s : errors) ZS_RETURN_IF_ERROR(s);
+  if (tier_ != nullptr && !b->grads.empty()) {
+    absl::MutexLock g(&grad_mu_);
+    ZS_RETURN_IF_ERROR(tier_->WriteGrad(0, b->grads[0].get(), owned_.size()));
+  }
   double total = 0;
   bool overflow = false;
   for (size_t i = 0; i < tiles_.size(); ++i) {  // fixed order: deterministic
@@ -483,6 +591,7 @@ void ShardStore::ReduceSlotsLocked(PrepareResult* result) {
   }
   result->sum_squares = total;
   result->overflow = overflow;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<PrepareResult> ShardStore::Prepare(const std::string& job_id,
@@ -506,7 +615,7 @@ absl::StatusOr<PrepareResult> ShardStore::Prepare(const std::string& job_id,
   for (uint64_t n : received_elements_) r.received_elements += n;
   r.complete = r.received_elements == r.expected_elements && in_flight_ == 0;
   if (!r.complete) return r;
-  ReduceSlotsLocked(&r);
+  ZS_RETURN_IF_ERROR(ReduceSlotsLocked(&r));
   prepared_ = true;
   prepared_result_ = r;
   return r;
@@ -567,9 +676,14 @@ absl::StatusOr<CommitResult> ShardStore::Commit(
     }
   }
   const auto start = std::chrono::steady_clock::now();
+  absl::Status stepped;
   {
     absl::MutexLock d(&data_mu_);
-    if (!req.skip()) {
+    if (!req.skip() && tier_ != nullptr) {
+      // The tier wants one set per group index up to the last it holds.
+      hypers.resize(tier_->layout().num_groups());
+      stepped = tier_->Step(hypers);  // a failed step changes nothing
+    } else if (!req.skip()) {
       Buffers* b = buf_.get();
       const ServingType st = serving_dtype_ == v1::DTYPE_BF16
                                  ? ServingType::kBf16
@@ -582,7 +696,12 @@ absl::StatusOr<CommitResult> ShardStore::Commit(
                   t.end - t.begin);
       });
     }
-    data_step_ = step + 1;
+    if (stepped.ok()) data_step_ = step + 1;
+  }
+  if (!stepped.ok()) {
+    absl::MutexLock l(&mu_);
+    committing_ = false;  // the leader may retry the commit
+    return stepped;
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
@@ -622,6 +741,15 @@ StoreStats ShardStore::Stats() const {
   s.bytes_pushed = bytes_pushed_.load();
   s.bytes_gathered = bytes_gathered_.load();
   s.last_step_seconds = last_step_seconds_;
+  s.storage = options_.storage_name;
+  if (tier_ != nullptr) {
+    const storage::TierStats t = tier_->Stats();
+    s.bytes_held += t.bytes_allocated;
+    s.storage_bytes_read = t.bytes_read;
+    s.storage_bytes_written = t.bytes_written;
+    s.last_step_io_wait_seconds = t.last_step_io_wait_seconds;
+    s.last_step_io_bytes_per_second = t.last_step_bandwidth_bytes_per_s;
+  }
   return s;
 }
 

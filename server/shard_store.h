@@ -7,6 +7,13 @@
 //   m, v    fp32 AdamW moments 2 × (e-b) × 4
 //   grads   fp32, one buffer per contribution slot (contributions_per_step)
 //   serve   bf16 or fp16 serving copy of p, (e-b) × 2
+// unless StoreOptions::make_tier is set: then master, m, v, serve and the
+// reduced gradient live in the StorageTier it returns (server/storage/
+// tier.h; the NVMe tier for --storage=nvme). With contributions_per_step 1
+// pushes go straight into the tier's gradient (each range is received once
+// per step and overwritten the next); with more slots the slot buffers stay
+// in RAM, are summed as above and the sum written to the tier at Prepare.
+// Both routes give bit-identical results (same arithmetic, same order).
 //
 // Step protocol (one step at a time, numbered by committed steps `step`):
 //   1. BeginPush/PushSession: contributions for `step` land in their slot's
@@ -34,6 +41,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -46,6 +54,7 @@
 #include "common/partition.h"
 #include "common/thread_pool.h"
 #include "proto/zeroshard.pb.h"
+#include "server/storage/tier.h"
 
 namespace zeroshard {
 
@@ -53,6 +62,14 @@ struct StoreOptions {
   uint32_t shard_index = 0;
   uint32_t num_shards = 1;
   int threads = 2;  // optimizer / norm threads (including the caller)
+  // Null: the state lives in RAM buffers owned by the store. Otherwise
+  // called once at registration with the owned range's layout and the
+  // store's thread pool (which outlives the tier); its error fails the
+  // registration.
+  std::function<absl::StatusOr<std::unique_ptr<storage::StorageTier>>(
+      const storage::TierLayout&, ThreadPool*)>
+      make_tier;
+  std::string storage_name = "ram";  // reported by Stats
 };
 
 struct StoreStats {
@@ -68,6 +85,12 @@ struct StoreStats {
   uint64_t bytes_pushed = 0;
   uint64_t bytes_gathered = 0;
   double last_step_seconds = 0;
+  // The storage tier ("ram" without one) and its I/O (zero in RAM).
+  std::string storage = "ram";
+  uint64_t storage_bytes_read = 0;
+  uint64_t storage_bytes_written = 0;
+  double last_step_io_wait_seconds = 0;
+  double last_step_io_bytes_per_second = 0;
 };
 
 class ShardStore;
@@ -110,7 +133,7 @@ class PushSession {
   uint64_t received_ = 0;  // elements so far
   v1::DType dtype_ = v1::DTYPE_UNSPECIFIED;
   std::string key_;
-  float* dst_ = nullptr;  // slot buffer at range_.begin
+  float* dst_ = nullptr;  // slot buffer at range_.begin; null: the tier
 };
 
 struct PrepareResult {
@@ -215,9 +238,17 @@ class ShardStore {
   void ResetStepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishPush(PushSession* session) ABSL_LOCKS_EXCLUDED(mu_);
   void ReleasePush(PushSession* session) ABSL_LOCKS_EXCLUDED(mu_);
-  // Sums slots into slot 0 and computes the norm partial.
-  void ReduceSlotsLocked(PrepareResult* result)
+  // Sums slots into slot 0 (and into the tier's gradient when there is
+  // one) and computes the norm partial. Errors come from the tier only.
+  absl::Status ReduceSlotsLocked(PrepareResult* result)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Registration's tier route: creates the tier, seeded init.
+  absl::Status CreateTier(const v1::SeededInit& init)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes n pushed elements (wire `dtype`) at owned-relative `rel` into
+  // the tier's gradient.
+  absl::Status PushToTier(uint64_t rel, const void* data, v1::DType dtype,
+                          uint64_t n) ABSL_LOCKS_EXCLUDED(grad_mu_);
   // Rewrites the serving copy of owned-relative [begin, end) from master.
   void RefreshServing(uint64_t begin, uint64_t end)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(data_mu_);
@@ -269,6 +300,10 @@ class ShardStore {
   uint64_t data_step_ ABSL_GUARDED_BY(data_mu_) = 0;
   struct Buffers;
   std::unique_ptr<Buffers> buf_;
+  // Set once at registration when options_.make_tier is; then buf_ holds
+  // only the slot buffers (none with one slot).
+  std::unique_ptr<storage::StorageTier> tier_;
+  absl::Mutex grad_mu_;  // serialises the tier's gradient writes
 };
 
 }  // namespace zeroshard

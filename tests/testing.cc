@@ -46,7 +46,8 @@ v1::ModelSpec SmallSpec(const std::string& job, uint32_t num_servers, int scale,
 }
 
 std::unique_ptr<LocalFleet> StartFleet(uint32_t k,
-                                       std::vector<std::string> extra) {
+                                       std::vector<std::string> extra,
+                                       const std::string& work_dir) {
   auto binary = WorkspaceBinary("server/zeroshard-server");
   EXPECT_TRUE(binary.ok()) << binary.status();
   if (!binary.ok()) return nullptr;
@@ -54,7 +55,9 @@ std::unique_ptr<LocalFleet> StartFleet(uint32_t k,
   options.server_binary = *binary;
   options.num_shards = k;
   const char* tmp = std::getenv("TEST_TMPDIR");
-  options.work_dir = tmp != nullptr ? tmp : "/tmp";
+  options.work_dir = !work_dir.empty() ? work_dir
+                     : tmp != nullptr  ? tmp
+                                       : "/tmp";
   options.extra_args = std::move(extra);
   auto fleet = LocalFleet::Start(options);
   EXPECT_TRUE(fleet.ok()) << fleet.status();

@@ -24,10 +24,12 @@ namespace zeroshard::testing {
 v1::ModelSpec SmallSpec(const std::string& job, uint32_t num_servers,
                         int scale = 1, uint32_t contributions = 1);
 
-// Starts `k` servers with logs under $TEST_TMPDIR (or /tmp). Fails the test
-// (and returns nullptr) if they do not start.
+// Starts `k` servers with logs under `work_dir` (empty: $TEST_TMPDIR, or
+// /tmp; fleets running at once need their own). Fails the test (and
+// returns nullptr) if they do not start.
 std::unique_ptr<LocalFleet> StartFleet(uint32_t k,
-                                       std::vector<std::string> extra = {});
+                                       std::vector<std::string> extra = {},
+                                       const std::string& work_dir = "");
 
 // Connects a client to `fleet` (no registration).
 std::unique_ptr<ShardClient> Connect(const LocalFleet& fleet);

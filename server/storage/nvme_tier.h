@@ -133,9 +133,12 @@ class NvmeTier : public StorageTier {
   uint64_t generation() const ABSL_LOCKS_EXCLUDED(mu_);
   const NvmeOptions& options() const { return options_; }
 
+  // INVALID_ARGUMENT naming the first option out of its documented range
+  // (what Create and Open check first).
+  static absl::Status CheckOptions(const NvmeOptions& options);
+
  private:
   NvmeTier(const NvmeOptions& options, const TierLayout& layout);
-  static absl::Status CheckOptions(const NvmeOptions& options);
   absl::Status Init();  // engine, grads, cache
   absl::Status CheckRange(uint64_t offset, uint64_t n) const;
   std::string FileName(ArrayKind kind, uint64_t generation) const;

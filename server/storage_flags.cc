@@ -1,0 +1,136 @@
+#include "server/storage_flags.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "server/storage/env.h"
+
+namespace zeroshard {
+
+void AddStorageFlags(FlagSet* flags, StorageFlags* f) {
+  flags->String("storage", &f->storage,
+                "Where the optimizer state lives: ram, or nvme (files under "
+                "--nvme_path, RAM bounded by the pipeline buffers).");
+  flags->String("nvme_path", &f->nvme_path,
+                "With --storage=nvme: an existing writable directory; shard "
+                "k keeps its state in DIR/shard-k (locked while running). "
+                "State left by a previous run is refused (restore: issue 7).");
+  flags->Int64("aio_block_size", &f->aio_block_size,
+               "Bytes per I/O request and checksummed chunk (multiple of "
+               "4096).");
+  flags->Int64("aio_queue_depth", &f->aio_queue_depth,
+               "I/O requests in flight per I/O thread.");
+  flags->Int64("aio_intra_op_parallelism", &f->aio_intra_op_parallelism,
+               "I/O threads.");
+  flags->Int64("sub_group_size", &f->sub_group_size,
+               "Elements per optimizer sub-group (2 x sub_group_size must be "
+               "a multiple of --aio_block_size).");
+  flags->Int64("buffer_count", &f->buffer_count,
+               "Sub-group buffers in the step pipeline (>= 3).");
+  flags->Int64("buffer_size", &f->buffer_size,
+               "Elements per pipeline buffer; 0 = --sub_group_size.");
+  flags->Int64("read_cache_bytes", &f->read_cache_bytes,
+               "Serving-copy read cache (gathers) in bytes.");
+  flags->Bool("grads_on_disk", &f->grads_on_disk,
+              "Keep the gradient accumulator in a file (else in RAM, 4 "
+              "bytes per element).");
+}
+
+absl::Status CheckStorageFlags(const StorageFlags& f, uint32_t shard_index,
+                               bool* nvme, storage::NvmeOptions* options) {
+  *nvme = f.storage == "nvme";
+  if (f.storage != "ram" && !*nvme) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--storage must be ram or nvme, not '", f.storage, "'"));
+  }
+  if (!*nvme) {
+    if (!f.nvme_path.empty()) {
+      return absl::InvalidArgumentError("--nvme_path needs --storage=nvme");
+    }
+    return absl::OkStatus();
+  }
+  if (f.nvme_path.empty()) {
+    return absl::InvalidArgumentError("--storage=nvme needs --nvme_path");
+  }
+  struct stat st;
+  if (stat(f.nvme_path.c_str(), &st) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--nvme_path ", f.nvme_path, " does not exist"));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--nvme_path ", f.nvme_path, " is not a directory"));
+  }
+  if (access(f.nvme_path.c_str(), W_OK | X_OK) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--nvme_path ", f.nvme_path, " is not writable"));
+  }
+  options->path = absl::StrCat(f.nvme_path, "/shard-", shard_index);
+  options->block_size = static_cast<uint64_t>(f.aio_block_size);
+  options->queue_depth = static_cast<int>(f.aio_queue_depth);
+  options->intra_op_parallelism = static_cast<int>(f.aio_intra_op_parallelism);
+  options->sub_group_size = static_cast<uint64_t>(f.sub_group_size);
+  options->buffer_count = static_cast<int>(f.buffer_count);
+  options->buffer_size = static_cast<uint64_t>(f.buffer_size);
+  options->read_cache_bytes = static_cast<uint64_t>(f.read_cache_bytes);
+  options->grads = f.grads_on_disk ? storage::GradLocation::kDisk
+                                   : storage::GradLocation::kRam;
+  if (f.aio_block_size <= 0 || f.aio_queue_depth <= 0 ||
+      f.aio_queue_depth > 4096 || f.aio_intra_op_parallelism <= 0 ||
+      f.aio_intra_op_parallelism > 256 || f.sub_group_size <= 0 ||
+      f.buffer_count <= 0 || f.buffer_count > 1024 || f.buffer_size < 0 ||
+      f.read_cache_bytes < 0) {
+    return absl::InvalidArgumentError(
+        "--aio_*, --sub_group_size, --buffer_count, --buffer_size and "
+        "--read_cache_bytes must be positive (and in range)");
+  }
+  absl::Status s = storage::NvmeTier::CheckOptions(*options);
+  if (!s.ok()) return absl::InvalidArgumentError(s.message());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<storage::DirLock>> PrepareStateDir(
+    const storage::NvmeOptions& options) {
+  storage::Env* env = storage::DefaultEnv();
+  ZS_RETURN_IF_ERROR(env->CreateDir(options.path));
+  ZS_ASSIGN_OR_RETURN(std::unique_ptr<storage::DirLock> lock,
+                      storage::DirLock::Acquire(options.path));
+  if (!env->FileExists(absl::StrCat(options.path, "/MANIFEST"))) return lock;
+  auto tier = storage::NvmeTier::Open(options);
+  if (!tier.ok()) {
+    return absl::Status(tier.status().code(),
+                        absl::StrCat("state in ", options.path,
+                                     " is "
+                                     "unusable: ",
+                                     tier.status().message()));
+  }
+  absl::Status verified = (*tier)->Verify();
+  if (!verified.ok()) {
+    return absl::Status(verified.code(), absl::StrCat("state in ", options.path,
+                                                      " is "
+                                                      "corrupt: ",
+                                                      verified.message()));
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      options.path, " holds the state of a previous run (",
+      (*tier)->Stats().steps,
+      " optimizer steps); reopening it is Restore's job (issue 7): move it "
+      "away or use another --nvme_path"));
+}
+
+void UseNvmeTier(const storage::NvmeOptions& options, StoreOptions* store) {
+  store->storage_name = "nvme";
+  store->make_tier = [options](const storage::TierLayout& layout,
+                               ThreadPool* pool)
+      -> absl::StatusOr<std::unique_ptr<storage::StorageTier>> {
+    storage::NvmeOptions o = options;
+    o.pool = pool;
+    auto tier = storage::NvmeTier::Create(o, layout);
+    if (!tier.ok()) return tier.status();
+    return std::unique_ptr<storage::StorageTier>(std::move(*tier));
+  };
+}
+
+}  // namespace zeroshard
