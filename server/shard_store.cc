@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "common/dtype.h"
 #include "common/model_spec.h"
+#include "common/seeded_random.h"
 #include "common/status_macros.h"
 #include "server/optim/adamw.h"
 #include "server/optim/adamw_hyper.h"
@@ -33,23 +34,11 @@ std::unique_ptr<T[], FreeDeleter> AllocateAligned(uint64_t n) {
   return std::unique_ptr<T[], FreeDeleter>(static_cast<T*>(p));
 }
 
-// splitmix64: a counter-based generator, so seeded init depends only on
-// (seed, flat index), never on K or on the shard.
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
+// Seeded init depends only on (seed, flat index), never on K or the shard.
 float SeededNormal(uint64_t seed, uint64_t index, double std) {
   const uint64_t a = SplitMix64(seed * 0x2545F4914F6CDD1Dull + 2 * index);
   const uint64_t b = SplitMix64(seed * 0x2545F4914F6CDD1Dull + 2 * index + 1);
-  const double u1 = (static_cast<double>(a >> 11) + 1.0) * 0x1.0p-53;  // (0,1]
-  const double u2 = static_cast<double>(b >> 11) * 0x1.0p-53;
-  const double z =
-      std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-  return static_cast<float>(z * std);
+  return static_cast<float>(BoxMullerNormal(a, b) * std);
 }
 
 std::string RangeText(uint64_t begin, uint64_t end) {

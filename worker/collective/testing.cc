@@ -4,17 +4,11 @@
 #include <cstring>
 
 #include "common/dtype.h"
+#include "common/seeded_random.h"
 
 namespace zeroshard {
 namespace collective {
 namespace {
-
-uint64_t SplitMix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 float Get(const std::vector<char>& v, DType dtype, uint64_t i) {
   if (dtype == DType::kFloat32) {
@@ -50,7 +44,7 @@ std::vector<char> MakeInput(uint64_t seed, int rank, uint64_t count,
                             DType dtype) {
   std::vector<char> v(count * DTypeSize(dtype));
   for (uint64_t i = 0; i < count; ++i) {
-    const uint64_t h = SplitMix(seed ^ SplitMix(rank * 0x100000001ull + i));
+    const uint64_t h = SplitMix64(seed ^ SplitMix64(rank * 0x100000001ull + i));
     const float mantissa = static_cast<float>(h >> 40) / (1 << 24) - 0.5f;
     const int exponent = static_cast<int>((h >> 8) % 25) - 12;
     Put(v, dtype, i, std::ldexp(mantissa, exponent));

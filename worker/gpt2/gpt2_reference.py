@@ -98,6 +98,31 @@ def forward(torch, F, P, cfg, idx, targets):
     return loss, logits
 
 
+def make_params(torch, flat, cfg):
+    """Named leaf parameters cut from the flat float32 buffer (memory order),
+    and their (name, kind) order."""
+    P, order, offset = {}, [], 0
+    for name, kind, shape in shapes(cfg):
+        n = math.prod(shape)
+        P[name] = torch.nn.Parameter(flat[offset:offset + n].clone()
+                                     .reshape(shape))
+        order.append((name, kind))
+        offset += n
+    assert offset == flat.numel(), (offset, flat.numel())
+    return P, order
+
+
+def make_adamw(torch, P, order, lr, betas, eps, weight_decay):
+    """torch.optim.AdamW (single-tensor path) with weight decay on the
+    matrices only, as the project's parameter groups."""
+    return torch.optim.AdamW(
+        [{"params": [P[n] for n, k in order if k in MATRICES],
+          "weight_decay": weight_decay},
+         {"params": [P[n] for n, k in order if k not in MATRICES],
+          "weight_decay": 0.0}],
+        lr=lr, betas=betas, eps=eps, foreach=False)
+
+
 def main():
     if len(sys.argv) != 2:
         print(__doc__)
@@ -111,23 +136,11 @@ def main():
     flat = torch.tensor(load(os.path.join(d, "params.bin"), "f"))
     tokens = torch.tensor(load(os.path.join(d, "tokens.bin"), "i"),
                           dtype=torch.int64).reshape(max(steps, 1), 2, B, T)
-    P, order, offset = {}, [], 0
-    for name, kind, shape in shapes(cfg):
-        n = math.prod(shape)
-        P[name] = torch.nn.Parameter(flat[offset:offset + n].clone()
-                                     .reshape(shape))
-        order.append((name, kind))
-        offset += n
-    assert offset == flat.numel(), (offset, flat.numel())
-
-    decay = [P[n] for n, k in order if k in MATRICES]
-    no_decay = [P[n] for n, k in order if k not in MATRICES]
-    opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": cfg.get("weight_decay", 0.0)},
-         {"params": no_decay, "weight_decay": 0.0}],
-        lr=cfg.get("lr", 0.0), betas=(cfg.get("beta1", 0.9),
-                                      cfg.get("beta2", 0.999)),
-        eps=cfg.get("eps", 1e-8), foreach=False)
+    P, order = make_params(torch, flat, cfg)
+    opt = make_adamw(torch, P, order, lr=cfg.get("lr", 0.0),
+                     betas=(cfg.get("beta1", 0.9), cfg.get("beta2", 0.999)),
+                     eps=cfg.get("eps", 1e-8),
+                     weight_decay=cfg.get("weight_decay", 0.0))
     losses = []
     for step in range(max(steps, 1)):
         opt.zero_grad(set_to_none=False)

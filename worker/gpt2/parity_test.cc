@@ -69,16 +69,6 @@ TorchResult RunTorch(const ReferenceRun& run, uint64_t num_params) {
   return r;
 }
 
-// max |a - b| / max |b - init| over one tensor.
-double UpdateRel(const float* a, const float* b, const float* init, size_t n) {
-  double diff = 0, update = 0;
-  for (size_t i = 0; i < n; ++i) {
-    diff = std::max(diff, std::fabs(double{a[i]} - double{b[i]}));
-    update = std::max(update, std::fabs(double{b[i]} - double{init[i]}));
-  }
-  return update > 0 ? diff / update : diff;
-}
-
 // The gradient of the key bias is zero in exact arithmetic (it adds
 // q_i . b_k to every score of row i: softmax does not change), so both sides
 // produce rounding noise there, which AdamW (dividing by sqrt(v)) turns into

@@ -182,4 +182,13 @@ double MaxRelDiff(absl::Span<const float> a, absl::Span<const float> b) {
   return scale > 0 ? diff / scale : diff;
 }
 
+double UpdateRel(const float* a, const float* b, const float* init, size_t n) {
+  double diff = 0, update = 0;
+  for (size_t i = 0; i < n; ++i) {
+    diff = std::max(diff, std::fabs(double{a[i]} - double{b[i]}));
+    update = std::max(update, std::fabs(double{b[i]} - double{init[i]}));
+  }
+  return update > 0 ? diff / update : diff;
+}
+
 }  // namespace zeroshard::gpt2

@@ -65,6 +65,11 @@ absl::StatusOr<std::vector<float>> ReadFloats(const std::string& path,
 // is all zero). a and b must have the same size.
 double MaxRelDiff(absl::Span<const float> a, absl::Span<const float> b);
 
+// max_i |a_i - b_i| / max_i |b_i - init_i| over n elements: a's distance from
+// the reference b relative to b's total update from init (the AdamW-steps
+// metric; max |a_i - b_i| when b did not move).
+double UpdateRel(const float* a, const float* b, const float* init, size_t n);
+
 }  // namespace zeroshard::gpt2
 
 #endif  // ZEROSHARD_WORKER_GPT2_REFERENCE_IO_H_

@@ -41,15 +41,6 @@ void WriteFile(const std::string& path, const void* data, size_t bytes) {
   ASSERT_TRUE(f.good()) << path;
 }
 
-double UpdateRel(const float* a, const float* b, const float* init, size_t n) {
-  double diff = 0, update = 0;
-  for (size_t i = 0; i < n; ++i) {
-    diff = std::max(diff, std::fabs(double{a[i]} - double{b[i]}));
-    update = std::max(update, std::fabs(double{b[i]} - double{init[i]}));
-  }
-  return update > 0 ? diff / update : diff;
-}
-
 constexpr int kGlobalRows = 4;  // sequences per micro-batch round, all ranks
 
 TrainSpec Spec(int world, const std::string& tokens) {
@@ -175,8 +166,8 @@ void Compare(const TrainSpec& spec, int world, const Torch& torch) {
       parts = {{t.name, {t.offset, t.offset + t.numel}}};
     }
     for (const auto& [name, r] : parts) {
-      const double rel = UpdateRel(p.data() + r.begin, want + r.begin,
-                                   init + r.begin, r.size());
+      const double rel = gpt2::UpdateRel(p.data() + r.begin, want + r.begin,
+                                         init + r.begin, r.size());
       const bool key_bias =
           name.size() > 3 && name.substr(name.size() - 3) == "[k]";
       std::printf("  W=%d %-16s diff/update %.2e%s\n", world, name.c_str(), rel,

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <optional>
 
+#include "common/seeded_random.h"
 #include "common/status_macros.h"
 #include "worker/io/data_loader.h"
 #include "worker/io/model_file.h"
@@ -11,20 +12,10 @@
 namespace zeroshard::zero {
 namespace {
 
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-// N(0, 1) by Box-Muller from two counter-based uniforms.
+// N(0, 1), counter-based.
 double Normal(uint64_t seed, uint64_t index) {
-  const uint64_t a = SplitMix64(SplitMix64(seed) + 2 * index);
-  const uint64_t b = SplitMix64(SplitMix64(seed) + 2 * index + 1);
-  const double u1 = (static_cast<double>(a >> 11) + 1.0) * 0x1.0p-53;
-  const double u2 = static_cast<double>(b >> 11) * 0x1.0p-53;
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+  return BoxMullerNormal(SplitMix64(SplitMix64(seed) + 2 * index),
+                         SplitMix64(SplitMix64(seed) + 2 * index + 1));
 }
 
 }  // namespace

@@ -20,7 +20,6 @@ AdamW (matrices with weight decay, the rest without). Writes
 The model is gpt2_reference.py's (imported from GPT2_REFERENCE_DIR).
 """
 
-import math
 import os
 import sys
 
@@ -40,22 +39,11 @@ def main():
     flat = torch.tensor(g.load(os.path.join(d, "params.bin"), "f"))
     tokens = torch.tensor(g.load(os.path.join(d, "tokens.bin"), "i"),
                           dtype=torch.int64).reshape(steps, micro, 2, B, T)
-    P, order, offset = {}, [], 0
-    for name, kind, shape in g.shapes(cfg):
-        n = math.prod(shape)
-        P[name] = torch.nn.Parameter(flat[offset:offset + n].clone()
-                                     .reshape(shape))
-        order.append((name, kind))
-        offset += n
-    assert offset == flat.numel(), (offset, flat.numel())
+    P, order = g.make_params(torch, flat, cfg)
     params = [P[n] for n, _ in order]
-    opt = torch.optim.AdamW(
-        [{"params": [P[n] for n, k in order if k in g.MATRICES],
-          "weight_decay": cfg["weight_decay"]},
-         {"params": [P[n] for n, k in order if k not in g.MATRICES],
-          "weight_decay": 0.0}],
-        lr=cfg["lr"], betas=(cfg["beta1"], cfg["beta2"]), eps=cfg["eps"],
-        foreach=False)
+    opt = g.make_adamw(torch, P, order, lr=cfg["lr"],
+                       betas=(cfg["beta1"], cfg["beta2"]), eps=cfg["eps"],
+                       weight_decay=cfg["weight_decay"])
     lrs_path = os.path.join(d, "lrs.bin")
     lrs = (list(g.load(lrs_path, "d")) if os.path.exists(lrs_path)
            else [cfg["lr"]] * steps)
