@@ -2,8 +2,8 @@
 // (engine.h, trainer.h), over UCX between real processes and real shard
 // servers, configured by a DeepSpeed JSON config (ds_options.h).
 //
-//   zeroshard-train-worker --config ds_config.json --data 'train_*.bin' \
-//       --model_file init.bin --seq_len 64 --steps 100 --save final.bin \
+//   zeroshard-train-worker --config ds_config.json --data 'train_*.bin'
+//       --model_file init.bin --seq_len 64 --steps 100 --save final.bin
 //       --servers host:port,host:port
 //
 // Rank, world and node layout come from the launcher's environment
