@@ -94,8 +94,16 @@ absl::StatusOr<std::unique_ptr<ShardClient>> ShardClient::Connect(
       // A private subchannel pool gives each channel its own connection.
       args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
       args.SetInt("zeroshard.channel_index", c);
-      channels.push_back(grpc::CreateCustomChannel(
-          address, grpc::InsecureChannelCredentials(), args));
+      std::shared_ptr<grpc::ChannelCredentials> creds =
+          options.credentials != nullptr ? options.credentials
+                                         : grpc::InsecureChannelCredentials();
+      if (options.interceptors) {
+        channels.push_back(
+            grpc::experimental::CreateCustomChannelWithInterceptors(
+                address, creds, args, options.interceptors()));
+      } else {
+        channels.push_back(grpc::CreateCustomChannel(address, creds, args));
+      }
       stubs.push_back(v1::ShardService::NewStub(channels.back()));
     }
     client->channels_.push_back(std::move(channels));

@@ -34,6 +34,7 @@
 #define ZEROSHARD_CLIENT_SHARD_CLIENT_H_
 
 #include <chrono>
+#include <functional>
 #include <future>
 #include <memory>
 #include <string>
@@ -44,6 +45,8 @@
 #include "client/malloc_tuning.h"
 #include "common/partition.h"
 #include "grpcpp/channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/client_interceptor.h"
 #include "proto/zeroshard.grpc.pb.h"
 
 namespace zeroshard {
@@ -60,6 +63,13 @@ struct ClientOptions {
   // Largest piece one stream carries; larger pieces are split so that
   // several streams share the work.
   uint64_t max_piece_bytes = 64ull << 20;
+  // Channel credentials (TLS); null means plaintext.
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  // Called once per channel; the interceptors it returns (per-call
+  // credentials, fault injection, ...) run on every call in order.
+  std::function<std::vector<
+      std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>>()>
+      interceptors;
 };
 
 // Identifies one contribution: the server keys it with

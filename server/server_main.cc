@@ -22,6 +22,7 @@
 #include "common/flags.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/support/server_interceptor.h"
 #include "server/shard_service.h"
 #include "server/shard_store.h"
 #include "server/storage_flags.h"
@@ -126,6 +127,14 @@ int Main(int argc, char** argv) {
   builder.AddListeningPort(absl::StrCat(host, ":", port),
                            grpc::InsecureServerCredentials(), &bound_port);
   builder.RegisterService(&service);
+  // Interceptors run on every call, in this order, before any handler
+  // (authentication, fault injection, ...); each feature appends its own.
+  std::vector<
+      std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+      interceptors;
+  if (!interceptors.empty()) {
+    builder.experimental().SetInterceptorCreators(std::move(interceptors));
+  }
   // One chunk (<= 1 MiB) plus its header; larger messages are refused by
   // gRPC with RESOURCE_EXHAUSTED before any handler sees them.
   builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxChunkBytes + 4096));
