@@ -5,9 +5,18 @@
 //   zeroshard-ctl plan   --servers=... | --spec=spec.json
 //   zeroshard-ctl gather --servers=... (--tensor=NAME | --offset=O
 //                        --length=N) [--dtype=fp32|bf16|fp16] --out=FILE
+//   zeroshard-ctl checkpoint --servers=... [--tag=T]
+//   zeroshard-ctl restore    --servers=... [--step=N]
+//   zeroshard-ctl export     --servers=... --heads=NH [--vocab=V] --out=FILE
+//   zeroshard-ctl import     --servers=... --model=FILE
+//
+// checkpoint/restore: client/ctl_checkpoint.h; export/import (GPT-2 model
+// files in llm.c's format): client/ctl_model.h.
 //
 // Exit codes: 0 success, 1 a server answered with an error or is not
-// serving, 2 bad command line.
+// serving, or a model file does not fit the registered model; 2 bad command
+// line.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -17,8 +26,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "client/ctl_checkpoint.h"
+#include "client/ctl_model.h"
 #include "client/local_fleet.h"
 #include "client/malloc_tuning.h"
+#include "client/security.h"
 #include "client/shard_client.h"
 #include "common/flags.h"
 #include "common/model_spec.h"
@@ -33,7 +45,15 @@ constexpr char kUsage[] =
     "  health   check grpc.health.v1 on every server\n"
     "  stats    per-server step, bytes held, contributions, throughput\n"
     "  plan     print the partition plan (from --spec or the servers)\n"
-    "  gather   write a tensor or flat range to --out (raw little-endian)";
+    "  gather   write a tensor or flat range to --out (raw little-endian)\n"
+    "  checkpoint  checkpoint the servers' current step (servers need\n"
+    "              --checkpoint_dir); prints each shard's file and CRC\n"
+    "  restore  restore --step (default: the newest complete on every\n"
+    "           server) at a new epoch; prints the trainer state\n"
+    "  export   write the registered GPT-2 model to --out as an llm.c model\n"
+    "           file (needs --heads)\n"
+    "  import   write the weights of the llm.c model file --model into the\n"
+    "           registered model (same layout)";
 
 std::string HumanBytes(double b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -61,10 +81,12 @@ absl::StatusOr<v1::ModelSpec> ReadSpecFile(const std::string& path) {
   return spec;
 }
 
-int Health(const std::vector<std::string>& servers) {
+int Health(const std::vector<std::string>& servers,
+           const std::shared_ptr<grpc::ChannelCredentials>& credentials) {
   int bad = 0;
   for (size_t k = 0; k < servers.size(); ++k) {
-    absl::Status s = CheckHealth(servers[k], std::chrono::seconds(5));
+    absl::Status s =
+        CheckHealth(servers[k], std::chrono::seconds(5), credentials);
     std::printf("shard %zu  %-22s %s\n", k, servers[k].c_str(),
                 s.ok() ? "SERVING" : std::string(s.message()).c_str());
     bad += !s.ok();
@@ -111,6 +133,17 @@ int Stats(ShardClient& client) {
         HumanBytes(static_cast<uint64_t>(s.last_step_io_bytes_per_second()))
             .c_str());
   }
+  for (const auto& s : *stats) {  // checkpoints, with --checkpoint_dir
+    if (s.checkpoint_steps().empty() && s.restored_step() == 0) continue;
+    std::printf(
+        "shard %u checkpoints: steps %s; restored step %llu; %llu written\n",
+        s.shard_index(),
+        s.checkpoint_steps().empty()
+            ? "none"
+            : absl::StrJoin(s.checkpoint_steps(), " ").c_str(),
+        static_cast<unsigned long long>(s.restored_step()),
+        static_cast<unsigned long long>(s.checkpoints_written()));
+  }
   return 0;
 }
 
@@ -149,10 +182,35 @@ int Plan(const v1::ModelSpec& spec) {
   return 0;
 }
 
+// checkpoint, restore, export, import: one line on success.
+int Admin(ShardClient& client, const std::string& command,
+          const std::string& tag, int64_t step, int64_t heads, int64_t vocab,
+          const std::string& out, const std::string& model) {
+  absl::StatusOr<std::string> line;
+  if (command == "checkpoint") {
+    line = ctl::TakeCheckpoint(client, tag);
+  } else if (command == "restore") {
+    line = ctl::RestoreCheckpoint(client, static_cast<uint64_t>(step));
+  } else if (command == "export") {
+    line = ctl::ExportModel(client, out, heads, vocab);
+  } else {
+    line = ctl::ImportModel(client, model);
+  }
+  if (!line.ok()) {
+    std::fprintf(stderr, "zeroshard-ctl: %s\n",
+                 std::string(line.status().message()).c_str());
+    return 1;
+  }
+  std::printf("%s\n", line->c_str());
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   TuneMallocForTransfers();  // `gather` may move much data
   std::string servers_flag, spec_path, tensor, dtype_name = "fp32", out;
+  std::string tag, model;
   int64_t offset = -1, length = -1, deadline_ms = 30000;
+  int64_t restore_step = 0, heads = 0, vocab = 0;
   FlagSet flags("zeroshard-ctl", kUsage);
   flags.String("servers", &servers_flag,
                "Comma-separated shard server addresses, shard 0 first.");
@@ -161,8 +219,19 @@ int Main(int argc, char** argv) {
   flags.Int64("offset", &offset, "gather: flat element offset.");
   flags.Int64("length", &length, "gather: number of elements.");
   flags.String("dtype", &dtype_name, "gather: fp32, bf16 or fp16.");
-  flags.String("out", &out, "gather: output file.");
+  flags.String("out", &out, "gather, export: output file.");
+  flags.String("tag", &tag, "checkpoint: a label stored in the manifest.");
+  flags.Int64("step", &restore_step,
+              "restore: the step; 0 = the newest complete.");
+  flags.Int64("heads", &heads,
+              "export: attention heads (not in the registered spec).");
+  flags.Int64("vocab", &vocab,
+              "export: real vocabulary size for the header; 0 = the "
+              "embedding's rows.");
+  flags.String("model", &model, "import: the llm.c model file to load.");
   flags.Int64("deadline_ms", &deadline_ms, "Deadline of each RPC.");
+  ClientSecurityFlags security;
+  AddClientSecurityFlags(&flags, &security);
   std::vector<std::string> args = flags.ParseOrExit(argc, argv);
   if (args.size() != 1) {
     ExitWithError(flags.program(),
@@ -171,8 +240,12 @@ int Main(int argc, char** argv) {
                       : absl::StrCat("unexpected argument '", args[1], "'"));
   }
   const std::string& command = args[0];
+  const std::vector<std::string> admin = {"checkpoint", "restore", "export",
+                                          "import"};
+  const bool is_admin =
+      std::find(admin.begin(), admin.end(), command) != admin.end();
   if (command != "health" && command != "stats" && command != "plan" &&
-      command != "gather") {
+      command != "gather" && !is_admin) {
     ExitWithError(flags.program(),
                   absl::StrCat("unknown command '", command, "'"));
   }
@@ -190,10 +263,28 @@ int Main(int argc, char** argv) {
   }
   if (deadline_ms <= 0)
     ExitWithError(flags.program(), "--deadline_ms must be > 0");
-  if (command == "health") return Health(servers);
+  if (command == "export" && (heads <= 0 || out.empty())) {
+    ExitWithError(flags.program(), "export needs --heads > 0 and --out");
+  }
+  if (command == "import" && model.empty()) {
+    ExitWithError(flags.program(), "import needs --model");
+  }
+  if (command == "restore" && restore_step < 0) {
+    ExitWithError(flags.program(), "--step must be >= 0");
+  }
+  if (command == "health") {
+    auto creds = ClientCredentials(security);
+    if (!creds.ok()) {
+      ExitWithError(flags.program(), std::string(creds.status().message()));
+    }
+    return Health(servers, *creds);
+  }
 
   ClientOptions options;
   options.addresses = servers;
+  if (absl::Status s = ApplyClientSecurity(security, &options); !s.ok()) {
+    ExitWithError(flags.program(), std::string(s.message()));
+  }
   options.deadline = std::chrono::milliseconds(deadline_ms);
   options.max_attempts = 2;
   auto client = ShardClient::Connect(options);
@@ -204,6 +295,10 @@ int Main(int argc, char** argv) {
   absl::Status s = (*client)->AttachToRegistered();
   if (!s.ok()) ExitWithError(flags.program(), std::string(s.message()), 1);
   if (command == "plan") return Plan((*client)->spec());
+  if (is_admin) {
+    return Admin(**client, command, tag, restore_step, heads, vocab, out,
+                 model);
+  }
 
   // gather
   v1::DType dtype;

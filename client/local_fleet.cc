@@ -10,15 +10,18 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/health.grpc.pb.h"
 
 namespace zeroshard {
 
-absl::Status CheckHealth(const std::string& address,
-                         std::chrono::milliseconds deadline) {
-  auto channel =
-      grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+absl::Status CheckHealth(
+    const std::string& address, std::chrono::milliseconds deadline,
+    std::shared_ptr<grpc::ChannelCredentials> credentials) {
+  auto channel = grpc::CreateChannel(
+      address, credentials != nullptr ? credentials
+                                      : grpc::InsecureChannelCredentials());
   auto stub = grpc::health::v1::Health::NewStub(channel);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + deadline);
@@ -44,23 +47,14 @@ absl::StatusOr<std::unique_ptr<LocalFleet>> LocalFleet::Start(
     return absl::InvalidArgumentError("a fleet needs at least one server");
   }
   auto fleet = std::unique_ptr<LocalFleet>(new LocalFleet());
+  fleet->options_ = options;
   std::vector<std::string> port_files;
   for (uint32_t k = 0; k < options.num_shards; ++k) {
     const std::string port_file =
         absl::StrCat(options.work_dir, "/server-", k, ".port");
     unlink(port_file.c_str());
-    SpawnOptions spawn;
-    spawn.argv = {options.server_binary,
-                  "--host=127.0.0.1",
-                  "--port=0",
-                  absl::StrCat("--port_file=", port_file),
-                  absl::StrCat("--shard_index=", k),
-                  absl::StrCat("--num_shards=", options.num_shards)};
-    for (const std::string& a : options.extra_args) spawn.argv.push_back(a);
-    if (!options.inherit_output) {
-      spawn.log_path = absl::StrCat(options.work_dir, "/server-", k, ".log");
-    }
-    auto p = Subprocess::Spawn(spawn);
+    auto p = fleet->Spawn(
+        k, 0, port_file, absl::StrCat(options.work_dir, "/server-", k, ".log"));
     if (!p.ok()) return p.status();
     fleet->servers_.push_back(std::move(*p));
     port_files.push_back(port_file);
@@ -87,7 +81,8 @@ absl::StatusOr<std::unique_ptr<LocalFleet>> LocalFleet::Start(
     const std::string address = absl::StrCat("127.0.0.1:", port);
     absl::Status health;
     do {
-      health = CheckHealth(address, std::chrono::milliseconds(1000));
+      health = CheckHealth(address, std::chrono::milliseconds(1000),
+                           options.health_credentials);
       if (!health.ok()) {
         if (std::chrono::steady_clock::now() > until) return health;
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -96,6 +91,52 @@ absl::StatusOr<std::unique_ptr<LocalFleet>> LocalFleet::Start(
     fleet->addresses_.push_back(address);
   }
   return fleet;
+}
+
+absl::StatusOr<Subprocess> LocalFleet::Spawn(uint32_t k, int port,
+                                             const std::string& port_file,
+                                             const std::string& log) const {
+  SpawnOptions spawn;
+  spawn.argv = {options_.server_binary, "--host=127.0.0.1",
+                absl::StrCat("--port=", port),
+                absl::StrCat("--shard_index=", k),
+                absl::StrCat("--num_shards=", options_.num_shards)};
+  if (!port_file.empty()) {
+    spawn.argv.push_back(absl::StrCat("--port_file=", port_file));
+  }
+  for (const std::string& a : options_.extra_args) spawn.argv.push_back(a);
+  if (options_.security_args.empty()) spawn.argv.push_back("--insecure");
+  for (const std::string& a : options_.security_args) spawn.argv.push_back(a);
+  if (!options_.inherit_output) spawn.log_path = log;
+  return Subprocess::Spawn(spawn);
+}
+
+absl::Status LocalFleet::Restart(uint32_t k) {
+  if (k >= servers_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("no shard server ", k));
+  }
+  servers_[k].Signal(SIGKILL);
+  servers_[k].Stop(std::chrono::milliseconds(0));
+  const std::string& address = addresses_[k];
+  const int port = std::stoi(address.substr(address.rfind(':') + 1));
+  ++restarts_;
+  ZS_ASSIGN_OR_RETURN(servers_[k],
+                      Spawn(k, port, "",
+                            absl::StrCat(options_.work_dir, "/server-", k,
+                                         ".restart-", restarts_, ".log")));
+  const auto until = std::chrono::steady_clock::now() + options_.start_timeout;
+  while (true) {
+    if (auto status = servers_[k].Poll()) {
+      return absl::InternalError(
+          absl::StrCat("shard server ", k, " exited during restart (",
+                       DescribeWaitStatus(*status), ")"));
+    }
+    absl::Status health = CheckHealth(address, std::chrono::milliseconds(500),
+                                      options_.health_credentials);
+    if (health.ok()) return health;
+    if (std::chrono::steady_clock::now() > until) return health;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
 }
 
 absl::Status LocalFleet::Stop(std::chrono::milliseconds grace) {

@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/subprocess.h"
+#include "grpcpp/security/credentials.h"
 
 namespace zeroshard {
 
@@ -24,6 +25,12 @@ struct FleetOptions {
   uint32_t num_shards = 1;
   std::string work_dir;                 // port files and logs
   std::vector<std::string> extra_args;  // passed to every server
+  // The servers' security flags (server/auth/server_security.h); empty:
+  // "--insecure" (plaintext, no tokens: loopback only).
+  std::vector<std::string> security_args;
+  // Credentials of the start-up health checks: null for plaintext; TLS
+  // servers need ones that trust them.
+  std::shared_ptr<grpc::ChannelCredentials> health_credentials;
   bool inherit_output = false;
   std::chrono::milliseconds start_timeout{30000};
 };
@@ -36,19 +43,30 @@ class LocalFleet {
 
   const std::vector<std::string>& addresses() const { return addresses_; }
   Subprocess& server(uint32_t k) { return servers_[k]; }
+  // Kills server k (SIGKILL, wherever it is in its work) and starts it
+  // again on the same port with the same flags; OK once it answers health
+  // checks. Its output goes to work_dir/server-<k>.restart-<n>.log.
+  absl::Status Restart(uint32_t k);
   // Stops every server; returns the first that did not exit 0 (as an
   // error naming it), else OK.
   absl::Status Stop(std::chrono::milliseconds grace);
 
  private:
   LocalFleet() = default;
+  absl::StatusOr<Subprocess> Spawn(uint32_t k, int port,
+                                   const std::string& port_file,
+                                   const std::string& log) const;
+  FleetOptions options_;
+  int restarts_ = 0;
   std::vector<Subprocess> servers_;
   std::vector<std::string> addresses_;
 };
 
 // Asks grpc.health.v1.Health/Check on `address`; OK when SERVING.
-absl::Status CheckHealth(const std::string& address,
-                         std::chrono::milliseconds deadline);
+// `credentials`: null for plaintext.
+absl::Status CheckHealth(
+    const std::string& address, std::chrono::milliseconds deadline,
+    std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr);
 
 // The path of a binary of this workspace from a test or tool: tries
 // $TEST_SRCDIR/zeroshard/<rel>, <rel> relative to the working directory,

@@ -93,6 +93,11 @@ absl::StatusOr<std::unique_ptr<ShardClient>> ShardClient::Connect(
       SetTransferArgs(&args);
       // A private subchannel pool gives each channel its own connection.
       args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+      // Reconnect quickly to a restarted server (gRPC's default backoff
+      // starts at 1 s and grows to 120 s).
+      args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+      args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+      args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
       args.SetInt("zeroshard.channel_index", c);
       std::shared_ptr<grpc::ChannelCredentials> creds =
           options.credentials != nullptr ? options.credentials
@@ -468,7 +473,8 @@ absl::StatusOr<StepNorm> ShardClient::Prepare(uint64_t epoch, uint64_t step) {
 }
 
 absl::Status ShardClient::Commit(uint64_t epoch, uint64_t step, float clip_coef,
-                                 double lr, bool skip) {
+                                 double lr, bool skip,
+                                 const v1::TrainerState* state) {
   if (plan_ == nullptr) {
     return absl::FailedPreconditionError("RegisterModel first");
   }
@@ -481,11 +487,74 @@ absl::Status ShardClient::Commit(uint64_t epoch, uint64_t step, float clip_coef,
     req.set_clip_coef(clip_coef);
     req.set_lr(lr);
     req.set_skip(skip);
+    if (state != nullptr) *req.mutable_trainer_state() = *state;
     v1::CommitStepResponse resp;
     return WithRetries(s, "CommitStep", [&](grpc::ClientContext* ctx) {
       return Stub(s, 0)->CommitStep(ctx, req, &resp);
     });
   });
+}
+
+absl::StatusOr<std::vector<v1::CheckpointShard>> ShardClient::Checkpoint(
+    uint64_t step, const v1::TrainerState* state, const std::string& tag,
+    std::vector<std::string>* paths) {
+  if (plan_ == nullptr) {
+    return absl::FailedPreconditionError("RegisterModel or UseSpec first");
+  }
+  v1::CheckpointRequest req;
+  req.set_job_id(spec_.job_id());
+  req.set_step(step);
+  req.set_tag(tag);
+  if (state != nullptr) *req.mutable_trainer_state() = *state;
+  std::vector<v1::CheckpointResponse> written(num_servers());
+  ZS_RETURN_IF_ERROR(RunAll(num_servers(), [&](size_t k) {
+    const uint32_t s = static_cast<uint32_t>(k);
+    return WithRetries(s, "Checkpoint", [&](grpc::ClientContext* ctx) {
+      return Stub(s, 0)->Checkpoint(ctx, req, &written[k]);
+    });
+  }));
+  std::vector<v1::CheckpointShard> shards;
+  for (const v1::CheckpointResponse& r : written) {
+    shards.push_back(r.shard());
+    *req.add_shards() = r.shard();
+    if (paths != nullptr) paths->push_back(r.path());
+  }
+  req.set_finalize(true);
+  ZS_RETURN_IF_ERROR(RunAll(num_servers(), [&](size_t k) {
+    const uint32_t s = static_cast<uint32_t>(k);
+    v1::CheckpointResponse resp;
+    return WithRetries(s, "Checkpoint(finalize)",
+                       [&](grpc::ClientContext* ctx) {
+                         return Stub(s, 0)->Checkpoint(ctx, req, &resp);
+                       });
+  }));
+  return shards;
+}
+
+absl::StatusOr<v1::TrainerState> ShardClient::Restore(uint64_t step,
+                                                      uint64_t epoch) {
+  if (spec_.job_id().empty()) {
+    return absl::FailedPreconditionError("RegisterModel or UseSpec first");
+  }
+  std::vector<v1::RestoreResponse> out(num_servers());
+  ZS_RETURN_IF_ERROR(RunAll(num_servers(), [&](size_t k) {
+    const uint32_t s = static_cast<uint32_t>(k);
+    v1::RestoreRequest req;
+    req.set_job_id(spec_.job_id());
+    req.set_step(step);
+    req.set_epoch(epoch);
+    return WithRetries(s, "Restore", [&](grpc::ClientContext* ctx) {
+      return Stub(s, 0)->Restore(ctx, req, &out[k]);
+    });
+  }));
+  for (const v1::RestoreResponse& r : out) {
+    if (r.step() != out[0].step()) {
+      return absl::DataLossError(
+          absl::StrCat("servers restored different steps (", out[0].step(),
+                       " and ", r.step(), "): restore one step explicitly"));
+    }
+  }
+  return out[0].trainer_state();
 }
 
 absl::StatusOr<std::vector<v1::GetStatsResponse>> ShardClient::Stats() {

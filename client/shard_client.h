@@ -134,9 +134,24 @@ class ShardClient {
   // Polls every server until all contributions of the step are in (or the
   // deadline passes: DEADLINE_EXCEEDED), then combines the norm partials.
   absl::StatusOr<StepNorm> Prepare(uint64_t epoch, uint64_t step);
-  // Commits the step on every server (in shard order).
+  // Commits the step on every server (in shard order). `state` (if not
+  // null): the workers' state after the step, kept by the servers for
+  // checkpoints taken from outside the job.
   absl::Status Commit(uint64_t epoch, uint64_t step, float clip_coef, double lr,
-                      bool skip);
+                      bool skip, const v1::TrainerState* state = nullptr);
+
+  // Checkpoints committed step `step` on every server: each writes its
+  // shard file, then each writes the manifest listing all of them. `state`
+  // null: the state the servers kept from the last commit. Returns the
+  // shard files in shard order; `paths` (if not null) receives each
+  // server's path of its shard file. Servers need --checkpoint_dir.
+  absl::StatusOr<std::vector<v1::CheckpointShard>> Checkpoint(
+      uint64_t step, const v1::TrainerState* state, const std::string& tag = "",
+      std::vector<std::string>* paths = nullptr);
+  // Restores checkpoint `step` (0: each server's newest) on every server
+  // with epoch `epoch`; returns the trainer state recorded in it (DATA_LOSS
+  // if the servers disagree on the step).
+  absl::StatusOr<v1::TrainerState> Restore(uint64_t step, uint64_t epoch);
 
   absl::StatusOr<std::vector<v1::GetStatsResponse>> Stats();
 

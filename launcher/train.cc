@@ -19,6 +19,7 @@
 #include "client/local_fleet.h"
 #include "client/shard_client.h"
 #include "common/flags.h"
+#include "common/status_macros.h"
 #include "common/subprocess.h"
 #include "launcher/log_tail.h"
 #include "launcher/progress.h"
@@ -83,6 +84,8 @@ class Job {
   LogFollower metrics_;
   Clock::time_point start_ = Clock::now(), last_stats_{};
   int64_t server_step_ = -1;
+  int restarts_ = 0;  // servers restarted (with --checkpoint_dir)
+  static constexpr int kMaxServerRestarts = 10;
   double tokens_ = 0;
 };
 
@@ -95,6 +98,9 @@ absl::Status Job::StartServers() {
     fo.server_binary = *bin;
     fo.num_shards = o_.num_servers;
     fo.work_dir = o_.work_dir;
+    if (!o_.checkpoint_dir.empty()) {
+      fo.extra_args.push_back("--checkpoint_dir=" + o_.checkpoint_dir);
+    }
     auto fleet = LocalFleet::Start(fo);
     if (!fleet.ok()) return fleet.status();
     fleet_ = *std::move(fleet);
@@ -104,6 +110,7 @@ absl::Status Job::StartServers() {
   servers_ = absl::StrJoin(addresses, ",");
   ClientOptions co;
   co.addresses = addresses;
+  if (!fleet_) ZS_RETURN_IF_ERROR(ApplyClientSecurity(o_.security, &co));
   auto client = ShardClient::Connect(co);
   if (!client.ok()) return client.status();
   client_ = *std::move(client);
@@ -152,6 +159,9 @@ void Job::UpdateProgress() {
     auto stats = client_->Stats();
     if (stats.ok() && !stats->empty()) {
       server_step_ = static_cast<int64_t>((*stats)[0].step());
+    } else if (absl::IsPermissionDenied(stats.status()) ||
+               absl::IsUnauthenticated(stats.status())) {
+      client_.reset();  // stats need an admin token; a worker's is not one
     }
   }
   for (const std::string& line : metrics_.ReadNewLines()) {
@@ -233,6 +243,18 @@ std::optional<int> Job::Poll() {
   if (!failed.empty()) return FailWorkers(failed);
   for (uint32_t k = 0; fleet_ && k < o_.num_servers; ++k) {
     auto st = fleet_->server(k).Poll();
+    if (st && !o_.checkpoint_dir.empty() && restarts_ < kMaxServerRestarts) {
+      // The workers roll back to the newest checkpoint it restores.
+      ++restarts_;
+      Say(absl::StrCat("shard server ", k, " exited with ",
+                       DescribeWaitStatus(*st),
+                       "; restarting it from its newest checkpoint"));
+      absl::Status restarted = fleet_->Restart(k);
+      if (restarted.ok()) continue;
+      return Fail(absl::StrCat("shard server ", k, " could not be restarted: ",
+                               restarted.message()),
+                  absl::StrCat(o_.work_dir, "/server-", k, ".log"));
+    }
     if (st) {
       return Fail(absl::StrCat("shard server ", k, " exited with ",
                                DescribeWaitStatus(*st)),

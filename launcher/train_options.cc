@@ -84,14 +84,21 @@ absl::Status CheckServers(TrainOptions& o) {
         o.engine.zeroshard.num_servers > 0 ? o.engine.zeroshard.num_servers : 2;
   }
   if (o.num_servers > 64) return Invalid("--servers must be in [1, 64]");
+  if (!o.checkpoint_dir.empty() && o.num_servers == 0) {
+    return Invalid(
+        "--checkpoint_dir is for the servers the launcher starts; start "
+        "yours with zeroshard-server --checkpoint_dir");
+  }
+  if (o.checkpoint_every < 1) return Invalid("--checkpoint_every must be >= 1");
+  if (o.num_servers > 0 && !ClientSecurityArgs(o.security).empty()) {
+    return Invalid(
+        "--tls_*, --token_file and --insecure are for --server_addrs; the "
+        "servers the launcher starts are plaintext on loopback");
+  }
   return absl::OkStatus();
 }
 
 absl::Status Check(TrainOptions& o) {
-  if (!o.checkpoint_dir.empty()) {
-    return absl::UnimplementedError(
-        "--checkpoint_dir is not supported yet (issue 7: server checkpoints)");
-  }
   if (o.config.empty()) return Invalid("--config is required (DeepSpeed JSON)");
   if (o.workers < 1 || o.workers > 256) {
     return Invalid("--workers must be in [1, 256]");
@@ -160,7 +167,12 @@ absl::StatusOr<TrainOptions> ParseTrainOptions(int argc, char** argv) {
   flags.Int64("steps", &o.steps, "optimizer steps S");
   flags.String("save", &o.save, "write the final model here (llm.c, fp32)");
   flags.String("checkpoint_dir", &o.checkpoint_dir,
-               "not supported yet (issue 7)");
+               "the servers checkpoint here every --checkpoint_every steps; "
+               "a run started again with the same directory resumes from "
+               "the newest complete checkpoint, and a server that dies is "
+               "restarted from it while the workers roll back");
+  flags.Int64("checkpoint_every", &o.checkpoint_every,
+              "steps between checkpoints (with --checkpoint_dir)");
   flags.String("work_dir", &o.work_dir,
                "logs, metrics.jsonl, loss.svg and report.md go here");
   flags.Int64("print_every", &o.print_every,
@@ -168,6 +180,7 @@ absl::StatusOr<TrainOptions> ParseTrainOptions(int argc, char** argv) {
   flags.Int64("threads", &o.threads, "CPU kernel threads per worker");
   flags.Int64("seed", &o.seed, "seeded initial weights");
   flags.Double("init_std", &o.init_std, "std of matrices at seeded init");
+  AddClientSecurityFlags(&flags, &o.security);
   auto rest = flags.Parse(argc, argv, 2);
   if (flags.help_requested()) {
     std::fputs(flags.Usage().c_str(), stdout);
@@ -194,6 +207,11 @@ std::vector<std::string> WorkerFlags(const TrainOptions& o,
       "--metrics_file=" + o.work_dir + "/metrics-rank%r.jsonl",
   };
   if (!servers.empty()) f.push_back("--servers=" + servers);
+  if (!o.checkpoint_dir.empty()) {
+    f.push_back(absl::StrCat("--checkpoint_interval=", o.checkpoint_every));
+  }
+  for (std::string& a : ClientSecurityArgs(o.security)) f.push_back(a);
+  if (o.num_servers > 0) f.push_back("--insecure");  // our loopback fleet
   if (!o.model_file.empty()) {
     f.push_back("--model_file=" + o.model_file);
   } else {

@@ -9,7 +9,7 @@
 // Flags may be spelled with '-' or '_' (--model-file = --model_file).
 // Every problem found here — a bad flag, a missing or malformed data or
 // model file, a DeepSpeed config that the parser or the engine rejects,
-// --checkpoint_dir (not supported yet) — is one line naming it; the caller
+// an inconsistent --checkpoint_dir — is one line naming it; the caller
 // exits 2 with nothing started.
 #ifndef ZEROSHARD_LAUNCHER_TRAIN_OPTIONS_H_
 #define ZEROSHARD_LAUNCHER_TRAIN_OPTIONS_H_
@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "client/security.h"
 #include "worker/engine/ds_config.h"
 #include "worker/gpt2/config.h"
 #include "worker/zero/zero_options.h"
@@ -29,12 +30,17 @@ struct TrainOptions {
   // As given on the command line.
   std::string config, data, model_file, model_config = "2,4,128", save;
   std::string server_addrs, checkpoint_dir;
+  int64_t checkpoint_every = 100;
   std::string work_dir = "/tmp/zeroshard-train";
   uint32_t servers = 0;  // 0: the config's zeroshard.servers count, else 2
   uint32_t workers = 2, nodes = 1;
   int64_t vocab = 256, seq_len = 64, steps = 100, seed = 1, threads = 1;
   int64_t print_every = 0;  // 0: about 20 plain lines per run
   double init_std = 0.02;
+  // TLS and token of --server_addrs servers, passed on to the workers
+  // (client/security.h); the launcher's own servers are plaintext on
+  // loopback.
+  ClientSecurityFlags security;
 
   // Derived by ParseTrainOptions.
   engine::EngineConfig engine;

@@ -10,6 +10,7 @@
 // line naming the path. SIGTERM or SIGINT: health turns NOT_SERVING, RPCs in
 // flight get a short grace period, and the process exits 0.
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -19,10 +20,20 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/malloc_tuning.h"
+#include "common/fault/fault_spec.h"
 #include "common/flags.h"
+#include "common/metrics/http_exporter.h"
+#include "common/metrics/process_metrics.h"
+#include "common/metrics/rpc_metrics.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/support/server_interceptor.h"
+#include "server/auth/request_guard.h"
+#include "server/auth/server_security.h"
+#include "server/fault_interceptor.h"
+#include "server/health_port.h"
+#include "server/pod_ordinal.h"
+#include "server/server_metrics.h"
 #include "server/shard_service.h"
 #include "server/shard_store.h"
 #include "server/storage_flags.h"
@@ -39,6 +50,9 @@ int Main(int argc, char** argv) {
   int64_t threads = 2;
   int64_t grpc_threads = 16;
   double grace_seconds = 2.0;
+  int64_t metrics_port = -1;
+  int64_t health_port = -1;
+  bool shard_index_from_hostname = false;
   FlagSet flags("zeroshard-server",
                 "zeroshard-server [flags]\n\n"
                 "Serves one shard of a job's fp32 master weights and AdamW "
@@ -58,12 +72,56 @@ int Main(int argc, char** argv) {
               "threads; Gather and PushGradients run as callbacks).");
   flags.Double("grace_seconds", &grace_seconds,
                "On SIGTERM, how long RPCs in flight may take to finish.");
+  flags.Int64("metrics_port", &metrics_port,
+              "Prometheus metrics over HTTP on --host at this port "
+              "(GET /metrics); 0 picks a free one; -1: off.");
+  flags.Int64("health_port", &health_port,
+              "Plaintext port on --host serving only grpc.health.v1.Health "
+              "(Kubernetes gRPC probes cannot use TLS); -1: off.");
+  flags.Bool("shard_index_from_hostname", &shard_index_from_hostname,
+             "Take --shard_index from the trailing -<ordinal> of the host "
+             "name (a Kubernetes StatefulSet pod).");
+  std::string fault_spec_flag;
+  flags.String("fault_spec", &fault_spec_flag,
+               "Fault injection for tests (common/fault/fault_spec.h): e.g. "
+               "'seed=7,lose=0.05,dup=0.05,delay=0.05:20ms,"
+               "lose_at=CommitStep#3'. A server can lose (answer replaced by "
+               "UNAVAILABLE after the handler ran), dup (the same) or delay "
+               "answers. Empty: $ZEROSHARD_SERVER_FAULTS, else none.");
+  std::string checkpoint_dir;
+  flags.String("checkpoint_dir", &checkpoint_dir,
+               "Directory of this job's checkpoints (created if missing). "
+               "At start the server restores the newest complete checkpoint "
+               "found there (any number of servers may have written it); "
+               "Checkpoint and Restore RPCs write and read it.");
   StorageFlags storage_flags;
   AddStorageFlags(&flags, &storage_flags);
+  ServerSecurityFlags security_flags;
+  AddServerSecurityFlags(&flags, &security_flags);
   std::vector<std::string> rest = flags.ParseOrExit(argc, argv);
   if (!rest.empty()) {
     ExitWithError(flags.program(),
                   absl::StrCat("unexpected argument '", rest[0], "'"));
+  }
+  if (shard_index_from_hostname) {
+    if (flags.WasSet("shard_index")) {
+      ExitWithError(flags.program(),
+                    "give --shard_index or --shard_index_from_hostname, not "
+                    "both");
+    }
+    absl::StatusOr<uint32_t> ordinal = PodOrdinal(LocalHostname());
+    if (!ordinal.ok()) {
+      ExitWithError(flags.program(), std::string(ordinal.status().message()));
+    }
+    shard_index = *ordinal;
+  }
+  if (health_port < -1 || health_port > 65535) {
+    ExitWithError(flags.program(), absl::StrCat("--health_port ", health_port,
+                                                " is not in [-1, 65535]"));
+  }
+  if (metrics_port < -1 || metrics_port > 65535) {
+    ExitWithError(flags.program(), absl::StrCat("--metrics_port ", metrics_port,
+                                                " is not in [-1, 65535]"));
   }
   if (num_shards == 0)
     ExitWithError(flags.program(), "--num_shards must be >= 1");
@@ -82,6 +140,12 @@ int Main(int argc, char** argv) {
   if (grpc_threads < 2 || grpc_threads > 4096) {
     ExitWithError(flags.program(), "--grpc_threads must be in [2, 4096]");
   }
+  absl::StatusOr<fault::FaultSpec> fault_spec = fault::FaultSpecFromFlagOrEnv(
+      fault_spec_flag, "ZEROSHARD_SERVER_FAULTS", fault::Side::kServer);
+  if (!fault_spec.ok()) {
+    ExitWithError(flags.program(), std::string(fault_spec.status().message()));
+  }
+  auto faults = std::make_shared<fault::FaultInjector>(*fault_spec);
   bool nvme = false;
   storage::NvmeOptions nvme_options;
   absl::Status storage_ok =
@@ -91,7 +155,11 @@ int Main(int argc, char** argv) {
   }
   std::unique_ptr<storage::DirLock> state_lock;  // held until exit
   if (nvme) {
-    auto lock = PrepareStateDir(nvme_options);
+    auto lock = PrepareStateDir(
+        nvme_options, !checkpoint_dir.empty(), [](const std::string& line) {
+          std::printf("zeroshard-server: %s\n", line.c_str());
+          std::fflush(stdout);
+        });
     if (!lock.ok()) {
       ExitWithError(flags.program(), std::string(lock.status().message()), 1);
     }
@@ -112,26 +180,64 @@ int Main(int argc, char** argv) {
   // mask, so gRPC's threads inherit it): exit then never runs
   // grpc_shutdown, which can wait ~10 s on an internal poller thread.
   grpc_init();
+  // After the mask: credentials start gRPC's threads, which must not take
+  // SIGTERM themselves.
+  absl::StatusOr<ServerSecurity> security = LoadServerSecurity(security_flags);
+  if (!security.ok()) {
+    ExitWithError(flags.program(), std::string(security.status().message()));
+  }
+  for (const std::string& w : security->warnings) {
+    std::fprintf(stderr, "zeroshard-server: %s\n", w.c_str());
+  }
 
   StoreOptions options;
   options.shard_index = shard_index;
   options.num_shards = num_shards;
   options.threads = static_cast<int>(threads);
   if (nvme) UseNvmeTier(nvme_options, &options);
+  options.checkpoint_dir = checkpoint_dir;
   ShardStore store(options);
-  ShardServiceImpl service(&store);
+  absl::StatusOr<uint64_t> restored =
+      store.RestoreNewest([](const std::string& line) {
+        std::printf("zeroshard-server: %s\n", line.c_str());
+        std::fflush(stdout);
+      });
+  if (!restored.ok()) {
+    ExitWithError(
+        flags.program(),
+        absl::StrCat("cannot restore from --checkpoint_dir ", checkpoint_dir,
+                     ": ", restored.status().message()),
+        1);
+  }
+  int64_t max_state_bytes = security_flags.max_state_bytes;
+  if (max_state_bytes < 0) {
+    max_state_bytes = nvme ? 0
+                           : static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) *
+                                 sysconf(_SC_PAGESIZE);
+  }
+  RequestGuard guard(
+      std::move(security->tokens), [&store] { return store.job_id(); },
+      static_cast<uint64_t>(max_state_bytes));
+  ShardServiceImpl service(&store, &guard);
+  metrics::Registry registry;
+  metrics::AddProcessMetrics(&registry);
+  AddStoreMetrics(&store, shard_index, num_shards, &registry);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int bound_port = 0;
-  builder.AddListeningPort(absl::StrCat(host, ":", port),
-                           grpc::InsecureServerCredentials(), &bound_port);
+  builder.AddListeningPort(absl::StrCat(host, ":", port), security->credentials,
+                           &bound_port);
   builder.RegisterService(&service);
   // Interceptors run on every call, in this order, before any handler
   // (authentication, fault injection, ...); each feature appends its own.
   std::vector<
       std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
       interceptors;
+  interceptors.push_back(metrics::ServerLatencyInterceptorFactory(&registry));
+  if (!fault_spec->empty()) {  // after authentication
+    interceptors.push_back(NewServerFaultInterceptorFactory(faults));
+  }
   if (!interceptors.empty()) {
     builder.experimental().SetInterceptorCreators(std::move(interceptors));
   }
@@ -147,6 +253,7 @@ int Main(int argc, char** argv) {
   builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   grpc::ResourceQuota quota("zeroshard-server");
   quota.SetMaxThreads(static_cast<int>(grpc_threads));
+  ApplyServerLimits(security_flags, &builder, &quota);
   builder.SetResourceQuota(quota);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || bound_port == 0) {
@@ -154,6 +261,29 @@ int Main(int argc, char** argv) {
                   absl::StrCat("cannot listen on ", host, ":", port,
                                " (address in use or not available)"),
                   1);
+  }
+  std::unique_ptr<metrics::HttpExporter> metrics_http;
+  if (metrics_port >= 0) {
+    auto http = metrics::HttpExporter::Start(
+        host, static_cast<int>(metrics_port), &registry);
+    if (!http.ok()) {
+      ExitWithError(flags.program(), std::string(http.status().message()), 1);
+    }
+    metrics_http = std::move(*http);
+    std::printf("zeroshard-server: metrics on http://%s/metrics\n",
+                metrics_http->address().c_str());
+  }
+  std::unique_ptr<HealthPort> health;
+  if (health_port >= 0) {
+    auto started = HealthPort::Start(host, static_cast<int>(health_port));
+    if (!started.ok()) {
+      ExitWithError(flags.program(), std::string(started.status().message()),
+                    1);
+    }
+    health = std::move(*started);
+    health->SetServing(true);
+    std::printf("zeroshard-server: health on %s:%d\n", host.c_str(),
+                health->port());
   }
   server->GetHealthCheckService()->SetServingStatus(true);
   if (!port_file.empty()) {
@@ -174,10 +304,14 @@ int Main(int argc, char** argv) {
               signo == SIGTERM ? "SIGTERM" : "SIGINT");
   std::fflush(stdout);
   server->GetHealthCheckService()->SetServingStatus(false);
+  if (health != nullptr) health->SetServing(false);
   server->Shutdown(
       std::chrono::system_clock::now() +
       std::chrono::milliseconds(static_cast<int64_t>(grace_seconds * 1000)));
   server->Wait();
+  if (!fault_spec->empty()) {
+    std::printf("zeroshard-server: %s\n", faults->Summary().c_str());
+  }
   std::printf("zeroshard-server: stopped\n");
   std::fflush(stdout);
   return 0;

@@ -4,10 +4,21 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "server/auth/rejected_reactor.h"
 #include "server/data_plane.h"
 
 namespace zeroshard {
 namespace {
+
+constexpr char kRegister[] = "/zeroshard.v1.ShardService/RegisterModel";
+constexpr char kWrite[] = "/zeroshard.v1.ShardService/WriteParameters";
+constexpr char kStats[] = "/zeroshard.v1.ShardService/GetStats";
+constexpr char kGather[] = "/zeroshard.v1.ShardService/Gather";
+constexpr char kPush[] = "/zeroshard.v1.ShardService/PushGradients";
+constexpr char kPrepare[] = "/zeroshard.v1.ShardService/PrepareStep";
+constexpr char kCommit[] = "/zeroshard.v1.ShardService/CommitStep";
+constexpr char kCheckpoint[] = "/zeroshard.v1.ShardService/Checkpoint";
+constexpr char kRestore[] = "/zeroshard.v1.ShardService/Restore";
 
 uint64_t ResidentBytes() {
   std::ifstream statm("/proc/self/statm");
@@ -25,9 +36,27 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
                       std::string(status.message()));
 }
 
+grpc::Status ShardServiceImpl::Admit(const grpc::ServerContextBase* ctx,
+                                     const char* method,
+                                     const std::string* job) const {
+  if (guard_ == nullptr) return grpc::Status::OK;
+  const security::Principal* who = nullptr;
+  grpc::Status s = guard_->Admit(*ctx, method, &who);
+  if (!s.ok() || job == nullptr) return s;
+  return guard_->CheckRequestJob(*ctx, method, who, *job);
+}
+
 grpc::Status ShardServiceImpl::RegisterModel(
-    grpc::ServerContext*, const v1::RegisterModelRequest* req,
+    grpc::ServerContext* ctx, const v1::RegisterModelRequest* req,
     v1::RegisterModelResponse* resp) {
+  if (grpc::Status a = Admit(ctx, kRegister, &req->spec().job_id()); !a.ok()) {
+    return a;
+  }
+  if (guard_ != nullptr) {
+    grpc::Status a = guard_->CheckModelSize(*ctx, req->spec(),
+                                            store_->options().shard_index);
+    if (!a.ok()) return a;
+  }
   auto result = store_->RegisterModel(req->spec());
   if (!result.ok()) return ToGrpcStatus(result.status());
   resp->set_created(result->created);
@@ -45,9 +74,10 @@ grpc::Status ShardServiceImpl::RegisterModel(
 }
 
 grpc::Status ShardServiceImpl::WriteParameters(
-    grpc::ServerContext*,
+    grpc::ServerContext* ctx,
     grpc::ServerReader<v1::WriteParametersRequest>* reader,
     v1::WriteParametersResponse* resp) {
+  if (grpc::Status a = Admit(ctx, kWrite); !a.ok()) return a;
   v1::WriteParametersRequest msg;
   if (!reader->Read(&msg) || !msg.has_header()) {
     store_->CountRejected();
@@ -56,6 +86,9 @@ grpc::Status ShardServiceImpl::WriteParameters(
                         "header");
   }
   const v1::WriteHeader header = msg.header();
+  if (grpc::Status a = Admit(ctx, kWrite, &header.job_id()); !a.ok()) {
+    return a;
+  }
   absl::Status s = store_->CheckWrite(header);
   if (!s.ok()) return ToGrpcStatus(s);
   uint64_t written = 0;
@@ -95,9 +128,10 @@ grpc::Status ShardServiceImpl::WriteParameters(
   return grpc::Status::OK;
 }
 
-grpc::Status ShardServiceImpl::GetStats(grpc::ServerContext*,
-                                        const v1::GetStatsRequest*,
+grpc::Status ShardServiceImpl::GetStats(grpc::ServerContext* ctx,
+                                        const v1::GetStatsRequest* req,
                                         v1::GetStatsResponse* resp) {
+  if (grpc::Status a = Admit(ctx, kStats, &req->job_id()); !a.ok()) return a;
   const StoreStats s = store_->Stats();
   resp->set_shard_index(store_->options().shard_index);
   resp->set_num_shards(store_->options().num_shards);
@@ -121,23 +155,36 @@ grpc::Status ShardServiceImpl::GetStats(grpc::ServerContext*,
   resp->set_storage_bytes_written(s.storage_bytes_written);
   resp->set_last_step_io_wait_seconds(s.last_step_io_wait_seconds);
   resp->set_last_step_io_bytes_per_second(s.last_step_io_bytes_per_second);
+  resp->set_incarnation(s.incarnation);
+  for (uint64_t step : s.checkpoint_steps) resp->add_checkpoint_steps(step);
+  resp->set_restored_step(s.restored_step);
+  resp->set_checkpoints_written(s.checkpoints_written);
   store_->SpecInto(resp->mutable_spec());
   return grpc::Status::OK;
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* ShardServiceImpl::Gather(
-    grpc::CallbackServerContext*, const grpc::ByteBuffer* request) {
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request) {
+  if (grpc::Status a = Admit(ctx, kGather); !a.ok()) {
+    return new RejectedReactor<grpc::ServerWriteReactor<grpc::ByteBuffer>>(a);
+  }
   return NewGatherReactor(store_, request);
 }
 
 grpc::ServerReadReactor<grpc::ByteBuffer>* ShardServiceImpl::PushGradients(
-    grpc::CallbackServerContext*, grpc::ByteBuffer* response) {
+    grpc::CallbackServerContext* ctx, grpc::ByteBuffer* response) {
+  if (grpc::Status a = Admit(ctx, kPush); !a.ok()) {
+    return new RejectedReactor<grpc::ServerReadReactor<grpc::ByteBuffer>>(a);
+  }
   return NewPushReactor(store_, response);
 }
 
-grpc::Status ShardServiceImpl::PrepareStep(grpc::ServerContext*,
+grpc::Status ShardServiceImpl::PrepareStep(grpc::ServerContext* ctx,
                                            const v1::PrepareStepRequest* req,
                                            v1::PrepareStepResponse* resp) {
+  if (grpc::Status a = Admit(ctx, kPrepare, &req->job_id()); !a.ok()) {
+    return a;
+  }
   auto r = store_->Prepare(req->job_id(), req->epoch(), req->step());
   if (!r.ok()) return ToGrpcStatus(r.status());
   resp->set_complete(r->complete);
@@ -148,14 +195,39 @@ grpc::Status ShardServiceImpl::PrepareStep(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status ShardServiceImpl::CommitStep(grpc::ServerContext*,
+grpc::Status ShardServiceImpl::CommitStep(grpc::ServerContext* ctx,
                                           const v1::CommitStepRequest* req,
                                           v1::CommitStepResponse* resp) {
+  if (grpc::Status a = Admit(ctx, kCommit, &req->job_id()); !a.ok()) return a;
   auto r = store_->Commit(*req);
   if (!r.ok()) return ToGrpcStatus(r.status());
   resp->set_applied(r->applied);
   resp->set_already_committed(r->already_committed);
   resp->set_step(r->step);
+  return grpc::Status::OK;
+}
+
+grpc::Status ShardServiceImpl::Checkpoint(grpc::ServerContext* ctx,
+                                          const v1::CheckpointRequest* req,
+                                          v1::CheckpointResponse* resp) {
+  if (grpc::Status a = Admit(ctx, kCheckpoint, &req->job_id()); !a.ok()) {
+    return a;
+  }
+  auto r = store_->Checkpoint(*req);
+  if (!r.ok()) return ToGrpcStatus(r.status());
+  *resp = *std::move(r);
+  return grpc::Status::OK;
+}
+
+grpc::Status ShardServiceImpl::Restore(grpc::ServerContext* ctx,
+                                       const v1::RestoreRequest* req,
+                                       v1::RestoreResponse* resp) {
+  if (grpc::Status a = Admit(ctx, kRestore, &req->job_id()); !a.ok()) {
+    return a;
+  }
+  auto r = store_->Restore(*req);
+  if (!r.ok()) return ToGrpcStatus(r.status());
+  *resp = *std::move(r);
   return grpc::Status::OK;
 }
 

@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/zeroshard.grpc.pb.h"
+#include "server/auth/request_guard.h"
 #include "server/shard_store.h"
 
 namespace zeroshard {
@@ -26,8 +27,12 @@ class ShardServiceImpl final
           v1::ShardService::WithRawCallbackMethod_PushGradients<
               v1::ShardService::Service>> {
  public:
-  // `store` is not owned and must outlive the service.
-  explicit ShardServiceImpl(ShardStore* store) : store_(store) {}
+  // `store` (and `guard`) are not owned and must outlive the service.
+  // Every handler first asks `guard` (server/auth/request_guard.h) whether
+  // the caller may make the call; null: everyone may (in-process tests).
+  explicit ShardServiceImpl(ShardStore* store,
+                            const RequestGuard* guard = nullptr)
+      : store_(store), guard_(guard) {}
 
   grpc::Status RegisterModel(grpc::ServerContext* ctx,
                              const v1::RegisterModelRequest* req,
@@ -50,9 +55,20 @@ class ShardServiceImpl final
   grpc::Status CommitStep(grpc::ServerContext* ctx,
                           const v1::CommitStepRequest* req,
                           v1::CommitStepResponse* resp) override;
+  grpc::Status Checkpoint(grpc::ServerContext* ctx,
+                          const v1::CheckpointRequest* req,
+                          v1::CheckpointResponse* resp) override;
+  grpc::Status Restore(grpc::ServerContext* ctx, const v1::RestoreRequest* req,
+                       v1::RestoreResponse* resp) override;
 
  private:
+  // OK when the caller may call `method` (and the request's `job`, if
+  // given); else the status to answer with.
+  grpc::Status Admit(const grpc::ServerContextBase* ctx, const char* method,
+                     const std::string* job = nullptr) const;
+
   ShardStore* store_;
+  const RequestGuard* guard_;
 };
 
 }  // namespace zeroshard

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <random>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -16,23 +17,13 @@
 #include "common/status_macros.h"
 #include "server/optim/adamw.h"
 #include "server/optim/adamw_hyper.h"
+#include "server/shard_store_internal.h"
 
 namespace zeroshard {
 namespace {
 
 constexpr uint64_t kTile = 1 << 16;  // elements per optimizer work item
 constexpr size_t kMaxKeyBytes = 256;
-
-struct FreeDeleter {
-  void operator()(void* p) const { std::free(p); }
-};
-
-template <typename T>
-std::unique_ptr<T[], FreeDeleter> AllocateAligned(uint64_t n) {
-  const size_t bytes = ((n * sizeof(T) + 63) / 64) * 64;
-  void* p = std::aligned_alloc(64, bytes == 0 ? 64 : bytes);
-  return std::unique_ptr<T[], FreeDeleter>(static_cast<T*>(p));
-}
 
 // Seeded init depends only on (seed, flat index), never on K or the shard.
 float SeededNormal(uint64_t seed, uint64_t index, double std) {
@@ -60,13 +51,6 @@ void SumSquares(const float* g, uint64_t n, double* sum, bool* nonfinite) {
 }
 
 }  // namespace
-
-struct ShardStore::Buffers {
-  std::unique_ptr<float[], FreeDeleter> master, m, v;
-  std::vector<std::unique_ptr<float[], FreeDeleter>> grads;  // one per slot
-  std::unique_ptr<uint16_t[], FreeDeleter> serve;
-  uint64_t bytes = 0;
-};
 
 // ------------------------------------------------------------- PushSession
 
@@ -135,7 +119,12 @@ absl::Status PushSession::Finish() {
 // -------------------------------------------------------------- ShardStore
 
 ShardStore::ShardStore(StoreOptions options)
-    : options_(options), pool_(std::max(1, options.threads)) {}
+    : options_(std::move(options)),
+      pool_(std::max(1, options_.threads)),
+      incarnation_(
+          std::random_device()() * 0x100000001ull ^
+          static_cast<uint64_t>(
+              std::chrono::steady_clock::now().time_since_epoch().count())) {}
 
 ShardStore::~ShardStore() = default;
 
@@ -151,6 +140,13 @@ absl::Status ShardStore::CheckJob(const std::string& job_id) const {
                                             spec_.job_id(), "')"));
   }
   return absl::OkStatus();
+}
+
+absl::Status ShardStore::CheckNotAwaitingRestore() const {
+  if (!awaiting_restore_) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "this server restarted from the checkpoint of step ", restored_step_,
+      "; the job must roll back to a checkpoint (Restore) before it goes on"));
 }
 
 std::string ShardStore::job_id() const {
@@ -421,6 +417,7 @@ void ShardStore::ResetStepLocked() {
   for (auto& s : received_) s.clear();
   std::fill(received_elements_.begin(), received_elements_.end(), 0);
   keys_.clear();
+  committed_keys_.clear();
   prepared_ = false;
   prepared_result_ = PrepareResult();
 }
@@ -429,6 +426,7 @@ absl::StatusOr<std::unique_ptr<PushSession>> ShardStore::BeginPush(
     const v1::PushHeader& h) {
   absl::MutexLock l(&mu_);
   absl::Status s = CheckJob(h.job_id());
+  if (s.ok()) s = CheckNotAwaitingRestore();
   if (!s.ok()) return Reject(s);
   if (DTypeSize(h.dtype()) == 0) {
     return Reject(absl::InvalidArgumentError(
@@ -457,6 +455,24 @@ absl::StatusOr<std::unique_ptr<PushSession>> ShardStore::BeginPush(
     return Reject(absl::FailedPreconditionError(absl::StrCat(
         "stale epoch ", h.epoch(), " (the server is at epoch ", epoch_, ")")));
   }
+  // A repeated key is acknowledged and ignored, also when it belongs to the
+  // step just committed (the client retried a push whose answer was lost).
+  auto duplicate = [&] {
+    ++duplicates_ignored_;
+    auto session = std::unique_ptr<PushSession>(new PushSession());
+    session->store_ = this;
+    session->duplicate_ = true;
+    session->length_ = h.length();
+    return session;
+  };
+  if (h.epoch() == epoch_ && h.step() + 1 == step_) {
+    auto done = committed_keys_.find(h.idempotency_key());
+    if (done != committed_keys_.end() && done->second.done &&
+        done->second.slot == h.slot() &&
+        done->second.range == Range{begin, end}) {
+      return duplicate();
+    }
+  }
   if (h.step() != step_) {
     return Reject(absl::FailedPreconditionError(absl::StrCat(
         h.step() < step_ ? "stale" : "future", " step ", h.step(),
@@ -479,12 +495,7 @@ absl::StatusOr<std::unique_ptr<PushSession>> ShardStore::BeginPush(
       return Reject(absl::AbortedError(
           "the same contribution is still being received; retry"));
     }
-    ++duplicates_ignored_;
-    auto session = std::unique_ptr<PushSession>(new PushSession());
-    session->store_ = this;
-    session->duplicate_ = true;
-    session->length_ = h.length();
-    return session;
+    return duplicate();
   }
   if (!same_epoch) {
     // A newer epoch: the unfinished step is aborted. Refuse (retryably)
@@ -588,6 +599,7 @@ absl::StatusOr<PrepareResult> ShardStore::Prepare(const std::string& job_id,
                                                   uint64_t step) {
   absl::MutexLock l(&mu_);
   absl::Status s = CheckJob(job_id);
+  if (s.ok()) s = CheckNotAwaitingRestore();
   if (!s.ok()) return Reject(s);
   if (epoch != epoch_) {
     return Reject(absl::FailedPreconditionError(absl::StrCat(
@@ -617,6 +629,7 @@ absl::StatusOr<CommitResult> ShardStore::Commit(
   {
     absl::MutexLock l(&mu_);
     absl::Status s = CheckJob(req.job_id());
+    if (s.ok()) s = CheckNotAwaitingRestore();
     if (!s.ok()) return Reject(s);
     if (last_commit_valid_ && req.step() + 1 == step_ &&
         req.epoch() == last_commit_epoch_) {
@@ -701,7 +714,10 @@ absl::StatusOr<CommitResult> ShardStore::Commit(
   r.step = step + 1;
   step_ = step + 1;
   if (r.applied) ++optimizer_steps_;
+  std::map<std::string, Contribution> keys = std::move(keys_);
   ResetStepLocked();
+  committed_keys_ = std::move(keys);  // for retries of this step's pushes
+  if (req.has_trainer_state()) trainer_state_ = req.trainer_state();
   committing_ = false;
   last_commit_valid_ = true;
   last_commit_ = r;
@@ -731,6 +747,10 @@ StoreStats ShardStore::Stats() const {
   s.bytes_gathered = bytes_gathered_.load();
   s.last_step_seconds = last_step_seconds_;
   s.storage = options_.storage_name;
+  s.incarnation = incarnation_;
+  s.checkpoint_steps = checkpoint_steps_;
+  s.restored_step = restored_step_;
+  s.checkpoints_written = checkpoints_written_;
   if (tier_ != nullptr) {
     const storage::TierStats t = tier_->Stats();
     s.bytes_held += t.bytes_allocated;

@@ -19,7 +19,8 @@
 //   1. BeginPush/PushSession: contributions for `step` land in their slot's
 //      gradient buffer; each (slot, range) may be received once per step,
 //      each idempotency key is applied once (a repeat is acknowledged and
-//      ignored).
+//      ignored, also one for the step just committed: a retry whose first
+//      answer was lost).
 //   2. Prepare: once every slot covers the owned range, slots are summed in
 //      slot order and the fp64 sum of squares and a NaN/Inf flag reported.
 //   3. Commit: AdamW with the leader's clip coefficient and lr (or a skip),
@@ -54,6 +55,7 @@
 #include "common/partition.h"
 #include "common/thread_pool.h"
 #include "proto/zeroshard.pb.h"
+#include "server/storage/env.h"
 #include "server/storage/tier.h"
 
 namespace zeroshard {
@@ -70,6 +72,11 @@ struct StoreOptions {
       const storage::TierLayout&, ThreadPool*)>
       make_tier;
   std::string storage_name = "ram";  // reported by Stats
+  // Checkpoints (server/checkpoint/checkpoint_files.h) are written to and
+  // restored from this directory; empty: Checkpoint and Restore answer
+  // FAILED_PRECONDITION. `env` null: the process's PosixEnv.
+  std::string checkpoint_dir;
+  storage::Env* env = nullptr;
 };
 
 struct StoreStats {
@@ -91,6 +98,11 @@ struct StoreStats {
   uint64_t storage_bytes_written = 0;
   double last_step_io_wait_seconds = 0;
   double last_step_io_bytes_per_second = 0;
+  // Random per store: a change tells clients the server restarted.
+  uint64_t incarnation = 0;
+  std::vector<uint64_t> checkpoint_steps;  // complete, newest first
+  uint64_t restored_step = 0;
+  uint64_t checkpoints_written = 0;
 };
 
 class ShardStore;
@@ -204,6 +216,28 @@ class ShardStore {
   absl::StatusOr<CommitResult> Commit(const v1::CommitStepRequest& request)
       ABSL_LOCKS_EXCLUDED(mu_, data_mu_);
 
+  // Checkpoints (shard_store_checkpoint.cc; protocol in the proto's
+  // CheckpointRequest). Phase 1 needs the committed steps to equal
+  // req.step() and reads p, m, v under the shared data lock (commits wait);
+  // phase 2 writes the MANIFEST. FAILED_PRECONDITION without a checkpoint
+  // directory or for another step; the Env's errors for I/O.
+  absl::StatusOr<v1::CheckpointResponse> Checkpoint(
+      const v1::CheckpointRequest& req) ABSL_LOCKS_EXCLUDED(mu_, data_mu_);
+  // Restores checkpoint req.step() (0: the newest complete one that loads)
+  // into this server's range of the current plan (any K that wrote it),
+  // registering its model if none is; discards pending contributions.
+  // NOT_FOUND for a step without a complete checkpoint; DATA_LOSS naming
+  // the file and block for a checksum mismatch (nothing changes then).
+  absl::StatusOr<v1::RestoreResponse> Restore(const v1::RestoreRequest& req)
+      ABSL_LOCKS_EXCLUDED(mu_, data_mu_);
+  // At start: restores the newest complete checkpoint that loads, falling
+  // back to older ones on DATA_LOSS; `log` gets one line per checkpoint
+  // skipped and one for the one restored. Returns the step (0: nothing to
+  // restore, the store stays unregistered).
+  absl::StatusOr<uint64_t> RestoreNewest(
+      const std::function<void(const std::string&)>& log)
+      ABSL_LOCKS_EXCLUDED(mu_, data_mu_);
+
   StoreStats Stats() const ABSL_LOCKS_EXCLUDED(mu_);
   // Copies the registered spec (left empty before registration).
   void SpecInto(v1::ModelSpec* spec) const ABSL_LOCKS_EXCLUDED(mu_);
@@ -227,6 +261,10 @@ class ShardStore {
 
   absl::Status CheckJob(const std::string& job_id) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // FAILED_PRECONDITION after a restore at start until a Restore RPC: the
+  // job's contributions in flight were lost with the old process.
+  absl::Status CheckNotAwaitingRestore() const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // INVALID_ARGUMENT unless [offset, offset + length) is non-empty and
   // inside the owned range.
   absl::Status CheckOwnedRange(uint64_t offset, uint64_t length) const;
@@ -249,6 +287,12 @@ class ShardStore {
   // the tier's gradient.
   absl::Status PushToTier(uint64_t rel, const void* data, v1::DType dtype,
                           uint64_t n) ABSL_LOCKS_EXCLUDED(grad_mu_);
+  // Restores `manifest` (complete) with the new epoch; see Restore.
+  absl::Status RestoreManifest(const v1::CheckpointManifest& manifest,
+                               uint64_t epoch)
+      ABSL_LOCKS_EXCLUDED(mu_, data_mu_);
+  // Rereads the checkpoint listing into checkpoint_steps_.
+  void RefreshCheckpointList() ABSL_LOCKS_EXCLUDED(mu_);
   // Rewrites the serving copy of owned-relative [begin, end) from master.
   void RefreshServing(uint64_t begin, uint64_t end)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(data_mu_);
@@ -278,6 +322,8 @@ class ShardStore {
   std::vector<RangeSet> received_ ABSL_GUARDED_BY(mu_);  // done
   std::vector<uint64_t> received_elements_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Contribution> keys_ ABSL_GUARDED_BY(mu_);
+  // The keys of the last committed step (pushes retried after the commit).
+  std::map<std::string, Contribution> committed_keys_ ABSL_GUARDED_BY(mu_);
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   bool prepared_ ABSL_GUARDED_BY(mu_) = false;
   bool committing_ ABSL_GUARDED_BY(mu_) = false;
@@ -285,6 +331,12 @@ class ShardStore {
   CommitResult last_commit_ ABSL_GUARDED_BY(mu_);
   uint64_t last_commit_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   PrepareResult prepared_result_ ABSL_GUARDED_BY(mu_);
+  v1::TrainerState trainer_state_ ABSL_GUARDED_BY(mu_);  // of the last commit
+  std::vector<uint64_t> checkpoint_steps_ ABSL_GUARDED_BY(mu_);
+  uint64_t restored_step_ ABSL_GUARDED_BY(mu_) = 0;
+  bool awaiting_restore_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t checkpoints_written_ ABSL_GUARDED_BY(mu_) = 0;
+  const uint64_t incarnation_;
 
   uint64_t contributions_applied_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t duplicates_ignored_ ABSL_GUARDED_BY(mu_) = 0;

@@ -13,10 +13,12 @@ void AddStorageFlags(FlagSet* flags, StorageFlags* f) {
   flags->String("storage", &f->storage,
                 "Where the optimizer state lives: ram, or nvme (files under "
                 "--nvme_path, RAM bounded by the pipeline buffers).");
-  flags->String("nvme_path", &f->nvme_path,
-                "With --storage=nvme: an existing writable directory; shard "
-                "k keeps its state in DIR/shard-k (locked while running). "
-                "State left by a previous run is refused (restore: issue 7).");
+  flags->String(
+      "nvme_path", &f->nvme_path,
+      "With --storage=nvme: an existing writable directory; shard "
+      "k keeps its state in DIR/shard-k (locked while running). "
+      "State left by a previous run is refused, unless --checkpoint_dir "
+      "is given: then it is discarded and the checkpoint restored.");
   flags->Int64("aio_block_size", &f->aio_block_size,
                "Bytes per I/O request and checksummed chunk (multiple of "
                "4096).");
@@ -92,12 +94,26 @@ absl::Status CheckStorageFlags(const StorageFlags& f, uint32_t shard_index,
 }
 
 absl::StatusOr<std::unique_ptr<storage::DirLock>> PrepareStateDir(
-    const storage::NvmeOptions& options) {
+    const storage::NvmeOptions& options, bool discard_old,
+    const std::function<void(const std::string&)>& log) {
   storage::Env* env = storage::DefaultEnv();
   ZS_RETURN_IF_ERROR(env->CreateDir(options.path));
   ZS_ASSIGN_OR_RETURN(std::unique_ptr<storage::DirLock> lock,
                       storage::DirLock::Acquire(options.path));
   if (!env->FileExists(absl::StrCat(options.path, "/MANIFEST"))) return lock;
+  if (discard_old) {
+    ZS_ASSIGN_OR_RETURN(std::vector<std::string> names,
+                        env->ListDir(options.path));
+    for (const std::string& name : names) {
+      if (name == "LOCK") continue;
+      ZS_RETURN_IF_ERROR(
+          env->RemoveFile(storage::JoinPath(options.path, name)));
+    }
+    ZS_RETURN_IF_ERROR(env->SyncDir(options.path));
+    log(absl::StrCat("discarded the previous state in ", options.path,
+                     " (the checkpoint is restored instead)"));
+    return lock;
+  }
   auto tier = storage::NvmeTier::Open(options);
   if (!tier.ok()) {
     return absl::Status(tier.status().code(),
@@ -116,8 +132,8 @@ absl::StatusOr<std::unique_ptr<storage::DirLock>> PrepareStateDir(
   return absl::FailedPreconditionError(absl::StrCat(
       options.path, " holds the state of a previous run (",
       (*tier)->Stats().steps,
-      " optimizer steps); reopening it is Restore's job (issue 7): move it "
-      "away or use another --nvme_path"));
+      " optimizer steps): move it away, use another --nvme_path, or give "
+      "--checkpoint_dir to restart from a checkpoint"));
 }
 
 void UseNvmeTier(const storage::NvmeOptions& options, StoreOptions* store) {

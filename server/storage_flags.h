@@ -12,6 +12,7 @@
 #define ZEROSHARD_SERVER_STORAGE_FLAGS_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -47,9 +48,13 @@ absl::Status CheckStorageFlags(const StorageFlags& f, uint32_t shard_index,
 
 // Creates and locks options.path and refuses existing state (see above):
 // FAILED_PRECONDITION for a lock held elsewhere or a previous run's state,
-// DATA_LOSS and friends (naming the file) for corrupt state.
+// DATA_LOSS and friends (naming the file) for corrupt state. With
+// `discard_old` (the server restores from --checkpoint_dir, which is
+// authoritative) a previous run's state files are removed instead;
+// `log` gets one line saying so.
 absl::StatusOr<std::unique_ptr<storage::DirLock>> PrepareStateDir(
-    const storage::NvmeOptions& options);
+    const storage::NvmeOptions& options, bool discard_old,
+    const std::function<void(const std::string&)>& log);
 
 // Sets store->make_tier to create an NvmeTier with `options` (plus the
 // store's pool) and store->storage_name to "nvme".

@@ -30,7 +30,9 @@ out=$("$CTL" frobnicate 2>&1); rc=$?
 [ $rc -eq 2 ] && grep -q "unknown command 'frobnicate'" <<<"$out"; check "ctl rejects an unknown command" $?
 
 # Server lifecycle: start, health, SIGTERM, clean exit.
-"$SERVER" --port=0 --port_file="$T/port" >"$T/server.log" 2>&1 &
+out=$("$SERVER" --port=0 2>&1); rc=$?
+[ $rc -eq 2 ] && grep -q "give --tls_cert and --tls_key (TLS), or --insecure" <<<"$out"; check "server refuses plaintext without --insecure" $?
+"$SERVER" --port=0 --port_file="$T/port" --insecure >"$T/server.log" 2>&1 &
 pid=$!
 for _ in $(seq 200); do [ -s "$T/port" ] && break; sleep 0.05; done
 port=$(cat "$T/port" 2>/dev/null)

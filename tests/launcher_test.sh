@@ -44,7 +44,10 @@ bad "unknown flag" "unknown flag --bogus" "${TINY[@]}" --bogus=1
 bad "missing data" "$T/nope.bin" --config="$T/ds.json" --data="$T/nope.bin"
 bad "engine rejects bf16" "bf16.enabled" --config="$T/bf16.json" --data="$T/tokens.bin"
 bad "missing config" "$T/none.json" --config="$T/none.json" --data="$T/tokens.bin"
-bad "checkpoint dir" "issue 7" "${TINY[@]}" --checkpoint-dir="$T/ckpt"
+bad "checkpoint dir with external servers" "for the servers the launcher starts" \
+  "${TINY[@]}" --server-addrs=127.0.0.1:1 --checkpoint-dir="$T/ckpt"
+bad "checkpoint interval" "--checkpoint_every must be >= 1" "${TINY[@]}" \
+  --checkpoint-dir="$T/ckpt" --checkpoint-every=0
 bad "nodes must divide workers" "must be >= 1 and divide --workers 2" "${TINY[@]}" --nodes=3
 bad "bad model config" "LAYERS,HEADS,CHANNELS" "${TINY[@]}" --model_config=2,x
 
@@ -86,6 +89,43 @@ sleep 0.5
 [ "$(left_of "$T/sig/")" -eq 0 ]; check "no process left after SIGTERM" $?
 pkill -KILL -f "$T/sig/" 2>/dev/null
 pkill -KILL -f "$T/fail/" 2>/dev/null
+
+# Checkpoints (issue 7). A run stopped at step 6 and started again with the
+# same --checkpoint-dir resumes and saves the same bits as an uninterrupted
+# 12-step run; a shard server killed with SIGKILL mid-run is restarted by
+# the launcher from its newest checkpoint, the workers roll back, and the
+# result is again bit-identical.
+"$LAUNCHER" train "${TINY[@]}" --steps=12 --save="$T/ref12.bin" \
+  --work-dir="$T/ref12" >/dev/null 2>&1
+check "uninterrupted 12-step run" $?
+"$LAUNCHER" train "${TINY[@]}" --steps=6 --checkpoint-dir="$T/ckpt" \
+  --checkpoint-every=3 --work-dir="$T/c6" >/dev/null 2>&1
+check "6 steps with checkpoints" $?
+[ -f "$T/ckpt/step-0000000006/MANIFEST" ] && [ -f "$T/ckpt/step-0000000006/shard-00001-of-00002.ckpt" ]
+check "step 6 checkpoint: manifest and shard files" $?
+out=$("$LAUNCHER" train "${TINY[@]}" --steps=12 --checkpoint-dir="$T/ckpt" \
+  --checkpoint-every=3 --save="$T/res12.bin" --work-dir="$T/c12" 2>&1)
+check "resumed run exits 0" $?
+grep -q "restored step 6" "$T/c12/server-0.log"; check "servers restored step 6" $?
+cmp -s "$T/ref12.bin" "$T/res12.bin"; check "resumed run saves the same bits" $?
+
+"$LAUNCHER" train "${TINY[@]}" --steps=40 --save="$T/ref40.bin" \
+  --work-dir="$T/ref40" >/dev/null 2>&1
+check "uninterrupted 40-step run" $?
+"$LAUNCHER" train "${TINY[@]}" --steps=40 --checkpoint-dir="$T/ckpt40" \
+  --checkpoint-every=4 --print_every=1 --save="$T/kill40.bin" \
+  --work-dir="$T/kill40" >"$T/kill40.log" 2>&1 &
+lpid=$!
+for _ in $(seq 600); do grep -q "^step 10/" "$T/kill40.log" 2>/dev/null && break; sleep 0.02; done
+victim=$(pgrep -f "zeroshard-server.*--shard_index=1 .*checkpoint_dir=$T/ckpt40" | head -1)
+[ -n "$victim" ] && kill -KILL "$victim"; check "killed shard server 1 (pid $victim)" $?
+wait $lpid; rc=$?
+sed 's/^/    | /' "$T/kill40.log" | grep -v '^    | step ' | tail -5
+[ $rc -eq 0 ]; check "job with a killed server exits 0 (rc $rc)" $?
+grep -q "shard server 1 exited with killed by signal 9.*restarting it" "$T/kill40.log"
+check "launcher says it restarted shard 1" $?
+cmp -s "$T/ref40.bin" "$T/kill40.bin"; check "killed-server run saves the same bits" $?
+[ "$(left_of "$T/kill40/")" -eq 0 ]; check "no process left" $?
 
 echo "$fails failed"
 [ $fails -eq 0 ]

@@ -147,7 +147,7 @@ int RunServer(const std::vector<std::string>& args, const std::string& log,
   auto binary = WorkspaceBinary("server/zeroshard-server");
   EXPECT_TRUE(binary.ok()) << binary.status();
   SpawnOptions options;
-  options.argv = {*binary, "--port=0"};
+  options.argv = {*binary, "--port=0", "--insecure"};
   options.argv.insert(options.argv.end(), args.begin(), args.end());
   options.log_path = log;
   auto child = Subprocess::Spawn(options);

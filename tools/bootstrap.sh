@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs every Debian package the build, the tests and the demo need.
+# Installs every Debian package the build, the tests and the demo need,
+# then the PyPI tools of the deploy/ tests (tools/bootstrap_pypi.sh).
 # Idempotent: checks first and installs only what is missing. Fails loudly,
 # naming the package, if one cannot be installed. Needs root (or sudo) only
 # when something is missing.
@@ -16,6 +17,8 @@ PACKAGES=(
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev clang clang-format
   libclang-rt-14-dev python3-torch python3-numpy fio openssl procps
+  # metrics (HTTP endpoint) and the deploy/ tests
+  libcpp-httplib-dev python3-prometheus-client curl python3-venv
 )
 
 missing=()
@@ -26,7 +29,7 @@ for p in "${PACKAGES[@]}"; do
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "bootstrap: all ${#PACKAGES[@]} packages present"
-  exit 0
+  exec "$(dirname "$0")/bootstrap_pypi.sh"
 fi
 
 SUDO=""
@@ -55,3 +58,4 @@ for p in "${missing[@]}"; do
   fi
 done
 echo "bootstrap: installed ${#missing[@]} packages"
+exec "$(dirname "$0")/bootstrap_pypi.sh"

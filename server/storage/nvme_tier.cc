@@ -288,6 +288,30 @@ absl::Status NvmeTier::ReadMaster(uint64_t offset, uint64_t n, float* out) {
   return files_[kP]->ReadElems(offset, n, out, scratch);
 }
 
+absl::Status NvmeTier::WriteMoments(uint64_t offset, const float* m,
+                                    const float* v, uint64_t n) {
+  ZS_RETURN_IF_ERROR(CheckRange(offset, n));
+  if (n == 0) return absl::OkStatus();
+  if (shared_.load()) ZS_RETURN_IF_ERROR(RunPipeline(nullptr));
+  absl::MutexLock l(&mu_);
+  if (!dirty_) {  // as WriteMaster: an interrupted write is detected
+    ZS_RETURN_IF_ERROR(WriteManifest(MakeManifest(true)));
+    dirty_ = true;
+  }
+  AlignedBuffer scratch(options_.block_size, &account_);
+  const std::pair<ArrayKind, const float*> arrays[] = {{kM, m}, {kV, v}};
+  for (const auto& [kind, src] : arrays) {
+    ZS_RETURN_IF_ERROR(files_[kind]->EditElems(
+        offset, n, true, scratch,
+        [&](char* chunk, uint64_t first, uint64_t lo, uint64_t hi) {
+          std::memcpy(chunk + lo * 4, src + (first + lo - offset),
+                      (hi - lo) * 4);
+        }));
+    ZS_RETURN_IF_ERROR(files_[kind]->file()->Sync());
+  }
+  return absl::OkStatus();
+}
+
 absl::Status NvmeTier::ReadMoments(uint64_t offset, uint64_t n, float* m,
                                    float* v) {
   ZS_RETURN_IF_ERROR(CheckRange(offset, n));

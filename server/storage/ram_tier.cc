@@ -52,6 +52,15 @@ absl::Status RamTier::ReadMaster(uint64_t offset, uint64_t n, float* out) {
   return absl::OkStatus();
 }
 
+absl::Status RamTier::WriteMoments(uint64_t offset, const float* m,
+                                   const float* v, uint64_t n) {
+  ZS_RETURN_IF_ERROR(CheckRange(offset, n));
+  absl::MutexLock l(&mu_);
+  std::memcpy(m_.as<float>() + offset, m, n * 4);
+  std::memcpy(v_.as<float>() + offset, v, n * 4);
+  return absl::OkStatus();
+}
+
 absl::Status RamTier::ReadMoments(uint64_t offset, uint64_t n, float* m,
                                   float* v) {
   ZS_RETURN_IF_ERROR(CheckRange(offset, n));

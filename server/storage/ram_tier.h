@@ -30,6 +30,8 @@ class RamTier : public StorageTier {
   absl::Status ReadMaster(uint64_t offset, uint64_t n, float* out) override;
   absl::Status ReadMoments(uint64_t offset, uint64_t n, float* m,
                            float* v) override;
+  absl::Status WriteMoments(uint64_t offset, const float* m, const float* v,
+                            uint64_t n) override;
   absl::Status ReadServing(uint64_t offset, uint64_t n, uint16_t* out,
                            uint64_t* step) override;
   absl::Status WriteGrad(uint64_t offset, const float* data,

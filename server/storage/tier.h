@@ -87,6 +87,10 @@ class StorageTier {
   virtual absl::Status ReadMaster(uint64_t offset, uint64_t n, float* out) = 0;
   virtual absl::Status ReadMoments(uint64_t offset, uint64_t n, float* m,
                                    float* v) = 0;
+  // Overwrites m, v [offset, offset + n) (restoring a checkpoint; with
+  // WriteMaster for p). Durable at the next Flush.
+  virtual absl::Status WriteMoments(uint64_t offset, const float* m,
+                                    const float* v, uint64_t n) = 0;
   // The serving copy of [offset, offset + n) (through the read cache on
   // NvmeTier) and the number of steps it reflects (may be null).
   virtual absl::Status ReadServing(uint64_t offset, uint64_t n, uint16_t* out,

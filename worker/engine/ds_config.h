@@ -56,6 +56,11 @@
 //              worker pushes its partial gradient and the server sums them
 //              (ModelSpec.contributions_per_step = world size).
 //     alignment: partition-range alignment in elements (default 64).
+//     checkpoint_interval: the servers checkpoint every this many steps
+//              (0, the default: never); needs servers started with
+//              --checkpoint_dir (zeroshard train --checkpoint-dir). Turns on
+//              recovery: resume from the newest checkpoint, roll back when a
+//              server restarts.
 // - Numbers: integers may be written as floats when integral (5e8); a
 //   non-integral, negative (where sizes are meant) or wrongly typed value is
 //   an error naming its full path: "zero_optimization.reduce_bucket_size:
@@ -133,6 +138,7 @@ struct ZeroShardConfig {
   int num_servers = 0;  // addresses.size(), the count given, or 0 (unset)
   bool server_aggregation = false;
   uint32_t alignment = 64;
+  int checkpoint_interval = 0;  // steps; 0 = no checkpoints
 };
 
 struct EngineConfig {

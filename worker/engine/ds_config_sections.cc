@@ -374,6 +374,9 @@ absl::Status ParseZeroShard(ObjectReader& root, ZeroShardConfig* out) {
   ZS_ASSIGN_OR_RETURN(int64_t alignment,
                       zs.Int("alignment", 64, 1, uint32_t{0xFFFFFFFF}));
   out->alignment = static_cast<uint32_t>(alignment);
+  ZS_ASSIGN_OR_RETURN(int64_t interval,
+                      zs.Int("checkpoint_interval", 0, 0, int64_t{1} << 31));
+  out->checkpoint_interval = static_cast<int>(interval);
   zs.WarnUnknown();
   return absl::OkStatus();
 }

@@ -52,6 +52,7 @@ absl::StatusOr<ZeroOptions> ZeroOptionsFromConfig(
   o.reduce_bucket_size =
       static_cast<uint64_t>(std::max<int64_t>(1, z.reduce_bucket_size));
   o.offload_param_server = z.offload_param == engine::OffloadDevice::kServer;
+  o.checkpoint_interval = config.zeroshard.checkpoint_interval;
 
   const std::vector<ParamUnit> units = ParamUnits(layout);
   uint64_t largest = 1, smallest = UINT64_MAX;

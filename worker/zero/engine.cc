@@ -1,8 +1,10 @@
 #include "worker/zero/engine.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <future>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -10,6 +12,7 @@
 #include "worker/engine/clip.h"
 #include "worker/engine/lr_schedule.h"
 #include "worker/zero/op_wait.h"
+#include "worker/zero/recovery.h"
 #include "worker/zero/zero_plan.h"
 
 namespace zeroshard::zero {
@@ -90,14 +93,161 @@ absl::Status ZeroEngine::Init(const gpt2::Config& config,
     return absl::OkStatus();
   }
   ZS_RETURN_IF_ERROR(client_->RegisterModel(spec));
-  if (comm_->rank() == 0) {
-    ZS_RETURN_IF_ERROR(
-        client_->WriteParameters(Range{0, n}, initial_params.data()));
+  bool resumed = false;
+  if (recovery()) ZS_RETURN_IF_ERROR(Decide(absl::OkStatus(), true, &resumed));
+  if (!resumed) {
+    absl::Status written;
+    if (comm_->rank() == 0) written = WriteInitial(spec, initial_params);
+    if (!recovery()) {
+      ZS_RETURN_IF_ERROR(written);
+    } else {
+      // Every rank learns the outcome (no rank is left in a collective).
+      ZS_ASSIGN_OR_RETURN(bool all_ok, AllOk(written));
+      if (!all_ok) {
+        ZS_RETURN_IF_ERROR(written);
+        return absl::AbortedError("rank 0 could not write the parameters");
+      }
+    }
   }
   StepStats scratch;
   ZS_RETURN_IF_ERROR(
       WaitOp(comm_->Barrier(), &scratch.broadcast, &scratch.comm_wait_seconds));
   return Refresh();
+}
+
+absl::Status ZeroEngine::WriteInitial(const v1::ModelSpec& spec,
+                                      absl::Span<const float> initial) {
+  const Range all{0, params_.size()};
+  if (!recovery()) return client_->WriteParameters(all, initial.data());
+  // Then checkpoint step 0, so that a crash before the first interval
+  // recovers. A server restarted meanwhile comes back without a model:
+  // register it again and start over.
+  absl::Status s;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    s = client_->RegisterModel(spec);
+    if (s.ok()) s = client_->WriteParameters(all, initial.data());
+    if (s.ok()) {
+      const v1::TrainerState state = StateNow();
+      s = client_->Checkpoint(0, &state).status();
+    }
+    if (s.ok()) return s;
+    ZS_RETURN_IF_ERROR(
+        ViewServers(client_, options_.recovery_timeout_seconds).status());
+  }
+  return s;
+}
+
+void ZeroEngine::set_data_position(int64_t epoch, int64_t shard,
+                                   int64_t offset) {
+  data_position_.set_data_epoch(epoch);
+  data_position_.set_data_shard(shard);
+  data_position_.set_data_offset(offset);
+}
+
+v1::TrainerState ZeroEngine::StateNow() const {
+  v1::TrainerState s = data_position_;
+  s.set_step(static_cast<uint64_t>(step_));
+  s.set_updates(static_cast<uint64_t>(updates_));
+  s.set_loss_scale(1.0);
+  s.set_seed(seed_);
+  return s;
+}
+
+absl::StatusOr<bool> ZeroEngine::AllOk(const absl::Status& mine) {
+  const int W = comm_->size();
+  const uint64_t slot = ExchangeSlot(comm_->part_alignment());
+  std::vector<float> buf(slot * W, 0.0f);
+  const uint32_t code = static_cast<uint32_t>(mine.code());
+  std::memcpy(buf.data() + comm_->PartRange(buf.size(), comm_->rank()).begin,
+              &code, sizeof(code));
+  ZS_RETURN_IF_ERROR(
+      WaitOp(comm_->AllGather(buf.data(), buf.size(), DType::kFloat32),
+             &stats_.all_gather, &stats_.comm_wait_seconds));
+  for (int r = 0; r < W; ++r) {
+    uint32_t theirs;
+    std::memcpy(&theirs, buf.data() + comm_->PartRange(buf.size(), r).begin,
+                sizeof(theirs));
+    if (theirs != 0) return false;
+  }
+  return true;
+}
+
+absl::Status ZeroEngine::Decide(const absl::Status& leader_status,
+                                bool at_start, bool* rolled_back,
+                                bool* healthy) {
+  *rolled_back = false;
+  constexpr uint64_t kRolledBack = 1000, kHealthy = 1001;
+  // The outcome as raw bits: code, then the state to roll back to.
+  struct Word {
+    uint64_t code, step, updates, data_epoch, data_shard, data_offset, epoch,
+        seed;
+    double loss_scale;
+  } w{};
+  absl::Status err = leader_status;
+  if (comm_->rank() == 0 && (at_start || !leader_status.ok())) {
+    absl::StatusOr<ServerView> view =
+        ViewServers(client_, options_.recovery_timeout_seconds);
+    bool roll = false;
+    if (!view.ok()) {
+      err = view.status();
+    } else if (at_start) {
+      roll = std::any_of(view->steps.begin(), view->steps.end(),
+                         [](uint64_t s) { return s != 0; }) ||
+             !CommonCheckpoints(view->checkpoints).empty();
+    } else {
+      roll = NeedsRollback(*view, incarnations_);
+    }
+    if (view.ok()) incarnations_ = view->incarnations;
+    if (view.ok() && !at_start && !roll) {
+      w.code = kHealthy;  // a transient failure: the phase may be retried
+      err = absl::AbortedError(absl::StrCat(
+          leader_status.message(), " (the servers are up, at step ",
+          view->steps[0], ", none restarted)"));
+    }
+    if (roll) {
+      absl::StatusOr<v1::TrainerState> state =
+          RollBack(client_, *view, epoch_ + 1);
+      if (state.ok()) {
+        w = Word{kRolledBack,         state->step(),       state->updates(),
+                 state->data_epoch(), state->data_shard(), state->data_offset(),
+                 epoch_ + 1,          state->seed(),       state->loss_scale()};
+      } else {
+        err = state.status();
+      }
+    }
+  }
+  if (w.code != kRolledBack && w.code != kHealthy) {
+    w.code = static_cast<uint64_t>(err.code());
+  }
+  std::vector<float> buf(sizeof(Word) / sizeof(float));
+  std::memcpy(buf.data(), &w, sizeof(Word));
+  ZS_RETURN_IF_ERROR(
+      WaitOp(comm_->Broadcast(buf.data(), buf.size(), DType::kFloat32, 0),
+             &stats_.broadcast, &stats_.comm_wait_seconds));
+  std::memcpy(&w, buf.data(), sizeof(Word));
+  if (w.code == kRolledBack) {
+    restored_.Clear();
+    restored_.set_step(w.step);
+    restored_.set_updates(w.updates);
+    restored_.set_data_epoch(static_cast<int64_t>(w.data_epoch));
+    restored_.set_data_shard(static_cast<int64_t>(w.data_shard));
+    restored_.set_data_offset(static_cast<int64_t>(w.data_offset));
+    restored_.set_seed(w.seed);
+    restored_.set_loss_scale(w.loss_scale);
+    step_ = static_cast<int64_t>(w.step);
+    updates_ = static_cast<int64_t>(w.updates);
+    epoch_ = w.epoch;
+    micro_ = 0;
+    step_start_ = -1;
+    ++rollbacks_;
+    *rolled_back = true;
+    return absl::OkStatus();
+  }
+  if (healthy != nullptr) *healthy = w.code == kHealthy;
+  if (comm_->rank() == 0) return err;
+  if (w.code == 0) return absl::OkStatus();
+  return absl::AbortedError(absl::StrCat(
+      "step ", step_, ": the step leader failed (code ", w.code, ")"));
 }
 
 void ZeroEngine::ResetStats() {
@@ -191,9 +341,13 @@ absl::Status ZeroEngine::OptimizerStep() {
     }
     ++step_;
   } else {
-    ZS_RETURN_IF_ERROR(PushAndCommit(d.grad_scale, lr, d.skip));
+    bool rolled_back = false;
+    ZS_RETURN_IF_ERROR(PushAndCommit(d.grad_scale, lr, d.skip, &rolled_back));
+    if (rolled_back) return Refresh();  // the step is redone from there
     ++step_;
+    const int before = rollbacks_;
     ZS_RETURN_IF_ERROR(Refresh());
+    if (rollbacks_ != before) return absl::OkStatus();  // state restored
   }
   if (!d.skip) ++updates_;
   // Bytes held (step_stats.h).
@@ -212,12 +366,14 @@ absl::Status ZeroEngine::OptimizerStep() {
   return absl::OkStatus();
 }
 
-absl::Status ZeroEngine::PushAndCommit(float clip_coef, double lr, bool skip) {
+absl::Status ZeroEngine::PushAndCommit(float clip_coef, double lr, bool skip,
+                                       bool* rolled_back) {
+  *rolled_back = false;
   const uint64_t step = static_cast<uint64_t>(step_);
   std::vector<std::future<absl::Status>> pushes;
   for (const GradReducer::Part& p : reducer_->OwnParts()) {
     PushId id;
-    id.epoch = 0;
+    id.epoch = epoch_;
     id.step = step;
     id.slot = 0;
     id.key_prefix =
@@ -231,6 +387,25 @@ absl::Status ZeroEngine::PushAndCommit(float clip_coef, double lr, bool skip) {
     absl::Status s = WaitFuture(f, &stats_.server_wait_seconds);
     if (pushed.ok()) pushed = s;
   }
+  if (recovery()) {
+    ZS_ASSIGN_OR_RETURN(bool all_ok, AllOk(pushed));
+    absl::Status leader =
+        all_ok
+            ? absl::OkStatus()
+            : (pushed.ok() ? absl::AbortedError(absl::StrCat(
+                                 "step ", step, ": another rank's push failed"))
+                           : pushed);
+    if (comm_->rank() == 0 && all_ok) {
+      v1::TrainerState after = StateNow();
+      after.set_step(step + 1);
+      after.set_updates(updates_ + (skip ? 0 : 1));
+      leader = LeaderCommit(step, clip_coef, lr, skip, &after);
+      if (leader.ok() && (step + 1) % options_.checkpoint_interval == 0) {
+        leader = client_->Checkpoint(step + 1, &after).status();
+      }
+    }
+    return Decide(leader, false, rolled_back);
+  }
   // {status code, committed step} from the leader, as raw bits.
   struct Word {
     uint32_t code;
@@ -239,18 +414,10 @@ absl::Status ZeroEngine::PushAndCommit(float clip_coef, double lr, bool skip) {
   } word{static_cast<uint32_t>(pushed.code()), 0, step};
   absl::Status leader = pushed;
   if (comm_->rank() == 0 && pushed.ok()) {
-    const double start = NowSeconds();
-    absl::StatusOr<StepNorm> norm = client_->Prepare(0, step);
-    leader = norm.status();
-    if (norm.ok() && norm->overflow && !skip) {
-      leader = absl::DataLossError(absl::StrCat(
-          "step ", step,
-          ": the servers hold NaN/Inf gradients the workers did not see"));
-    } else if (norm.ok()) {
-      leader = client_->Commit(0, step, clip_coef, lr, skip);
-    }
-    stats_.server_control.Add(0, 0);
-    stats_.server_wait_seconds += NowSeconds() - start;
+    v1::TrainerState after = StateNow();  // kept for outside checkpoints
+    after.set_step(step + 1);
+    after.set_updates(updates_ + (skip ? 0 : 1));
+    leader = LeaderCommit(step, clip_coef, lr, skip, &after);
     word.code = static_cast<uint32_t>(leader.code());
   }
   std::vector<float> buf(4);
@@ -268,24 +435,67 @@ absl::Status ZeroEngine::PushAndCommit(float clip_coef, double lr, bool skip) {
   return absl::OkStatus();
 }
 
+absl::Status ZeroEngine::LeaderCommit(uint64_t step, float clip_coef, double lr,
+                                      bool skip,
+                                      const v1::TrainerState* after) {
+  const double start = NowSeconds();
+  absl::StatusOr<StepNorm> norm = client_->Prepare(epoch_, step);
+  absl::Status leader = norm.status();
+  if (norm.ok() && norm->overflow && !skip) {
+    leader = absl::DataLossError(absl::StrCat(
+        "step ", step,
+        ": the servers hold NaN/Inf gradients the workers did not see"));
+  } else if (norm.ok()) {
+    leader = client_->Commit(epoch_, step, clip_coef, lr, skip, after);
+  }
+  stats_.server_control.Add(0, 0);
+  stats_.server_wait_seconds += NowSeconds() - start;
+  return leader;
+}
+
 absl::Status ZeroEngine::Refresh() {
+  for (int attempt = 0;; ++attempt) {
+    absl::Status own = FetchOwn();
+    if (recovery()) {
+      ZS_ASSIGN_OR_RETURN(bool all_ok, AllOk(own));
+      if (!all_ok) {
+        bool rolled_back = false, healthy = false;
+        absl::Status decided = Decide(
+            own.ok() ? absl::AbortedError("another rank's fetch failed") : own,
+            false, &rolled_back, &healthy);
+        if ((rolled_back || healthy) && attempt < 5) {
+          if (healthy)
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));
+          continue;
+        }
+        ZS_RETURN_IF_ERROR(decided);
+        return absl::AbortedError("parameters could not be fetched");
+      }
+    }
+    ZS_RETURN_IF_ERROR(own);
+    if (options_.stage == 3) return absl::OkStatus();
+    return WaitOp(
+        comm_->AllGather(params_.data(), params_.size(), DType::kFloat32),
+        &stats_.all_gather, &stats_.comm_wait_seconds);
+  }
+}
+
+absl::Status ZeroEngine::FetchOwn() {
   if (options_.stage == 3) return window_->FetchPartition();
   const uint64_t n = params_.size();
   const Range slice = comm_->PartRange(n, comm_->rank());
   uint64_t got = 0;
-  if (!slice.empty()) {
-    const double start = NowSeconds();
-    ZS_RETURN_IF_ERROR(client_->Gather(slice, v1::DTYPE_FP32,
-                                       params_.data() + slice.begin, &got));
-    stats_.server_wait_seconds += NowSeconds() - start;
-    stats_.server_gather.Add(0, 4 * slice.size());
-    if (got != static_cast<uint64_t>(step_)) {
-      return absl::AbortedError(absl::StrCat("gathered parameters of step ",
-                                             got, ", expected ", step_));
-    }
+  if (slice.empty()) return absl::OkStatus();
+  const double start = NowSeconds();
+  ZS_RETURN_IF_ERROR(client_->Gather(slice, v1::DTYPE_FP32,
+                                     params_.data() + slice.begin, &got));
+  stats_.server_wait_seconds += NowSeconds() - start;
+  stats_.server_gather.Add(0, 4 * slice.size());
+  if (got != static_cast<uint64_t>(step_)) {
+    return absl::AbortedError(absl::StrCat("gathered parameters of step ", got,
+                                           ", expected ", step_));
   }
-  return WaitOp(comm_->AllGather(params_.data(), n, DType::kFloat32),
-                &stats_.all_gather, &stats_.comm_wait_seconds);
+  return absl::OkStatus();
 }
 
 absl::Status ZeroEngine::ReadParameters(absl::Span<float> out) {

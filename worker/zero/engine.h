@@ -103,6 +103,17 @@ class ZeroEngine {
   // copy; stage 3 read from the servers. Not collective.
   absl::Status ReadParameters(absl::Span<float> out);
 
+  // Recorded in checkpoints (ZeroOptions::checkpoint_interval): the data
+  // loader's position of the next step and the run's seed; the trainer sets
+  // them before each Step().
+  void set_data_position(int64_t epoch, int64_t shard, int64_t offset);
+  void set_seed(uint64_t seed) { seed_ = seed; }
+  // Times every rank rolled back to a checkpoint, counting a start from
+  // one. Afterwards global_step() is the checkpoint's step and
+  // restored_state() the workers' state recorded with it.
+  int rollbacks() const { return rollbacks_; }
+  const v1::TrainerState& restored_state() const { return restored_; }
+
   gpt2::Model& model() { return *model_; }
   const gpt2::ParamLayout& layout() const { return model_->layout(); }
   const ZeroOptions& options() const { return options_; }
@@ -114,12 +125,35 @@ class ZeroEngine {
   absl::Status Init(const gpt2::Config& config,
                     absl::Span<const float> initial_params);
   absl::Status OptimizerStep();
+  // Rank 0 of a fresh job: the initial parameters to the servers (and,
+  // with recovery, a checkpoint of step 0).
+  absl::Status WriteInitial(const v1::ModelSpec& spec,
+                            absl::Span<const float> initial);
   // All-gathers each rank's sum of squares and loss sum; `partials` in rank
   // order, `loss_sum` added in rank order.
   absl::Status ExchangeNormAndLoss(std::vector<double>* partials,
                                    double* loss_sum);
-  absl::Status PushAndCommit(float clip_coef, double lr, bool skip);
+  absl::Status PushAndCommit(float clip_coef, double lr, bool skip,
+                             bool* rolled_back);
+  // Leader: prepare and commit `step` (with the workers' state after it).
+  absl::Status LeaderCommit(uint64_t step, float clip_coef, double lr,
+                            bool skip, const v1::TrainerState* after);
+  // Fetches what this rank keeps from the servers, then (stages 0-2)
+  // all-gathers it; with recovery on, a failure anywhere rolls back.
   absl::Status Refresh();
+  absl::Status FetchOwn();
+  bool recovery() const { return options_.checkpoint_interval > 0; }
+  // The workers' state now (step_, updates_, data position, seed).
+  v1::TrainerState StateNow() const;
+  // Collective: whether every rank's `mine` is OK.
+  absl::StatusOr<bool> AllOk(const absl::Status& mine);
+  // Collective, after a phase whose outcome the leader knows: OK, a roll
+  // back (every rank applies the checkpoint's state; *rolled_back), or the
+  // error. `at_start`: resume from the newest checkpoint if the servers
+  // hold any. *healthy (if not null): the leader found every server up,
+  // none restarted and all at one step, so the phase may be retried.
+  absl::Status Decide(const absl::Status& leader_status, bool at_start,
+                      bool* rolled_back, bool* healthy = nullptr);
   void ResetStats();
 
   const ZeroOptions options_;
@@ -136,6 +170,13 @@ class ZeroEngine {
   double loss_sum_ = 0;
   double step_start_ = -1;
   StepStats stats_, last_stats_;
+  // Recovery (checkpoint_interval > 0).
+  uint64_t epoch_ = 0;  // of pushes and commits; +1 per roll back
+  uint64_t seed_ = 0;
+  v1::TrainerState data_position_;  // data_* fields only
+  int rollbacks_ = 0;
+  v1::TrainerState restored_;
+  std::vector<uint64_t> incarnations_;  // leader: servers' at last view
 };
 
 }  // namespace zeroshard::zero

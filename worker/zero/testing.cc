@@ -1,8 +1,10 @@
 #include "worker/zero/testing.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -48,23 +50,41 @@ TrainSpec TinySpec(int stage, bool offload, const std::string& job) {
   return s;
 }
 
+absl::StatusOr<std::unique_ptr<LocalFleet>> StartTestFleet(
+    uint32_t servers, const std::vector<std::string>& extra_args) {
+  auto binary = WorkspaceBinary("server/zeroshard-server");
+  if (!binary.ok()) return binary.status();
+  FleetOptions fo;
+  fo.server_binary = *binary;
+  fo.num_shards = servers;
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  fo.work_dir = tmp != nullptr ? tmp : "/tmp";
+  fo.extra_args = {"--threads=1", "--grpc_threads=8"};
+  for (const std::string& a : extra_args) fo.extra_args.push_back(a);
+  return LocalFleet::Start(fo);
+}
+
 absl::StatusOr<std::vector<TrainResult>> RunInProcess(const TrainSpec& spec,
                                                       int world,
                                                       uint32_t servers) {
   std::unique_ptr<LocalFleet> fleet;
   if (spec.zero.stage > 0) {
-    auto binary = WorkspaceBinary("server/zeroshard-server");
-    if (!binary.ok()) return binary.status();
-    FleetOptions fo;
-    fo.server_binary = *binary;
-    fo.num_shards = servers;
-    const char* tmp = std::getenv("TEST_TMPDIR");
-    fo.work_dir = tmp != nullptr ? tmp : "/tmp";
-    fo.extra_args = {"--threads=1", "--grpc_threads=8"};
-    auto started = LocalFleet::Start(fo);
+    auto started = StartTestFleet(servers, {});
     if (!started.ok()) return started.status();
     fleet = std::move(*started);
   }
+  return RunInProcessOn(spec, world, fleet.get());
+}
+
+absl::StatusOr<std::vector<TrainResult>> RunInProcessOn(const TrainSpec& spec,
+                                                        int world,
+                                                        LocalFleet* fleet) {
+  return RunInProcessWith(spec, world, fleet, InProcessHooks());
+}
+
+absl::StatusOr<std::vector<TrainResult>> RunInProcessWith(
+    const TrainSpec& spec, int world, LocalFleet* fleet,
+    const InProcessHooks& hooks) {
   auto hub = std::make_shared<collective::InProcessHub>(world);
   std::vector<std::unique_ptr<collective::HostCommunicator>> comms(world);
   std::vector<std::unique_ptr<ShardClient>> clients(world);
@@ -77,6 +97,7 @@ absl::StatusOr<std::vector<TrainResult>> RunInProcess(const TrainSpec& spec,
     if (fleet != nullptr) {
       ClientOptions o;
       o.addresses = fleet->addresses();
+      if (hooks.client_options) hooks.client_options(r, &o);
       auto client = ShardClient::Connect(o);
       if (!client.ok()) return client.status();
       clients[r] = std::move(*client);
@@ -84,10 +105,25 @@ absl::StatusOr<std::vector<TrainResult>> RunInProcess(const TrainSpec& spec,
   }
   std::vector<absl::StatusOr<TrainResult>> results(world,
                                                    absl::UnknownError(""));
+  std::vector<TrainProgress> scratch;
+  std::vector<TrainProgress>* progress =
+      hooks.progress != nullptr ? hooks.progress : &scratch;
+  progress->assign(world, TrainProgress());
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
-      results[r] = RunTraining(spec, comms[r].get(), clients[r].get());
+      StepCallback on_step;
+      if (hooks.on_step) {
+        on_step = [&, r](const StepStats& s) {
+          hooks.on_step(r, s, hub.get());
+        };
+      }
+      results[r] = RunTraining(spec, comms[r].get(), clients[r].get(), on_step,
+                               &(*progress)[r]);
+      if (!results[r].ok()) {
+        std::fprintf(stderr, "rank %d failed: %s\n", r,
+                     std::string(results[r].status().message()).c_str());
+      }
     });
   }
   for (auto& t : threads) t.join();
@@ -146,6 +182,18 @@ std::string DeepSpeedJson(const TrainSpec& spec, uint32_t alignment) {
       z.overlap_comm ? "true" : "false", z.reduce_bucket_size,
       largest * static_cast<uint64_t>(z.stage3_prefetch_units),
       offload ? "server" : "none", alignment);
+}
+
+bool FlipByteNearEnd(const std::string& path) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  if (!f.good()) return false;
+  f.seekg(-100, std::ios::end);
+  char byte = 0;
+  f.read(&byte, 1);
+  byte ^= 0x04;
+  f.seekp(-100, std::ios::end);
+  f.write(&byte, 1);
+  return f.good();
 }
 
 int64_t FirstDifference(const std::vector<float>& a,

@@ -5,11 +5,18 @@
 #define ZEROSHARD_WORKER_ZERO_TESTING_H_
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "client/local_fleet.h"
 #include "worker/zero/trainer.h"
+
+namespace zeroshard::collective {
+class InProcessHub;
+}  // namespace zeroshard::collective
 
 namespace zeroshard::zero {
 
@@ -28,6 +35,36 @@ absl::StatusOr<std::vector<TrainResult>> RunInProcess(const TrainSpec& spec,
                                                       int world,
                                                       uint32_t servers);
 
+// Starts K real servers for tests (--threads=1 --grpc_threads=8 and
+// `extra_args`), logs and port files in $TEST_TMPDIR (or /tmp).
+absl::StatusOr<std::unique_ptr<LocalFleet>> StartTestFleet(
+    uint32_t servers, const std::vector<std::string>& extra_args);
+
+// As RunInProcess, against running servers (null for stage 0), which may
+// be restarted while it runs.
+absl::StatusOr<std::vector<TrainResult>> RunInProcessOn(const TrainSpec& spec,
+                                                        int world,
+                                                        LocalFleet* fleet);
+
+// Hooks of RunInProcessWith (each may be empty).
+struct InProcessHooks {
+  // Adjusts rank r's client options before it connects (fault injection).
+  std::function<void(int rank, ClientOptions*)> client_options;
+  // Called on rank r's thread after each of its steps; `hub` connects the
+  // ranks (InProcessHub::Kill on every rank stops the job like a killed
+  // worker).
+  std::function<void(int rank, const StepStats&, collective::InProcessHub* hub)>
+      on_step;
+  // When not null: resized to `world`, rank r's progress, kept when a rank
+  // fails.
+  std::vector<TrainProgress>* progress = nullptr;
+};
+
+// As RunInProcessOn, with `hooks`.
+absl::StatusOr<std::vector<TrainResult>> RunInProcessWith(
+    const TrainSpec& spec, int world, LocalFleet* fleet,
+    const InProcessHooks& hooks);
+
 // Writes `count` pseudo-random tokens in [0, vocab) (keyed by `seed`) as a
 // token file $TEST_TMPDIR/<name>.bin (or /tmp); returns its path.
 absl::StatusOr<std::string> WriteTestTokens(const std::string& name,
@@ -38,6 +75,11 @@ absl::StatusOr<std::string> WriteTestTokens(const std::string& name,
 // back onto spec.zero (seq_len, threads, job_id and poisoning aside, which
 // are not DeepSpeed keys), with zeroshard.alignment `alignment`.
 std::string DeepSpeedJson(const TrainSpec& spec, uint32_t alignment);
+
+// Flips one bit of the byte 100 bytes before the end of `path` (in a
+// checkpoint shard file: inside the last payload block, not its checksum).
+// False when the file cannot be read and written.
+bool FlipByteNearEnd(const std::string& path);
 
 // Index of the first differing bit pattern, or -1 when equal.
 int64_t FirstDifference(const std::vector<float>& a,

@@ -27,6 +27,13 @@
 // shifted by one; no record without --data or with a shorter file). A "%r"
 // in the path is replaced by the rank.
 //
+// --metrics_port P (0: a free one) serves Prometheus metrics on
+// --metrics_host:P (GET /metrics, worker_metrics.h) while the rank trains;
+// the rank prints "rank R: metrics on http://HOST:PORT/metrics".
+//
+// Servers with TLS and tokens: --tls_ca, --tls_cert/--tls_key (mutual
+// TLS), the token from --token_file or $ZEROSHARD_TOKEN (client/security.h).
+//
 // Test hook: ZEROSHARD_TEST_FAIL_AT="R:K" makes rank R exit with status 3
 // right after step K (the launcher's failure tests).
 //
@@ -42,10 +49,17 @@
 
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "client/fault_interceptor.h"
 #include "client/malloc_tuning.h"
+#include "client/security.h"
 #include "client/shard_client.h"
+#include "common/fault/fault_spec.h"
 #include "common/flags.h"
+#include "common/metrics/http_exporter.h"
+#include "common/metrics/process_metrics.h"
+#include "common/metrics/rpc_metrics.h"
 #include "common/status_macros.h"
+#include "worker/collective/faulty_communicator.h"
 #include "worker/collective/ucx_communicator.h"
 #include "worker/engine/ds_config.h"
 #include "worker/gpt2/model.h"
@@ -55,6 +69,7 @@
 #include "worker/zero/ds_options.h"
 #include "worker/zero/run_metrics.h"
 #include "worker/zero/trainer.h"
+#include "worker/zero/worker_metrics.h"
 
 namespace zeroshard::zero {
 namespace {
@@ -63,10 +78,15 @@ struct Args {
   std::string config, servers, data, model_file, save, port_file;
   std::string metrics_file;
   std::string job_id = "zero";
+  ClientSecurityFlags security;  // TLS and token (client/security.h)
+  std::string metrics_host = "127.0.0.1";
+  int64_t metrics_port = -1;
   gpt2::Config model{16, 64, 64, 2, 2, 32};
   int64_t seq_len = 16, steps = 1, seed = 1, threads = 1;
+  int64_t checkpoint_interval = -1;  // -1: the config's
   double init_std = 0.02;
   bool stats = false;
+  fault::FaultSpec faults;  // --fault_spec / ZEROSHARD_FAULTS
 };
 
 // The ZEROSHARD_TEST_FAIL_AT step for `rank`, or -1.
@@ -127,6 +147,10 @@ absl::Status Run(const Args& a) {
                                        static_cast<int>(a.seq_len), &warnings));
   spec.zero.job_id = a.job_id;
   spec.zero.threads = static_cast<int>(a.threads);
+  if (a.checkpoint_interval >= 0) {
+    spec.zero.checkpoint_interval = static_cast<int>(a.checkpoint_interval);
+    ZS_RETURN_IF_ERROR(ValidateZeroOptions(spec.zero));
+  }
   spec.steps = static_cast<int>(a.steps);
   spec.seed = static_cast<uint64_t>(a.seed);
   spec.init_std = a.init_std;
@@ -141,16 +165,45 @@ absl::Status Run(const Args& a) {
 
   cc.part_alignment = config.zeroshard.alignment;
   cc.port_file = a.port_file;
-  ZS_ASSIGN_OR_RETURN(auto comm, collective::CreateUcxCommunicator(cc));
+  metrics::Registry registry;  // outlives the client (its interceptors)
+  metrics::AddProcessMetrics(&registry);
+  WorkerMetrics worker_metrics(&registry, cc.rank, cc.world_size,
+                               spec.zero.stage, spec.steps);
+  std::unique_ptr<metrics::HttpExporter> metrics_http;
+  if (a.metrics_port >= 0) {
+    ZS_ASSIGN_OR_RETURN(
+        metrics_http,
+        metrics::HttpExporter::Start(
+            a.metrics_host, static_cast<int>(a.metrics_port), &registry));
+    std::printf("rank %d: metrics on http://%s/metrics\n", cc.rank,
+                metrics_http->address().c_str());
+    std::fflush(stdout);
+  }
+  ZS_ASSIGN_OR_RETURN(auto ucx, collective::CreateUcxCommunicator(cc));
+  std::unique_ptr<collective::Communicator> comm = std::move(ucx);
+  auto faults = std::make_shared<fault::FaultInjector>(a.faults);
+  if (!a.faults.empty()) {
+    comm = std::make_unique<collective::FaultyCommunicator>(std::move(comm),
+                                                            faults);
+  }
   std::unique_ptr<ShardClient> client;
   if (spec.zero.stage > 0) {
     ClientOptions o;
     o.addresses = absl::StrSplit(a.servers, ',', absl::SkipEmpty());
     if (o.addresses.empty()) o.addresses = config.zeroshard.server_addresses;
+    o.interceptors = [&registry] {
+      std::vector<std::unique_ptr<
+          grpc::experimental::ClientInterceptorFactoryInterface>>
+          v;
+      v.push_back(metrics::ClientLatencyInterceptorFactory(&registry));
+      return v;
+    };
     if (o.addresses.empty()) {
       return absl::InvalidArgumentError(
           "stages 1-3 need shard servers: --servers or zeroshard.servers");
     }
+    ZS_RETURN_IF_ERROR(ApplyClientSecurity(a.security, &o));
+    AddClientFaultInjection(faults, &o);  // last: after authentication
     ZS_ASSIGN_OR_RETURN(client, ShardClient::Connect(o));
   }
   const int rank = comm->rank();
@@ -178,6 +231,7 @@ absl::Status Run(const Args& a) {
   }
   const int64_t fail_at = TestFailStep(rank);
   auto progress = [&](const StepStats& s) {
+    worker_metrics.OnStep(s);
     if (metrics.is_open()) metrics << StepRecord(s) << std::endl;
     if (a.stats)
       std::printf("rank %d: %s\n", rank, DescribeStepStats(s).c_str());
@@ -197,6 +251,10 @@ absl::Status Run(const Args& a) {
   };
   ZS_ASSIGN_OR_RETURN(TrainResult r,
                       RunTraining(spec, comm.get(), client.get(), progress));
+  if (!a.faults.empty()) {
+    std::printf("rank %d: %s\n", rank, faults->Summary().c_str());
+    std::fflush(stdout);
+  }
   if (rank == 0 && !a.save.empty()) {
     ZS_ASSIGN_OR_RETURN(gpt2::ParamLayout layout,
                         gpt2::ParamLayout::Create(spec.config));
@@ -244,12 +302,37 @@ int main(int argc, char** argv) {
   flags.Double("init_std", &a.init_std, "std of matrices at seeded init");
   flags.Int64("threads", &a.threads, "CPU kernel threads");
   flags.String("job_id", &a.job_id, "job id on the servers");
+  flags.Int64("checkpoint_interval", &a.checkpoint_interval,
+              "checkpoint every N steps (overrides the config's "
+              "zeroshard.checkpoint_interval; the servers need "
+              "--checkpoint_dir); resumes from the newest checkpoint and "
+              "rolls back when a server restarts");
+  zeroshard::AddClientSecurityFlags(&flags, &a.security);
   flags.String("save", &a.save, "rank 0 writes the final model here");
   flags.String("port_file", &a.port_file, "rank 0 writes its port here");
   flags.Bool("stats", &a.stats, "every rank prints its step stats");
+  std::string fault_spec;
+  flags.String("fault_spec", &fault_spec,
+               "fault injection for tests (common/fault/fault_spec.h), e.g. "
+               "'seed=7,drop=0.05,dup=0.05,delay=0.05:20ms,"
+               "fail_at=AllReduce#3': RPCs to the servers can be dropped, "
+               "failed, lost, duplicated or delayed, collectives failed or "
+               "delayed; empty: $ZEROSHARD_FAULTS, else none");
   flags.String("metrics_file", &a.metrics_file,
                "JSON-lines step records of this rank (%r: the rank)");
+  flags.String("metrics_host", &a.metrics_host,
+               "address of the metrics endpoint (0.0.0.0: every interface)");
+  flags.Int64("metrics_port", &a.metrics_port,
+              "Prometheus metrics over HTTP at this port (GET /metrics); 0 "
+              "picks a free one; -1: off");
   flags.ParseOrExit(argc, argv);
+  auto faults = zeroshard::fault::FaultSpecFromFlagOrEnv(
+      fault_spec, "ZEROSHARD_FAULTS", zeroshard::fault::Side::kWorker);
+  if (!faults.ok()) {
+    zeroshard::ExitWithError(flags.program(),
+                             std::string(faults.status().message()));
+  }
+  a.faults = *faults;
   if (a.config.empty()) {
     std::fprintf(stderr, "zeroshard-train-worker: --config is required\n");
     return 2;

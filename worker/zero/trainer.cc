@@ -61,7 +61,8 @@ std::vector<int> SyntheticTokens(const TrainSpec& spec, int step, int rank,
 absl::StatusOr<TrainResult> RunTraining(const TrainSpec& spec,
                                         collective::Communicator* comm,
                                         ShardClient* client,
-                                        const StepCallback& on_step) {
+                                        const StepCallback& on_step,
+                                        TrainProgress* progress) {
   ZS_ASSIGN_OR_RETURN(gpt2::ParamLayout layout,
                       gpt2::ParamLayout::Create(spec.config));
   std::vector<float> init;
@@ -88,11 +89,40 @@ absl::StatusOr<TrainResult> RunTraining(const TrainSpec& spec,
   ZS_ASSIGN_OR_RETURN(
       std::unique_ptr<ZeroEngine> engine,
       ZeroEngine::Create(spec.zero, spec.config, init, comm, client));
+  TrainProgress scratch;
+  if (progress == nullptr) progress = &scratch;
+  progress->rollbacks = engine->rollbacks();
   TrainResult result;
   const int gas = spec.zero.gradient_accumulation_steps;
   const int bt = spec.zero.micro_batch * spec.zero.seq_len;
   std::vector<int> tok(2 * bt);
-  for (int s = 0; s < spec.steps; ++s) {
+  engine->set_seed(spec.seed);
+  // Steps are numbered by the engine: a start from a checkpoint or a roll
+  // back (a server restarted) moves it, and the data follows.
+  int rollbacks = -1;
+  int64_t first = engine->global_step();
+  while (engine->global_step() < spec.steps) {
+    const int s = static_cast<int>(engine->global_step());
+    ++progress->steps_run;
+    progress->rollbacks = engine->rollbacks();
+    if (engine->rollbacks() != rollbacks) {
+      rollbacks = engine->rollbacks();
+      if (rollbacks > 0 && loader.has_value()) {
+        const v1::TrainerState& st = engine->restored_state();
+        io::LoaderPosition pos;
+        pos.epoch = st.data_epoch();
+        pos.shard = st.data_shard();
+        pos.offset = st.data_offset();
+        ZS_RETURN_IF_ERROR(loader->Seek(pos));
+      }
+      if (s < first) first = s;
+      result.micro_losses.resize(s - first);
+      result.stats.resize(s - first);
+    }
+    if (loader.has_value()) {
+      const io::LoaderPosition& pos = loader->position();
+      engine->set_data_position(pos.epoch, pos.shard, pos.offset);
+    }
     std::vector<float> losses;
     for (int m = 0; m < gas; ++m) {
       if (loader.has_value()) {
@@ -105,12 +135,23 @@ absl::StatusOr<TrainResult> RunTraining(const TrainSpec& spec,
                                           {tok.data() + bt, size_t(bt)}));
       losses.push_back(loss);
       ZS_RETURN_IF_ERROR(engine->Backward());
+      if (m + 1 == gas && loader.has_value()) {
+        // Checkpoints taken at this step record the next step's position.
+        const io::LoaderPosition& pos = loader->position();
+        engine->set_data_position(pos.epoch, pos.shard, pos.offset);
+      }
       ZS_RETURN_IF_ERROR(engine->Step());
+    }
+    // After a roll back the step counts only if the checkpoint restored
+    // is the one taken right after it.
+    if (engine->rollbacks() != rollbacks && engine->global_step() != s + 1) {
+      continue;  // redo from there
     }
     result.micro_losses.push_back(losses);
     result.stats.push_back(engine->last_step_stats());
     if (on_step) on_step(result.stats.back());
   }
+  result.rollbacks = progress->rollbacks = engine->rollbacks();
   result.params.assign(layout.num_params(), 0.0f);
   ZS_RETURN_IF_ERROR(engine->ReadParameters(absl::MakeSpan(result.params)));
   return result;

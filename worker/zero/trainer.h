@@ -53,22 +53,36 @@ std::vector<float> SeededGpt2Init(const gpt2::ParamLayout& layout,
 std::vector<int> SyntheticTokens(const TrainSpec& spec, int step, int rank,
                                  int micro);
 
+// With spec.zero.checkpoint_interval > 0 the run starts at the servers'
+// newest checkpoint (if any) and survives server restarts by rolling back;
+// micro_losses and stats then cover the steps from the first step run to
+// spec.steps, each step once (the last time it ran).
 struct TrainResult {
   std::vector<float> params;                     // after the last step
   std::vector<std::vector<float>> micro_losses;  // [step][micro]
   std::vector<StepStats> stats;                  // per step
+  int rollbacks = 0;  // ZeroEngine::rollbacks() at the end
 };
 
 // Called after every optimizer step with its stats (on the calling thread).
 using StepCallback = std::function<void(const StepStats&)>;
 
+// What a run has done so far, kept up to date while it runs so that it
+// still counts when the run fails (a job killed mid-run).
+struct TrainProgress {
+  int64_t steps_run = 0;  // steps begun; a step redone after a roll back
+                          // (or begun and cut short) counts each time
+  int rollbacks = 0;      // ZeroEngine::rollbacks(): a resume at start is one
+};
+
 // Creates the engine (collective: every rank calls it with its comm) and
-// runs spec.steps optimizer steps. Errors: the data loader's, the model
-// file's, the engine's.
+// runs spec.steps optimizer steps; `progress` (may be null) is updated as
+// it goes. Errors: the data loader's, the model file's, the engine's.
 absl::StatusOr<TrainResult> RunTraining(const TrainSpec& spec,
                                         collective::Communicator* comm,
                                         ShardClient* client,
-                                        const StepCallback& on_step = nullptr);
+                                        const StepCallback& on_step = nullptr,
+                                        TrainProgress* progress = nullptr);
 
 }  // namespace zeroshard::zero
 

@@ -37,6 +37,17 @@ absl::Status ValidateZeroOptions(const ZeroOptions& o) {
     return bad("offload_param_server", "true", "needs stage 3");
   }
   if (o.threads < 1) return bad("threads", o.threads, "must be >= 1");
+  if (o.checkpoint_interval < 0) {
+    return bad("checkpoint_interval", o.checkpoint_interval, "must be >= 0");
+  }
+  if (o.checkpoint_interval > 0 && o.stage == 0) {
+    return bad("checkpoint_interval", o.checkpoint_interval,
+               "needs stage 1-3 (servers hold the state)");
+  }
+  if (!(o.recovery_timeout_seconds > 0)) {
+    return bad("recovery_timeout_seconds", o.recovery_timeout_seconds,
+               "must be > 0");
+  }
   if (o.stage > 0 && o.job_id.empty())
     return bad("job_id", "''", "must be set");
   return absl::OkStatus();

@@ -47,6 +47,14 @@ struct ZeroOptions {
   int threads = 1;
   // Servers: the job id of the registered ModelSpec.
   std::string job_id = "zero";
+  // Stages 1-3: checkpoint every this many steps (0: never; the servers
+  // need --checkpoint_dir). Turns on recovery: the job starts from the
+  // newest checkpoint the servers hold, and a step failed because a server
+  // restarted (or committed on some servers only) rolls every rank back to
+  // the newest checkpoint and continues.
+  int checkpoint_interval = 0;
+  // How long the leader waits for restarting servers to answer.
+  double recovery_timeout_seconds = 120;
 };
 
 // INVALID_ARGUMENT naming the first bad field.

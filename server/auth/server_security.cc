@@ -1,0 +1,123 @@
+#include "server/auth/server_security.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/security/pem.h"
+#include "grpcpp/security/server_credentials.h"
+
+namespace zeroshard {
+
+void AddServerSecurityFlags(FlagSet* flags, ServerSecurityFlags* f) {
+  flags->String("tls_cert", &f->tls_cert,
+                "TLS: this server's certificate chain (PEM).");
+  flags->String("tls_key", &f->tls_key, "TLS: its private key (PEM).");
+  flags->String("tls_ca", &f->tls_ca,
+                "TLS: CA bundle (PEM) that client certificates must chain "
+                "to.");
+  flags->Bool("require_client_cert", &f->require_client_cert,
+              "Mutual TLS: refuse clients without a certificate signed by "
+              "--tls_ca.");
+  flags->String("token_file", &f->token_file,
+                "Bearer tokens, one 'TOKEN JOB ROLE [NAME]' per line (ROLE: "
+                "worker or admin); required unless --insecure.");
+  flags->Bool("insecure", &f->insecure,
+              "Plaintext, no TLS (loopback and tests only); without "
+              "--token_file every caller is trusted.");
+  flags->Int64("max_inflight_bytes", &f->max_inflight_bytes,
+               "Most bytes of gRPC buffers (received, not yet applied "
+               "pushes and sends) in this server; senders wait beyond it.");
+  flags->Int64("max_state_bytes", &f->max_state_bytes,
+               "Most bytes of model state (p, m, v, gradients, serving "
+               "copy) RegisterModel may allocate on this shard; -1: physical "
+               "memory with --storage=ram, unlimited with nvme; 0: no limit.");
+  flags->Int64("max_streams_per_connection", &f->max_streams_per_connection,
+               "Most concurrent RPCs per client connection; further calls "
+               "wait at the client.");
+}
+
+absl::StatusOr<ServerSecurity> LoadServerSecurity(
+    const ServerSecurityFlags& f) {
+  const bool any_tls =
+      !f.tls_cert.empty() || !f.tls_key.empty() || !f.tls_ca.empty();
+  if (f.max_inflight_bytes < (64ll << 20)) {
+    return absl::InvalidArgumentError("--max_inflight_bytes must be >= 64 MiB");
+  }
+  if (f.max_streams_per_connection < 1 ||
+      f.max_streams_per_connection > 65536) {
+    return absl::InvalidArgumentError(
+        "--max_streams_per_connection must be in [1, 65536]");
+  }
+  if (f.insecure && (any_tls || f.require_client_cert)) {
+    return absl::InvalidArgumentError(
+        "--insecure excludes --tls_cert, --tls_key, --tls_ca and "
+        "--require_client_cert");
+  }
+  ServerSecurity out;
+  if (!f.token_file.empty()) {
+    absl::StatusOr<security::TokenTable> t =
+        security::TokenTable::ReadFile(f.token_file);
+    if (!t.ok()) {
+      return absl::Status(t.status().code(),
+                          absl::StrCat("--token_file: ", t.status().message()));
+    }
+    out.tokens = *std::move(t);
+  }
+  if (f.insecure) {
+    out.credentials = grpc::InsecureServerCredentials();
+    out.warnings.push_back(
+        "WARNING: --insecure: plaintext gRPC; anyone on the network path "
+        "can read and alter the traffic (tokens included)");
+    if (!out.tokens.has_value()) {
+      out.warnings.push_back(
+          "WARNING: --insecure without --token_file: no authentication; "
+          "anyone who can reach this port can read and change the model");
+    }
+    return out;
+  }
+  if (f.tls_cert.empty() || f.tls_key.empty()) {
+    return absl::InvalidArgumentError(
+        "give --tls_cert and --tls_key (TLS), or --insecure for plaintext");
+  }
+  if (f.require_client_cert && f.tls_ca.empty()) {
+    return absl::InvalidArgumentError("--require_client_cert needs --tls_ca");
+  }
+  if (!out.tokens.has_value()) {
+    return absl::InvalidArgumentError(
+        "give --token_file (bearer tokens of the job's workers and admins)");
+  }
+  grpc::SslServerCredentialsOptions ssl(
+      !f.require_client_cert
+          ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+          : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  if (!f.tls_ca.empty() && !f.require_client_cert) {
+    // A certificate is optional, but one that is presented must verify.
+    ssl.client_certificate_request =
+        GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+  absl::StatusOr<std::string> cert =
+      security::ReadPemFile("tls_cert", f.tls_cert);
+  if (!cert.ok()) return cert.status();
+  absl::StatusOr<std::string> key = security::ReadPemFile("tls_key", f.tls_key);
+  if (!key.ok()) return key.status();
+  pair.cert_chain = *std::move(cert);
+  pair.private_key = *std::move(key);
+  ssl.pem_key_cert_pairs.push_back(std::move(pair));
+  if (!f.tls_ca.empty()) {
+    absl::StatusOr<std::string> ca = security::ReadPemFile("tls_ca", f.tls_ca);
+    if (!ca.ok()) return ca.status();
+    ssl.pem_root_certs = *std::move(ca);
+  }
+  out.credentials = grpc::SslServerCredentials(ssl);
+  return out;
+}
+
+void ApplyServerLimits(const ServerSecurityFlags& f,
+                       grpc::ServerBuilder* builder,
+                       grpc::ResourceQuota* quota) {
+  builder->AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                              static_cast<int>(f.max_streams_per_connection));
+  quota->Resize(static_cast<size_t>(f.max_inflight_bytes));
+}
+
+}  // namespace zeroshard

@@ -1,0 +1,163 @@
+#include "server/checkpoint/checkpoint_files.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "server/storage/mem_env.h"
+
+namespace zeroshard::checkpoint {
+namespace {
+
+// Element e of array a of the whole model: distinct everywhere.
+float Value(int a, uint64_t e) { return static_cast<float>(a * 1e6 + e); }
+
+v1::ModelSpec Spec(uint32_t k) {
+  v1::ModelSpec spec;
+  spec.set_job_id("job");
+  spec.set_num_servers(k);
+  return spec;
+}
+
+// Writes a complete checkpoint of `total` elements split evenly over k
+// shards (block of 40 bytes so that arrays straddle blocks).
+v1::CheckpointManifest WriteCheckpoint(storage::Env* env, uint64_t step,
+                                       uint64_t total, uint32_t k) {
+  v1::CheckpointManifest m;
+  m.set_step(step);
+  m.set_optimizer_steps(step - 1);
+  *m.mutable_spec() = Spec(k);
+  m.mutable_trainer_state()->set_step(step);
+  for (uint32_t s = 0; s < k; ++s) {
+    v1::ShardCheckpointHeader h;
+    h.set_step(step);
+    h.set_optimizer_steps(step - 1);
+    *h.mutable_spec() = Spec(k);
+    h.set_shard_index(s);
+    h.set_offset(total * s / k);
+    h.set_length(total * (s + 1) / k - total * s / k);
+    h.set_block_bytes(40);
+    auto shard = WriteShardFile(
+        env, "/ckpt", h, [&](int a, uint64_t off, uint64_t n, float* out) {
+          for (uint64_t i = 0; i < n; ++i)
+            out[i] = Value(a, h.offset() + off + i);
+          return absl::OkStatus();
+        });
+    EXPECT_TRUE(shard.ok()) << shard.status();
+    *m.add_shards() = *shard;
+  }
+  EXPECT_TRUE(WriteManifest(env, "/ckpt", m).ok());
+  return m;
+}
+
+TEST(CheckpointFiles, LoadsAnyRangeAcrossShards) {
+  storage::MemEnv env(false);
+  const v1::CheckpointManifest m = WriteCheckpoint(&env, 7, 103, 3);
+  for (Range want : {Range{0, 103}, Range{30, 71}, Range{34, 35}}) {
+    std::vector<float> got(3 * want.size(), -1);
+    ASSERT_TRUE(LoadRange(&env, "/ckpt", m, want,
+                          [&](int a, uint64_t off, uint64_t n, const float* d) {
+                            std::memcpy(&got[a * want.size() + off], d, n * 4);
+                            return absl::OkStatus();
+                          })
+                    .ok());
+    for (int a = 0; a < 3; ++a) {
+      for (uint64_t e = want.begin; e < want.end; ++e) {
+        ASSERT_EQ(got[a * want.size() + e - want.begin], Value(a, e));
+      }
+    }
+  }
+}
+
+TEST(CheckpointFiles, ListsCompleteNewestFirstAndSkipsIncomplete) {
+  storage::MemEnv env(false);
+  WriteCheckpoint(&env, 5, 50, 2);
+  WriteCheckpoint(&env, 10, 50, 2);
+  ASSERT_TRUE(env.CreateDir("/ckpt/step-0000000015").ok());  // no MANIFEST
+  auto listing = ListCheckpoints(&env, "/ckpt");
+  ASSERT_TRUE(listing.ok()) << listing.status();
+  ASSERT_EQ(listing->complete.size(), 2u);
+  EXPECT_EQ(listing->complete[0].step(), 10u);
+  EXPECT_EQ(listing->complete[1].step(), 5u);
+  ASSERT_EQ(listing->skipped.size(), 1u);
+  EXPECT_NE(listing->skipped[0].find("step-0000000015: incomplete"),
+            std::string::npos);
+  EXPECT_TRUE(ListCheckpoints(&env, "/missing")->complete.empty());
+}
+
+TEST(CheckpointFiles, BitFlipInABlockIsDataLossNamingFileAndBlock) {
+  storage::MemEnv env(false);
+  const v1::CheckpointManifest m = WriteCheckpoint(&env, 3, 64, 2);
+  const std::string path = "/ckpt/step-0000000003/" + m.shards(1).file();
+  storage::OpenOptions o;
+  auto f = env.OpenFile(path, o);
+  ASSERT_TRUE(f.ok());
+  const uint64_t size = *(*f)->Size();
+  char byte;
+  ASSERT_TRUE((*f)->Read(size - 10, &byte, 1).ok());
+  byte ^= 0x10;
+  ASSERT_TRUE((*f)->Write(size - 10, &byte, 1).ok());
+  absl::Status s = LoadRange(
+      &env, "/ckpt", m, Range{0, 64},
+      [](int, uint64_t, uint64_t, const float*) { return absl::OkStatus(); });
+  EXPECT_TRUE(absl::IsDataLoss(s)) << s;
+  EXPECT_NE(s.message().find(m.shards(1).file()), std::string::npos) << s;
+  EXPECT_NE(s.message().find("checksum mismatch"), std::string::npos) << s;
+  // The first shard alone still loads.
+  EXPECT_TRUE(LoadRange(&env, "/ckpt", m, Range{0, 32},
+                        [](int, uint64_t, uint64_t, const float*) {
+                          return absl::OkStatus();
+                        })
+                  .ok());
+}
+
+TEST(CheckpointFiles, DamagedOrShortManifestIsSkipped) {
+  storage::MemEnv env(false);
+  WriteCheckpoint(&env, 4, 20, 1);
+  storage::OpenOptions o;
+  auto f = env.OpenFile("/ckpt/step-0000000004/MANIFEST", o);
+  ASSERT_TRUE(f.ok());
+  char byte = 0;
+  ASSERT_TRUE((*f)->Read(14, &byte, 1).ok());
+  byte ^= 1;
+  ASSERT_TRUE((*f)->Write(14, &byte, 1).ok());
+  auto listing = ListCheckpoints(&env, "/ckpt");
+  ASSERT_TRUE(listing.ok());
+  EXPECT_TRUE(listing->complete.empty());
+  ASSERT_EQ(listing->skipped.size(), 1u);
+  EXPECT_NE(listing->skipped[0].find("checksum"), std::string::npos);
+}
+
+TEST(CheckpointFiles, FileCrcDependsOnTheData) {
+  storage::MemEnv env(false);
+  v1::ShardCheckpointHeader h;
+  h.set_step(1);
+  *h.mutable_spec() = Spec(1);
+  h.set_length(30);
+  h.set_block_bytes(40);
+  auto fill = [](float x) {
+    return [x](int, uint64_t, uint64_t n, float* out) {
+      std::fill(out, out + n, x);
+      return absl::OkStatus();
+    };
+  };
+  auto a = WriteShardFile(&env, "/a", h, fill(1.0f));
+  auto b = WriteShardFile(&env, "/b", h, fill(2.0f));
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->bytes(), b->bytes());
+  EXPECT_NE(a->crc32c(), b->crc32c());
+}
+
+TEST(CheckpointFiles, ManifestMustListEveryShardOnce) {
+  storage::MemEnv env(false);
+  v1::CheckpointManifest m = WriteCheckpoint(&env, 2, 20, 2);
+  m.mutable_shards()->RemoveLast();
+  absl::Status s = WriteManifest(&env, "/ckpt", m);
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  *m.add_shards() = m.shards(0);
+  EXPECT_TRUE(absl::IsInvalidArgument(WriteManifest(&env, "/ckpt", m)));
+}
+
+}  // namespace
+}  // namespace zeroshard::checkpoint

@@ -1,0 +1,332 @@
+"""Checks the Kubernetes manifests under deploy/ (tests/deploy_test.sh).
+
+For every overlay in deploy/overlays/*: renders it with `kubectl kustomize`
+(no cluster needed), validates every object against the Kubernetes API
+schema offline (kubernetes-validate, strict: unknown fields are errors), and
+checks the cross-references a schema cannot see:
+  - every flag of every container exists in that binary's --help;
+  - ports: probes name container ports, the servers' --port/--health_port/
+    --metrics_port match their named container ports, the probes use the
+    health port, the scrape annotation names the metrics port, every
+    Service's selector matches pods and its target ports exist there, the
+    NetworkPolicy opens the gRPC port to the workers' labels;
+  - ConfigMaps, Secrets and PersistentVolumeClaims that pods use are
+    rendered, or listed in deploy/EXTERNAL (and documented in
+    deploy/README.md); a ConfigMap's file that a flag names exists in it;
+  - every absolute path a flag names lies under a volume mount (the root
+    file system is read-only);
+  - the counts agree: server replicas = --num_shards = the workers'
+    --servers list (in ordinal order, with the Service's DNS names) = the
+    DeepSpeed config's zeroshard.servers; Job completions = parallelism =
+    ZEROSHARD_WORLD_SIZE; ZEROSHARD_COORD names rank 0's pod; workers use
+    TLS (--tls_ca) exactly when the servers do (--tls_cert).
+With --self_test it also breaks a rendering in several ways and requires
+each to be reported (the checks can fail).
+
+Usage: deploy_check.py --deploy DIR --kubectl PATH --binary NAME=PATH ...
+Prints one line per overlay; exits 1 listing every problem.
+"""
+
+import argparse
+import copy
+import fnmatch
+import json
+import os
+import re
+import subprocess
+import sys
+
+import kubernetes_validate
+import yaml
+
+K8S_VERSION = "1.32.0"  # the kubectl client this project uses
+POD_KINDS = {"StatefulSet", "Job", "Deployment", "DaemonSet"}
+
+
+def render(kubectl, path):
+    out = subprocess.run([kubectl, "kustomize", path], check=True,
+                         capture_output=True, text=True).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def help_flags(binary):
+    """The flag names a binary's --help lists."""
+    out = subprocess.run([binary, "--help"], capture_output=True, text=True)
+    flags = set(re.findall(r"^\s+--([A-Za-z0-9_]+)", out.stdout, re.M))
+    if not flags:
+        raise RuntimeError(f"{binary} --help lists no flags")
+    return flags
+
+
+def flag_items(args):
+    """(name, value or None) of every --flag in a container's args."""
+    for a in args or []:
+        if a.startswith("--"):
+            name, _, value = a[2:].partition("=")
+            yield name.replace("-", "_"), (value if "=" in a else None)
+
+
+def pod_spec(obj):
+    return obj["spec"]["template"]["spec"]
+
+
+def pod_labels(obj):
+    return obj["spec"]["template"]["metadata"].get("labels", {})
+
+
+def matches(selector, labels):
+    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+
+
+def container_ports(c):
+    return {p["containerPort"]: p.get("name") for p in c.get("ports", [])}
+
+
+def resolve_port(c, port):
+    """A probe's or Service's port (number or name) as a number, or None."""
+    for number, name in container_ports(c).items():
+        if port in (number, name):
+            return number
+    return None
+
+
+def check(objs, helps, external, errors):
+    def err(obj, msg):
+        errors.append(f"{obj['kind']}/{obj['metadata']['name']}: {msg}")
+
+    by_kind = {}
+    for o in objs:
+        by_kind.setdefault(o["kind"], {})[o["metadata"]["name"]] = o
+    workloads = [o for o in objs if o["kind"] in POD_KINDS]
+
+    def exists(kind, name):
+        return name in by_kind.get(kind, {}) or (kind, name) in external
+
+    for w in workloads:
+        spec = pod_spec(w)
+        mounts_by_volume = {v["name"]: v for v in spec.get("volumes", [])}
+        for v in spec.get("volumes", []):
+            if "configMap" in v and not exists("ConfigMap", v["configMap"]["name"]):
+                err(w, f"ConfigMap {v['configMap']['name']} does not exist")
+            if "secret" in v and not exists("Secret", v["secret"]["secretName"]):
+                err(w, f"Secret {v['secret']['secretName']} does not exist")
+            pvc = v.get("persistentVolumeClaim")
+            if pvc and not exists("PersistentVolumeClaim", pvc["claimName"]):
+                err(w, f"PersistentVolumeClaim {pvc['claimName']} does not exist")
+        templates = {t["metadata"]["name"] for t in w["spec"].get("volumeClaimTemplates", [])}
+        for c in spec["containers"]:
+            for e in c.get("env", []):
+                ref = e.get("valueFrom", {})
+                for key, kind in (("configMapKeyRef", "ConfigMap"), ("secretKeyRef", "Secret")):
+                    if key in ref and not exists(kind, ref[key]["name"]):
+                        err(w, f"env {e['name']}: {kind} {ref[key]['name']} does not exist")
+            mounts = c.get("volumeMounts", [])
+            for m in mounts:
+                if m["name"] not in mounts_by_volume and m["name"] not in templates:
+                    err(w, f"volumeMount {m['name']} has no volume")
+            binary = os.path.basename(c["command"][0])
+            if binary not in helps:
+                err(w, f"container {c['name']} runs {binary}, which the test does not know")
+                continue
+            flags = dict(flag_items(c.get("args")))
+            for name in flags:
+                if name not in helps[binary] and not (
+                        name.startswith("no") and name[2:].lstrip("_") in helps[binary]):
+                    err(w, f"{binary} has no flag --{name} (not in its --help)")
+            if "insecure" in flags and "tls_cert" in flags:
+                err(w, "both --insecure and --tls_cert")
+            for name, value in flags.items():
+                if not value or not value.startswith("/"):
+                    continue
+                under = [m for m in mounts if value == m["mountPath"] or
+                         value.startswith(m["mountPath"].rstrip("/") + "/")]
+                if not under:
+                    err(w, f"--{name}={value} is not under any volume mount")
+                    continue
+                m = max(under, key=lambda m: len(m["mountPath"]))
+                vol = mounts_by_volume.get(m["name"], {})
+                cm = by_kind.get("ConfigMap", {}).get(vol.get("configMap", {}).get("name"))
+                if cm is not None:
+                    rel = os.path.relpath(value, m["mountPath"])
+                    if not any(fnmatch.fnmatch(k, rel) for k in cm.get("data", {})):
+                        err(w, f"--{name}={value}: ConfigMap {cm['metadata']['name']} has no {rel}")
+            # Ports and probes.
+            ports = container_ports(c)
+            for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+                p = c.get(probe)
+                if not p:
+                    continue
+                for handler in ("grpc", "httpGet", "tcpSocket"):
+                    if handler in p and resolve_port(c, p[handler]["port"]) is None:
+                        err(w, f"{probe} port {p[handler]['port']} is not a container port")
+                if "grpc" in p and "health_port" in flags and \
+                        p["grpc"]["port"] != int(flags["health_port"]):
+                    err(w, f"{probe} uses port {p['grpc']['port']}, --health_port is {flags['health_port']}")
+            for flag, port_name in (("port", "grpc"), ("health_port", "health"),
+                                    ("metrics_port", "metrics")):
+                if flags.get(flag) is not None and ports.get(int(flags[flag])) != port_name:
+                    err(w, f"--{flag}={flags[flag]} is not the container port named {port_name}")
+            ann = w["spec"]["template"]["metadata"].get("annotations", {})
+            if "prometheus.io/port" in ann and ports.get(int(ann["prometheus.io/port"])) != "metrics":
+                err(w, f"prometheus.io/port {ann['prometheus.io/port']} is not the metrics port")
+            if binary == "zeroshard-server" and flags.get("metrics_port") is None:
+                err(w, "server without --metrics_port")
+
+    # Services select pods and target their ports.
+    for s in by_kind.get("Service", {}).values():
+        sel = s["spec"].get("selector", {})
+        pods = [w for w in workloads if matches(sel, pod_labels(w))]
+        if not pods:
+            err(s, f"selector {sel} matches no pod template")
+        for p in s["spec"].get("ports", []):
+            target = p.get("targetPort", p["port"])
+            for w in pods:
+                if all(resolve_port(c, target) is None for c in pod_spec(w)["containers"]):
+                    err(s, f"targetPort {target} is not a port of {w['kind']}/{w['metadata']['name']}")
+
+    # Topology: shard servers, their clients, the workers' rendezvous.
+    servers = [w for w in workloads if
+               os.path.basename(pod_spec(w)["containers"][0]["command"][0]) == "zeroshard-server"]
+    for sts in servers:
+        name, k = sts["metadata"]["name"], sts["spec"]["replicas"]
+        svc = by_kind.get("Service", {}).get(sts["spec"]["serviceName"])
+        if svc is None or svc["spec"].get("clusterIP") != "None":
+            err(sts, f"serviceName {sts['spec']['serviceName']} is not a headless Service")
+        c = pod_spec(sts)["containers"][0]
+        flags = dict(flag_items(c.get("args")))
+        if int(flags.get("num_shards", 1)) != k:
+            err(sts, f"--num_shards={flags.get('num_shards')} but replicas: {k}")
+        if "shard_index_from_hostname" not in flags:
+            err(sts, "no --shard_index_from_hostname: every pod would be shard 0")
+        want = ",".join(f"{name}-{i}.{sts['spec']['serviceName']}:{flags.get('port')}"
+                        for i in range(k))
+        for w in workloads:
+            for wc in pod_spec(w)["containers"]:
+                wf = dict(flag_items(wc.get("args")))
+                if "servers" in wf and wf["servers"] != want:
+                    err(w, f"--servers={wf['servers']}, want {want}")
+                if "servers" in wf and ("tls_cert" in flags) != ("tls_ca" in wf):
+                    err(w, "servers and workers disagree on TLS (--tls_cert vs --tls_ca)")
+        for cm in by_kind.get("ConfigMap", {}).values():
+            for key, text in cm.get("data", {}).items():
+                if key.endswith(".json"):
+                    n = json.loads(text).get("zeroshard", {}).get("servers")
+                    if isinstance(n, int) and n != k:
+                        err(cm, f"{key}: zeroshard.servers = {n}, {k} server replicas")
+        for pol in by_kind.get("NetworkPolicy", {}).values():
+            if not matches(pol["spec"]["podSelector"].get("matchLabels"), pod_labels(sts)):
+                continue
+            grpc_rules = [r for r in pol["spec"].get("ingress", [])
+                          if any(p.get("port") == int(flags["port"]) for p in r.get("ports", []))]
+            workers = [w for w in workloads if w not in servers]
+            for w in workers:
+                if not any(matches(f.get("podSelector", {}).get("matchLabels"), pod_labels(w))
+                           and "namespaceSelector" not in f
+                           for r in grpc_rules for f in r.get("from", [])):
+                    err(pol, f"the gRPC port is not open to {w['kind']}/{w['metadata']['name']}")
+    for w in workloads:
+        if w in servers:
+            continue
+        c = pod_spec(w)["containers"][0]
+        env = {e["name"]: e.get("value") for e in c.get("env", [])}
+        if w["kind"] == "Job":
+            world = {w["spec"].get("completions"), w["spec"].get("parallelism")}
+            host = f"{w['metadata']['name']}-0.{pod_spec(w).get('subdomain')}."
+        else:
+            world = {w["spec"].get("replicas")}
+            host = f"{w['metadata']['name']}-0.{w['spec'].get('serviceName')}."
+        world.add(int(env.get("ZEROSHARD_WORLD_SIZE") or 0))
+        if len(world) != 1:
+            err(w, f"world size disagrees (completions, parallelism/replicas, ZEROSHARD_WORLD_SIZE): {world}")
+        coord = env.get("ZEROSHARD_COORD") or ""
+        if not coord.startswith(host):
+            err(w, f"ZEROSHARD_COORD={coord} does not name rank 0 ({host}...)")
+        elif container_ports(c).get(int(coord.rsplit(":", 1)[1])) != "coord":
+            err(w, f"ZEROSHARD_COORD port is not the container port named coord")
+
+
+def validate(objs, errors):
+    for o in objs:
+        try:
+            kubernetes_validate.validate(o, K8S_VERSION, strict=True)
+        except kubernetes_validate.ValidationError as e:
+            errors.append(f"{o['kind']}/{o['metadata']['name']}: schema: "
+                          f"{'.'.join(map(str, e.path))}: {e.message}")
+
+
+def self_test(objs, helps, external):
+    """Each mutation of a good rendering must be reported."""
+    def sts(o):
+        return o["kind"] == "StatefulSet" and o["metadata"]["name"] == "zeroshard-server"
+
+    def server_args(o):
+        return pod_spec(o)["containers"][0]["args"]
+
+    mutations = {
+        "unknown flag": lambda os_: server_args(next(filter(sts, os_))).append("--no_such_flag=1"),
+        "probe port": lambda os_: pod_spec(next(filter(sts, os_)))["containers"][0]
+        ["readinessProbe"]["grpc"].update(port=7999),
+        "replicas": lambda os_: next(filter(sts, os_))["spec"].update(replicas=3),
+        "missing ConfigMap": lambda os_: [o for o in os_ if o["kind"] != "ConfigMap"],
+        "schema": lambda os_: next(filter(sts, os_))["spec"].update(replicas="two"),
+        "unknown field": lambda os_: next(filter(sts, os_))["spec"].update(replica=2),
+    }
+    failures = []
+    for what, mutate in mutations.items():
+        broken = copy.deepcopy(objs)
+        result = mutate(broken)
+        if isinstance(result, list):
+            broken = result
+        errors = []
+        validate(broken, errors)
+        try:
+            check(broken, helps, external, errors)
+        except Exception as e:  # a crash counts as reported
+            errors.append(repr(e))
+        print(f"  self-test '{what}': {errors[0] if errors else 'NOT REPORTED'}")
+        if not errors:
+            failures.append(what)
+    return failures
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--deploy", required=True)
+    ap.add_argument("--kubectl", default="kubectl")
+    ap.add_argument("--binary", action="append", default=[])
+    ap.add_argument("--self_test", action="store_true")
+    a = ap.parse_args()
+    helps = {}
+    for b in a.binary:
+        name, path = b.split("=", 1)
+        helps[name] = help_flags(path)
+    external = set()
+    readme = open(os.path.join(a.deploy, "README.md")).read()
+    for line in open(os.path.join(a.deploy, "EXTERNAL")):
+        line = line.split("#")[0].split()
+        if line:
+            external.add((line[0], line[1]))
+            if line[1] not in readme:
+                print(f"deploy/EXTERNAL: {line[1]} is not documented in deploy/README.md")
+                return 1
+    overlays = sorted(os.listdir(os.path.join(a.deploy, "overlays")))
+    all_errors = []
+    for overlay in overlays:
+        objs = render(a.kubectl, os.path.join(a.deploy, "overlays", overlay))
+        errors = []
+        validate(objs, errors)
+        check(objs, helps, external, errors)
+        kinds = sorted({o["kind"] for o in objs})
+        print(f"{overlay}: {len(objs)} objects valid against Kubernetes {K8S_VERSION} "
+              f"({', '.join(kinds)}); {len(errors)} problems")
+        all_errors += [f"{overlay}: {e}" for e in errors]
+        if a.self_test and overlay == "dev":
+            failed = self_test(objs, helps, external)
+            all_errors += [f"self-test: '{f}' not reported" for f in failed]
+    for e in all_errors:
+        print(e)
+    return 1 if all_errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

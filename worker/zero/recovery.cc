@@ -1,0 +1,77 @@
+#include "worker/zero/recovery.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace zeroshard::zero {
+
+absl::StatusOr<ServerView> ViewServers(ShardClient* client,
+                                       double timeout_seconds) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration<double>(timeout_seconds);
+  while (true) {
+    absl::StatusOr<std::vector<v1::GetStatsResponse>> stats = client->Stats();
+    if (stats.ok()) {
+      ServerView view;
+      for (const v1::GetStatsResponse& s : *stats) {
+        view.incarnations.push_back(s.incarnation());
+        view.steps.push_back(s.step());
+        view.checkpoints.emplace_back(s.checkpoint_steps().begin(),
+                                      s.checkpoint_steps().end());
+      }
+      return view;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      return absl::UnavailableError(
+          absl::StrCat("servers still unreachable after ", timeout_seconds,
+                       " s: ", stats.status().message()));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+}
+
+std::vector<uint64_t> CommonCheckpoints(
+    const std::vector<std::vector<uint64_t>>& lists) {
+  if (lists.empty()) return {};
+  std::vector<uint64_t> common = lists[0];
+  std::sort(common.begin(), common.end());
+  for (size_t i = 1; i < lists.size(); ++i) {
+    std::vector<uint64_t> other = lists[i], both;
+    std::sort(other.begin(), other.end());
+    std::set_intersection(common.begin(), common.end(), other.begin(),
+                          other.end(), std::back_inserter(both));
+    common = std::move(both);
+  }
+  common.erase(std::unique(common.begin(), common.end()), common.end());
+  std::reverse(common.begin(), common.end());
+  return common;
+}
+
+bool NeedsRollback(const ServerView& view, const std::vector<uint64_t>& known) {
+  if (!known.empty() && known != view.incarnations) return true;
+  return std::adjacent_find(view.steps.begin(), view.steps.end(),
+                            std::not_equal_to<uint64_t>()) != view.steps.end();
+}
+
+absl::StatusOr<v1::TrainerState> RollBack(ShardClient* client,
+                                          const ServerView& view,
+                                          uint64_t epoch) {
+  const std::vector<uint64_t> common = CommonCheckpoints(view.checkpoints);
+  absl::Status last = absl::FailedPreconditionError(
+      absl::StrCat("no checkpoint is complete on every server (servers at "
+                   "steps ",
+                   absl::StrJoin(view.steps, ", "), "); cannot roll back"));
+  for (uint64_t step : common) {
+    absl::StatusOr<v1::TrainerState> state = client->Restore(step, epoch);
+    if (state.ok()) return state;
+    last = state.status();
+    if (!absl::IsDataLoss(last)) break;
+  }
+  return last;
+}
+
+}  // namespace zeroshard::zero

@@ -1,0 +1,50 @@
+// What the step leader does when a step fails with checkpoints on
+// (ZeroOptions::checkpoint_interval > 0): tell a restarted server from a
+// real error, and roll every server back to the newest checkpoint they all
+// hold. The engine broadcasts the outcome so that every rank follows.
+//
+// Threading: called by the leader's engine thread only. Errors: the
+// client's; FAILED_PRECONDITION when a server restarted but no checkpoint
+// is complete on every server.
+#ifndef ZEROSHARD_WORKER_ZERO_RECOVERY_H_
+#define ZEROSHARD_WORKER_ZERO_RECOVERY_H_
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "client/shard_client.h"
+
+namespace zeroshard::zero {
+
+struct ServerView {
+  std::vector<uint64_t> incarnations;  // per server
+  std::vector<uint64_t> steps;
+  std::vector<std::vector<uint64_t>> checkpoints;  // newest first
+};
+
+// Every server's stats, retried until `timeout_seconds` pass (a restarting
+// server is unreachable for a moment).
+absl::StatusOr<ServerView> ViewServers(ShardClient* client,
+                                       double timeout_seconds);
+
+// Steps listed by every server, newest first (pure).
+std::vector<uint64_t> CommonCheckpoints(
+    const std::vector<std::vector<uint64_t>>& lists);
+
+// True when a server restarted since `known` (empty: nothing known) or the
+// servers disagree on their step (a step committed on some only): the job
+// must roll back (pure).
+bool NeedsRollback(const ServerView& view, const std::vector<uint64_t>& known);
+
+// Restores the newest common checkpoint on every server with `epoch`,
+// trying older ones when one is damaged (DATA_LOSS); returns its trainer
+// state.
+absl::StatusOr<v1::TrainerState> RollBack(ShardClient* client,
+                                          const ServerView& view,
+                                          uint64_t epoch);
+
+}  // namespace zeroshard::zero
+
+#endif  // ZEROSHARD_WORKER_ZERO_RECOVERY_H_
