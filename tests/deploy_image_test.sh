@@ -6,7 +6,7 @@
 #   bazel test //tests:deploy_image_test
 set -euo pipefail
 R="${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-zeroshard}"
-command -v podman >/dev/null || { echo "deploy_image_test: podman not found (apt-get install podman)" >&2; exit 1; }
+command -v podman >/dev/null || { echo "deploy_image_test: podman not found (tools/bootstrap.sh --images installs it)" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || { echo "deploy_image_test: needs root (podman storage, chroot)" >&2; exit 1; }
 cd "$R"
 bash deploy/images/build_offline.sh --bin "$R"

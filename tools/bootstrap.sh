@@ -20,6 +20,8 @@ PACKAGES=(
   # metrics (HTTP endpoint) and the deploy/ tests
   libcpp-httplib-dev python3-prometheus-client curl python3-venv
 )
+# --images: also what building the container images needs (deploy/images).
+if [ "${1:-}" = "--images" ]; then PACKAGES+=(podman); fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

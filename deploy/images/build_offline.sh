@@ -13,7 +13,8 @@
 # each image's size. --bin DIR takes the binaries from DIR (laid out like
 # bazel-bin) instead of building them (//tests:deploy_image_test). As root,
 # each binary must also run `--help` inside its root file system (chroot):
-# the library closure is complete. Needs podman (apt-get install podman).
+# the library closure is complete. Needs podman (tools/bootstrap.sh --images
+# installs it).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 cuda=0; save=""; prebuilt=""
@@ -26,7 +27,7 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-command -v podman >/dev/null || { echo "build_offline: podman not found (apt-get install podman)" >&2; exit 1; }
+command -v podman >/dev/null || tools/bootstrap.sh --images || { echo "build_offline: podman could not be installed (tools/bootstrap.sh --images)" >&2; exit 1; }
 SERVER_BINS=(server/zeroshard-server client/zeroshard-ctl)
 WORKER_BINS=(worker/zero/zeroshard-train-worker worker/io/zeroshard-tokenize client/zeroshard-ctl)
 targets() { for b in "$@"; do echo "//${b%/*}:${b##*/}"; done | sort -u; }

@@ -205,12 +205,18 @@ absl::Status ZeroEngine::Decide(const absl::Status& leader_status,
           view->steps[0], ", none restarted)"));
     }
     if (roll) {
-      absl::StatusOr<v1::TrainerState> state =
-          RollBack(client_, *view, epoch_ + 1);
+      const uint64_t epoch = NextEpoch(*view, epoch_);
+      absl::StatusOr<v1::TrainerState> state = RollBack(client_, *view, epoch);
       if (state.ok()) {
-        w = Word{kRolledBack,         state->step(),       state->updates(),
-                 state->data_epoch(), state->data_shard(), state->data_offset(),
-                 epoch_ + 1,          state->seed(),       state->loss_scale()};
+        w.code = kRolledBack;
+        w.step = state->step();
+        w.updates = state->updates();
+        w.data_epoch = static_cast<uint64_t>(state->data_epoch());
+        w.data_shard = static_cast<uint64_t>(state->data_shard());
+        w.data_offset = static_cast<uint64_t>(state->data_offset());
+        w.epoch = epoch;
+        w.seed = state->seed();
+        w.loss_scale = state->loss_scale();
       } else {
         err = state.status();
       }

@@ -448,10 +448,13 @@ int Main(int argc, char** argv) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
-  if (!results.ok()) {
+  // A failed run has lost every byte (its parameters are not compared).
+  std::vector<float> got;
+  if (results.ok()) {
+    got = std::move((*results)[0].params);
+  } else {
     std::printf("campaign run failed: %s\n",
                 results.status().ToString().c_str());
-    return 1;
   }
   const absl::Status stopped = (*fleet)->Stop(std::chrono::seconds(10));
   if (!stopped.ok())
@@ -483,7 +486,6 @@ int Main(int argc, char** argv) {
           ReadAll(absl::StrCat(dir, "/server-", k, ".restart-", n, ".log")));
     }
   }
-  const std::vector<float>& got = (*results)[0].params;
   uint64_t bytes_lost = 0;
   if (got.size() != reference.size()) {
     bytes_lost = sizeof(float) * std::max(got.size(), reference.size());
@@ -499,7 +501,7 @@ int Main(int argc, char** argv) {
       "client RPC faults: %s\n"
       "server RPC faults: %llu (only servers that exited normally report "
       "theirs; a SIGKILLed one cannot)\n"
-      "kills: %d server; %d worker, each survived by a job restart from the "
+      "kills: %d server; %d worker, each answered by a job restart from the "
       "servers' newest checkpoint (not elastically: membership is fixed); "
       "%d corrupted checkpoint block; %d scheduled events not reached\n"
       "campaign run: %.1f s, %lld steps begun for %lld steps, %d roll backs "
@@ -509,8 +511,11 @@ int Main(int argc, char** argv) {
       static_cast<unsigned long long>(server_injected), server_kills,
       worker_kills, corruptions, not_fired, seconds,
       static_cast<long long>(steps_run), static_cast<long long>(o.steps),
-      rollbacks, job_restarts, bytes_lost == 0 ? "equal" : "DIFFER FROM",
-      got.size());
+      rollbacks, job_restarts,
+      !results.ok()     ? "LOST (the run failed), not compared with"
+      : bytes_lost == 0 ? "equal"
+                        : "DIFFER FROM",
+      reference.size());
   if (!events_ok) std::printf("a server event failed (above)\n");
   std::printf(
       "RESULT faults_injected=%llu recoveries=%d steps_replayed=%lld "

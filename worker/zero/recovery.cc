@@ -20,6 +20,7 @@ absl::StatusOr<ServerView> ViewServers(ShardClient* client,
       for (const v1::GetStatsResponse& s : *stats) {
         view.incarnations.push_back(s.incarnation());
         view.steps.push_back(s.step());
+        view.epochs.push_back(s.epoch());
         view.checkpoints.emplace_back(s.checkpoint_steps().begin(),
                                       s.checkpoint_steps().end());
       }
@@ -55,6 +56,11 @@ bool NeedsRollback(const ServerView& view, const std::vector<uint64_t>& known) {
   if (!known.empty() && known != view.incarnations) return true;
   return std::adjacent_find(view.steps.begin(), view.steps.end(),
                             std::not_equal_to<uint64_t>()) != view.steps.end();
+}
+
+uint64_t NextEpoch(const ServerView& view, uint64_t mine) {
+  for (uint64_t e : view.epochs) mine = std::max(mine, e);
+  return mine + 1;
 }
 
 absl::StatusOr<v1::TrainerState> RollBack(ShardClient* client,

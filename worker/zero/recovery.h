@@ -21,6 +21,7 @@ namespace zeroshard::zero {
 struct ServerView {
   std::vector<uint64_t> incarnations;  // per server
   std::vector<uint64_t> steps;
+  std::vector<uint64_t> epochs;
   std::vector<std::vector<uint64_t>> checkpoints;  // newest first
 };
 
@@ -37,6 +38,10 @@ std::vector<uint64_t> CommonCheckpoints(
 // servers disagree on their step (a step committed on some only): the job
 // must roll back (pure).
 bool NeedsRollback(const ServerView& view, const std::vector<uint64_t>& known);
+
+// The epoch of the next roll back: above every server's and `mine` (a job
+// restarted against servers that rolled back before starts at epoch 0).
+uint64_t NextEpoch(const ServerView& view, uint64_t mine);
 
 // Restores the newest common checkpoint on every server with `epoch`,
 // trying older ones when one is damaged (DATA_LOSS); returns its trainer
