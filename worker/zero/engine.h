@@ -43,7 +43,18 @@
 // Initialisation: stage 0 copies `initial_params`; stages 1-3 register the
 // model's spec (optimizer.h) on the servers from every rank, rank 0 writes
 // `initial_params`, a barrier, then every rank fetches what it keeps. The
-// servers must be fresh (step 0) for this job.
+// servers must be fresh (step 0) for this job, unless checkpoints are on
+// (ZeroOptions::checkpoint_interval): then a job whose servers hold
+// checkpoints resumes from the newest common one instead, and a fresh job
+// checkpoints step 0.
+//
+// Recovery (checkpoints on): after the pushes and after the parameter
+// fetch every rank learns whether any failed; on a failure the leader
+// looks at the servers (recovery.h): a restarted server or a commit that
+// reached only some servers rolls every rank back to the newest checkpoint
+// (new epoch; step, updates and data position restored, rollbacks()
+// counts it); servers all up and consistent: the fetch is retried, a
+// failed step is an error.
 //
 // The engine creates and owns the model (it needs the engine's parameter
 // hook). Threading: one thread calls the engine; the communicator's progress
