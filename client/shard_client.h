@@ -54,7 +54,10 @@ namespace zeroshard {
 struct ClientOptions {
   std::vector<std::string> addresses;         // shard k at addresses[k]
   std::chrono::milliseconds deadline{60000};  // per RPC attempt
-  int max_attempts = 6;
+  // Ten attempts: with the backoff below they span ~5 s (a
+  // restarting server), and on a link losing one call in five they all
+  // fail about once in 10^7 calls.
+  int max_attempts = 10;
   std::chrono::milliseconds initial_backoff{10};
   std::chrono::milliseconds max_backoff{2000};
   // gRPC channels (TCP connections) per server; pieces are spread over

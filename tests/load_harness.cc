@@ -104,6 +104,12 @@ LoadResult RunLoad(const LoadOptions& o) {
       ClientOptions co;
       co.addresses = fleet->addresses();
       co.deadline = std::chrono::milliseconds(20000);
+      // Under faults about one attempt in five fails (drops and duplicates
+      // on both sides), so six attempts would run out about once in 16k
+      // pushes; a client on a lossy network retries more.
+      if (!o.worker_faults.empty() || !o.server_faults.empty()) {
+        co.max_attempts = 16;
+      }
       AddClientFaultInjection(injector, &co);
       auto connected = ShardClient::Connect(co);
       if (!connected.ok()) return fail(connected.status());

@@ -1,5 +1,7 @@
 #include "server/auth/server_security.h"
 
+#include <unistd.h>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/security/pem.h"
@@ -25,7 +27,9 @@ void AddServerSecurityFlags(FlagSet* flags, ServerSecurityFlags* f) {
               "--token_file every caller is trusted.");
   flags->Int64("max_inflight_bytes", &f->max_inflight_bytes,
                "Most bytes of gRPC buffers (received, not yet applied "
-               "pushes and sends) in this server; senders wait beyond it.");
+               "pushes and sends) in this server; senders wait beyond it. "
+               "Choose >= connections x streams x 8 MiB; -1: half the "
+               "physical memory.");
   flags->Int64("max_state_bytes", &f->max_state_bytes,
                "Most bytes of model state (p, m, v, gradients, serving "
                "copy) RegisterModel may allocate on this shard; -1: physical "
@@ -39,8 +43,9 @@ absl::StatusOr<ServerSecurity> LoadServerSecurity(
     const ServerSecurityFlags& f) {
   const bool any_tls =
       !f.tls_cert.empty() || !f.tls_key.empty() || !f.tls_ca.empty();
-  if (f.max_inflight_bytes < (64ll << 20)) {
-    return absl::InvalidArgumentError("--max_inflight_bytes must be >= 64 MiB");
+  if (f.max_inflight_bytes != -1 && f.max_inflight_bytes < (64ll << 20)) {
+    return absl::InvalidArgumentError(
+        "--max_inflight_bytes must be >= 64 MiB (or -1)");
   }
   if (f.max_streams_per_connection < 1 ||
       f.max_streams_per_connection > 65536) {
@@ -117,7 +122,12 @@ void ApplyServerLimits(const ServerSecurityFlags& f,
                        grpc::ResourceQuota* quota) {
   builder->AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
                               static_cast<int>(f.max_streams_per_connection));
-  quota->Resize(static_cast<size_t>(f.max_inflight_bytes));
+  int64_t bytes = f.max_inflight_bytes;
+  if (bytes == -1) {
+    bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) *
+            sysconf(_SC_PAGESIZE) / 2;
+  }
+  quota->Resize(static_cast<size_t>(bytes));
 }
 
 }  // namespace zeroshard

@@ -37,7 +37,8 @@ struct ServerSecurityFlags {
   std::string tls_cert, tls_key, tls_ca, token_file;
   bool require_client_cert = false;
   bool insecure = false;
-  int64_t max_inflight_bytes = 1ll << 30;
+  // -1: half the machine's physical memory.
+  int64_t max_inflight_bytes = -1;
   int64_t max_streams_per_connection = 16;
   // -1: the machine's physical memory with --storage=ram, no limit with
   // --storage=nvme (set by the caller); 0: no limit.
