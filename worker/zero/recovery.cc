@@ -26,6 +26,14 @@ absl::StatusOr<ServerView> ViewServers(ShardClient* client,
       }
       return view;
     }
+    if (absl::IsPermissionDenied(stats.status()) ||
+        absl::IsUnauthenticated(stats.status())) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "checkpoints and recovery need the step leader (rank 0) to read "
+          "the servers' stats, checkpoint and restore: give rank 0 an admin "
+          "token (",
+          stats.status().message(), ")"));
+    }
     if (std::chrono::steady_clock::now() > deadline) {
       return absl::UnavailableError(
           absl::StrCat("servers still unreachable after ", timeout_seconds,

@@ -26,7 +26,8 @@ struct ServerView {
 };
 
 // Every server's stats, retried until `timeout_seconds` pass (a restarting
-// server is unreachable for a moment).
+// server is unreachable for a moment); PERMISSION_DENIED at once when the
+// caller's token may not read stats (an admin call).
 absl::StatusOr<ServerView> ViewServers(ShardClient* client,
                                        double timeout_seconds);
 
