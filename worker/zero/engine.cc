@@ -341,6 +341,7 @@ absl::Status ZeroEngine::OptimizerStep() {
   stats_.clip_coef = d.grad_scale;
   stats_.skipped = d.skip;
   stats_.lr = lr;
+  bool restored_this_step = false;
   if (options_.stage == 0) {
     if (!d.skip) {
       adamw_->Step(absl::MakeSpan(params_), reducer_->full(), d.grad_scale, lr);
@@ -351,11 +352,18 @@ absl::Status ZeroEngine::OptimizerStep() {
     ZS_RETURN_IF_ERROR(PushAndCommit(d.grad_scale, lr, d.skip, &rolled_back));
     if (rolled_back) return Refresh();  // the step is redone from there
     ++step_;
+    const int64_t committed = step_;
     const int before = rollbacks_;
     ZS_RETURN_IF_ERROR(Refresh());
-    if (rollbacks_ != before) return absl::OkStatus();  // state restored
+    if (rollbacks_ != before) {
+      // Rolled back to an earlier step: it is redone from there. Rolled
+      // back to the checkpoint of this very step: its restored state
+      // already counts this step's update; only the stats remain.
+      if (step_ != committed) return absl::OkStatus();
+      restored_this_step = true;
+    }
   }
-  if (!d.skip) ++updates_;
+  if (!d.skip && !restored_this_step) ++updates_;
   // Bytes held (step_stats.h).
   const uint64_t n = params_.size();
   stats_.step = step_;
