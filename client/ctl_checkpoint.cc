@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "client/rollback.h"
 #include "common/status_macros.h"
 
 namespace zeroshard::ctl {
@@ -43,17 +44,9 @@ absl::StatusOr<uint64_t> AgreedStep(ShardClient& client) {
 
 uint64_t NewestCommonCheckpoint(
     const std::vector<v1::GetStatsResponse>& stats) {
-  if (stats.empty()) return 0;
-  uint64_t newest = 0;
-  for (uint64_t step : stats[0].checkpoint_steps()) {
-    const bool everywhere =
-        std::all_of(stats.begin(), stats.end(), [&](const auto& s) {
-          const auto& steps = s.checkpoint_steps();
-          return std::find(steps.begin(), steps.end(), step) != steps.end();
-        });
-    if (everywhere) newest = std::max(newest, step);
-  }
-  return newest;
+  const std::vector<uint64_t> common =
+      CommonCheckpoints(ViewOf(stats).checkpoints);
+  return common.empty() ? 0 : common.front();
 }
 
 absl::StatusOr<std::string> TakeCheckpoint(ShardClient& client,
@@ -112,11 +105,7 @@ absl::StatusOr<std::string> RestoreCheckpoint(ShardClient& client,
           "; a server lists the checkpoints under its --checkpoint_dir)"));
     }
   }
-  uint64_t epoch = 0;
-  for (const v1::GetStatsResponse& s : stats) {
-    epoch = std::max(epoch, s.epoch());
-  }
-  ++epoch;
+  const uint64_t epoch = NextEpoch(ViewOf(stats), 0);
   ZS_ASSIGN_OR_RETURN(v1::TrainerState state, client.Restore(step, epoch));
   return absl::StrCat("restored step ", step, " at epoch ", epoch,
                       "; trainer state: step ", state.step(), ", updates ",

@@ -48,13 +48,15 @@ absl::StatusOr<std::unique_ptr<LocalFleet>> LocalFleet::Start(
   }
   auto fleet = std::unique_ptr<LocalFleet>(new LocalFleet());
   fleet->options_ = options;
+  auto log_of = [&](uint32_t k) {
+    return absl::StrCat(options.work_dir, "/server-", k, ".log");
+  };
   std::vector<std::string> port_files;
   for (uint32_t k = 0; k < options.num_shards; ++k) {
     const std::string port_file =
         absl::StrCat(options.work_dir, "/server-", k, ".port");
     unlink(port_file.c_str());
-    auto p = fleet->Spawn(
-        k, 0, port_file, absl::StrCat(options.work_dir, "/server-", k, ".log"));
+    auto p = fleet->Spawn(k, 0, port_file, log_of(k));
     if (!p.ok()) return p.status();
     fleet->servers_.push_back(std::move(*p));
     port_files.push_back(port_file);
@@ -66,8 +68,7 @@ absl::StatusOr<std::unique_ptr<LocalFleet>> LocalFleet::Start(
       if (auto status = fleet->servers_[k].Poll()) {
         return absl::InternalError(
             absl::StrCat("shard server ", k, " exited during start (",
-                         DescribeWaitStatus(*status), "); see ",
-                         options.work_dir, "/server-", k, ".log"));
+                         DescribeWaitStatus(*status), "); see ", log_of(k)));
       }
       std::ifstream(port_files[k]) >> port;
       if (port == 0) {
@@ -78,17 +79,8 @@ absl::StatusOr<std::unique_ptr<LocalFleet>> LocalFleet::Start(
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
       }
     }
-    const std::string address = absl::StrCat("127.0.0.1:", port);
-    absl::Status health;
-    do {
-      health = CheckHealth(address, std::chrono::milliseconds(1000),
-                           options.health_credentials);
-      if (!health.ok()) {
-        if (std::chrono::steady_clock::now() > until) return health;
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      }
-    } while (!health.ok());
-    fleet->addresses_.push_back(address);
+    fleet->addresses_.push_back(absl::StrCat("127.0.0.1:", port));
+    ZS_RETURN_IF_ERROR(fleet->WaitHealthy(k, until, "start", log_of(k)));
   }
   return fleet;
 }
@@ -117,24 +109,30 @@ absl::Status LocalFleet::Restart(uint32_t k) {
   }
   servers_[k].Signal(SIGKILL);
   servers_[k].Stop(std::chrono::milliseconds(0));
-  const std::string& address = addresses_[k];
-  const int port = std::stoi(address.substr(address.rfind(':') + 1));
+  const int port =
+      std::stoi(addresses_[k].substr(addresses_[k].rfind(':') + 1));
   ++restarts_;
-  ZS_ASSIGN_OR_RETURN(servers_[k],
-                      Spawn(k, port, "",
-                            absl::StrCat(options_.work_dir, "/server-", k,
-                                         ".restart-", restarts_, ".log")));
-  const auto until = std::chrono::steady_clock::now() + options_.start_timeout;
+  const std::string log = absl::StrCat(options_.work_dir, "/server-", k,
+                                       ".restart-", restarts_, ".log");
+  ZS_ASSIGN_OR_RETURN(servers_[k], Spawn(k, port, "", log));
+  return WaitHealthy(k,
+                     std::chrono::steady_clock::now() + options_.start_timeout,
+                     "restart", log);
+}
+
+absl::Status LocalFleet::WaitHealthy(
+    uint32_t k, std::chrono::steady_clock::time_point until, const char* what,
+    const std::string& log) {
   while (true) {
     if (auto status = servers_[k].Poll()) {
       return absl::InternalError(
-          absl::StrCat("shard server ", k, " exited during restart (",
-                       DescribeWaitStatus(*status), ")"));
+          absl::StrCat("shard server ", k, " exited during ", what, " (",
+                       DescribeWaitStatus(*status), "); see ", log));
     }
-    absl::Status health = CheckHealth(address, std::chrono::milliseconds(500),
-                                      options_.health_credentials);
-    if (health.ok()) return health;
-    if (std::chrono::steady_clock::now() > until) return health;
+    absl::Status health =
+        CheckHealth(addresses_[k], std::chrono::milliseconds(1000),
+                    options_.health_credentials);
+    if (health.ok() || std::chrono::steady_clock::now() > until) return health;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 }

@@ -56,6 +56,11 @@ class LocalFleet {
   absl::StatusOr<Subprocess> Spawn(uint32_t k, int port,
                                    const std::string& port_file,
                                    const std::string& log) const;
+  // Until server k (at addresses_[k]) answers health checks; INTERNAL
+  // naming `what` and `log` if it exits first.
+  absl::Status WaitHealthy(uint32_t k,
+                           std::chrono::steady_clock::time_point until,
+                           const char* what, const std::string& log);
   FleetOptions options_;
   int restarts_ = 0;
   std::vector<Subprocess> servers_;

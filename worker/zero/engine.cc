@@ -8,11 +8,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "client/rollback.h"
 #include "common/status_macros.h"
 #include "worker/engine/clip.h"
 #include "worker/engine/lr_schedule.h"
 #include "worker/zero/op_wait.h"
-#include "worker/zero/recovery.h"
 #include "worker/zero/zero_plan.h"
 
 namespace zeroshard::zero {

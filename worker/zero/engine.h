@@ -50,7 +50,7 @@
 //
 // Recovery (checkpoints on): after the pushes and after the parameter
 // fetch every rank learns whether any failed; on a failure the leader
-// looks at the servers (recovery.h): a restarted server or a commit that
+// looks at the servers (client/rollback.h): a restarted server or a commit that
 // reached only some servers rolls every rank back to the newest checkpoint
 // (new epoch; step, updates and data position restored, rollbacks()
 // counts it); servers all up and consistent: the fetch is retried, a

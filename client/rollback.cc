@@ -1,4 +1,4 @@
-#include "worker/zero/recovery.h"
+#include "client/rollback.h"
 
 #include <algorithm>
 #include <chrono>
@@ -7,7 +7,19 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
-namespace zeroshard::zero {
+namespace zeroshard {
+
+ServerView ViewOf(const std::vector<v1::GetStatsResponse>& stats) {
+  ServerView view;
+  for (const v1::GetStatsResponse& s : stats) {
+    view.incarnations.push_back(s.incarnation());
+    view.steps.push_back(s.step());
+    view.epochs.push_back(s.epoch());
+    view.checkpoints.emplace_back(s.checkpoint_steps().begin(),
+                                  s.checkpoint_steps().end());
+  }
+  return view;
+}
 
 absl::StatusOr<ServerView> ViewServers(ShardClient* client,
                                        double timeout_seconds) {
@@ -15,17 +27,7 @@ absl::StatusOr<ServerView> ViewServers(ShardClient* client,
                         std::chrono::duration<double>(timeout_seconds);
   while (true) {
     absl::StatusOr<std::vector<v1::GetStatsResponse>> stats = client->Stats();
-    if (stats.ok()) {
-      ServerView view;
-      for (const v1::GetStatsResponse& s : *stats) {
-        view.incarnations.push_back(s.incarnation());
-        view.steps.push_back(s.step());
-        view.epochs.push_back(s.epoch());
-        view.checkpoints.emplace_back(s.checkpoint_steps().begin(),
-                                      s.checkpoint_steps().end());
-      }
-      return view;
-    }
+    if (stats.ok()) return ViewOf(*stats);
     if (absl::IsPermissionDenied(stats.status()) ||
         absl::IsUnauthenticated(stats.status())) {
       return absl::PermissionDeniedError(absl::StrCat(
@@ -88,4 +90,4 @@ absl::StatusOr<v1::TrainerState> RollBack(ShardClient* client,
   return last;
 }
 
-}  // namespace zeroshard::zero
+}  // namespace zeroshard

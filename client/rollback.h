@@ -1,13 +1,14 @@
-// What the step leader does when a step fails with checkpoints on
-// (ZeroOptions::checkpoint_interval > 0): tell a restarted server from a
-// real error, and roll every server back to the newest checkpoint they all
-// hold. The engine broadcasts the outcome so that every rank follows.
+// Rolling a job's servers back to a checkpoint: what the ZeRO engine's step
+// leader does when a step fails with checkpoints on (ZeroOptions::
+// checkpoint_interval > 0) — tell a restarted server from a real error and
+// roll every server back to the newest checkpoint they all hold — and what
+// `zeroshard-ctl restore` does by hand.
 //
-// Threading: called by the leader's engine thread only. Errors: the
+// Threading: use from one thread at a time. Errors: the
 // client's; FAILED_PRECONDITION when a server restarted but no checkpoint
 // is complete on every server.
-#ifndef ZEROSHARD_WORKER_ZERO_RECOVERY_H_
-#define ZEROSHARD_WORKER_ZERO_RECOVERY_H_
+#ifndef ZEROSHARD_CLIENT_ROLLBACK_H_
+#define ZEROSHARD_CLIENT_ROLLBACK_H_
 
 #include <cstdint>
 #include <optional>
@@ -16,7 +17,7 @@
 #include "absl/status/statusor.h"
 #include "client/shard_client.h"
 
-namespace zeroshard::zero {
+namespace zeroshard {
 
 struct ServerView {
   std::vector<uint64_t> incarnations;  // per server
@@ -24,6 +25,9 @@ struct ServerView {
   std::vector<uint64_t> epochs;
   std::vector<std::vector<uint64_t>> checkpoints;  // newest first
 };
+
+// The view of one round of stats (shard order).
+ServerView ViewOf(const std::vector<v1::GetStatsResponse>& stats);
 
 // Every server's stats, retried until `timeout_seconds` pass (a restarting
 // server is unreachable for a moment); PERMISSION_DENIED at once when the
@@ -51,6 +55,6 @@ absl::StatusOr<v1::TrainerState> RollBack(ShardClient* client,
                                           const ServerView& view,
                                           uint64_t epoch);
 
-}  // namespace zeroshard::zero
+}  // namespace zeroshard
 
-#endif  // ZEROSHARD_WORKER_ZERO_RECOVERY_H_
+#endif  // ZEROSHARD_CLIENT_ROLLBACK_H_
