@@ -17,6 +17,8 @@ ServerView ViewOf(const std::vector<v1::GetStatsResponse>& stats) {
     view.epochs.push_back(s.epoch());
     view.checkpoints.emplace_back(s.checkpoint_steps().begin(),
                                   s.checkpoint_steps().end());
+    view.awaiting_restore.push_back(s.awaiting_restore());
+    view.states.push_back(s.trainer_state());
   }
   return view;
 }
@@ -66,6 +68,19 @@ bool NeedsRollback(const ServerView& view, const std::vector<uint64_t>& known) {
   if (!known.empty() && known != view.incarnations) return true;
   return std::adjacent_find(view.steps.begin(), view.steps.end(),
                             std::not_equal_to<uint64_t>()) != view.steps.end();
+}
+
+std::optional<v1::TrainerState> ContinueState(const ServerView& view) {
+  if (view.steps.empty() || view.steps[0] == 0 ||
+      NeedsRollback(view, /*known=*/{})) {
+    return std::nullopt;
+  }
+  for (size_t k = 0; k < view.steps.size(); ++k) {
+    if (view.awaiting_restore[k] || view.states[k].step() != view.steps[k]) {
+      return std::nullopt;
+    }
+  }
+  return view.states[0];
 }
 
 uint64_t NextEpoch(const ServerView& view, uint64_t mine) {

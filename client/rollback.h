@@ -24,6 +24,8 @@ struct ServerView {
   std::vector<uint64_t> steps;
   std::vector<uint64_t> epochs;
   std::vector<std::vector<uint64_t>> checkpoints;  // newest first
+  std::vector<bool> awaiting_restore;    // restarted, refusing until Restore
+  std::vector<v1::TrainerState> states;  // of each server's last commit
 };
 
 // The view of one round of stats (shard order).
@@ -43,6 +45,13 @@ std::vector<uint64_t> CommonCheckpoints(
 // servers disagree on their step (a step committed on some only): the job
 // must roll back (pure).
 bool NeedsRollback(const ServerView& view, const std::vector<uint64_t>& known);
+
+// A job (re)starting against live servers — a worker group re-formed
+// after a worker left or joined — may continue from the servers' last
+// commit instead of a checkpoint when every server is up, none restarted
+// (awaiting a Restore), all are at one step above 0 and recorded the
+// workers' state with it: that state, else nullopt (pure).
+std::optional<v1::TrainerState> ContinueState(const ServerView& view);
 
 // The epoch of the next roll back: above every server's and `mine` (a job
 // restarted against servers that rolled back before starts at epoch 0).

@@ -557,11 +557,13 @@ absl::StatusOr<v1::TrainerState> ShardClient::Restore(uint64_t step,
   return out[0].trainer_state();
 }
 
-absl::StatusOr<std::vector<v1::GetStatsResponse>> ShardClient::Stats() {
+absl::StatusOr<std::vector<v1::GetStatsResponse>> ShardClient::Stats(
+    bool ledger) {
   std::vector<v1::GetStatsResponse> out(num_servers());
   ZS_RETURN_IF_ERROR(RunAll(num_servers(), [&](size_t k) {
     const uint32_t s = static_cast<uint32_t>(k);
     v1::GetStatsRequest req;
+    req.set_ledger(ledger);
     return WithRetries(s, "GetStats", [&](grpc::ClientContext* ctx) {
       return Stub(s, 0)->GetStats(ctx, req, &out[k]);
     });

@@ -156,14 +156,18 @@ class ShardClient {
   // if the servers disagree on the step).
   absl::StatusOr<v1::TrainerState> Restore(uint64_t step, uint64_t epoch);
 
-  absl::StatusOr<std::vector<v1::GetStatsResponse>> Stats();
+  // Every server's GetStats (admin); `ledger`: with its commit ledger.
+  absl::StatusOr<std::vector<v1::GetStatsResponse>> Stats(bool ledger = false);
+
+  // The channel of server `server` picked by `salt`, with the job's
+  // credentials and interceptors: for the raw data plane and for other
+  // services' stubs (e.g. MembershipService on Channel(0, 0)).
+  const std::shared_ptr<grpc::Channel>& Channel(uint32_t server,
+                                                uint64_t salt) const;
 
  private:
   explicit ShardClient(ClientOptions options);
   v1::ShardService::Stub* Stub(uint32_t server, uint64_t salt) const;
-  // The channel behind Stub(server, salt), for the raw data plane.
-  const std::shared_ptr<grpc::Channel>& Channel(uint32_t server,
-                                                uint64_t salt) const;
   // Runs `attempt` until it succeeds, fails permanently or runs out of
   // attempts; `what` names the call in errors.
   absl::Status WithRetries(

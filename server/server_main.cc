@@ -32,6 +32,8 @@
 #include "server/auth/server_security.h"
 #include "server/fault_interceptor.h"
 #include "server/health_port.h"
+#include "server/membership/membership.h"
+#include "server/membership_service.h"
 #include "server/pod_ordinal.h"
 #include "server/server_metrics.h"
 #include "server/shard_service.h"
@@ -57,7 +59,8 @@ int Main(int argc, char** argv) {
                 "zeroshard-server [flags]\n\n"
                 "Serves one shard of a job's fp32 master weights and AdamW "
                 "state over gRPC\n(service zeroshard.v1.ShardService, plus "
-                "grpc.health.v1.Health).");
+                "grpc.health.v1.Health; shard 0 also\n"
+                "zeroshard.v1.MembershipService).");
   flags.String("host", &host,
                "Address to listen on (0.0.0.0 for every interface).");
   flags.Int64("port", &port, "TCP port; 0 picks a free one.");
@@ -94,6 +97,11 @@ int Main(int argc, char** argv) {
                "At start the server restores the newest complete checkpoint "
                "found there (any number of servers may have written it); "
                "Checkpoint and Restore RPCs write and read it.");
+  int64_t lease_ms = 10000;
+  flags.Int64("lease_ms", &lease_ms,
+              "Membership lease (shard 0 hosts zeroshard.v1.MembershipService):"
+              " a worker that sends no heartbeat for this many ms leaves its "
+              "group. In [100, 600000].");
   StorageFlags storage_flags;
   AddStorageFlags(&flags, &storage_flags);
   ServerSecurityFlags security_flags;
@@ -133,6 +141,10 @@ int Main(int argc, char** argv) {
   if (port < 0 || port > 65535) {
     ExitWithError(flags.program(),
                   absl::StrCat("--port ", port, " is not in [0, 65535]"));
+  }
+  if (lease_ms < 100 || lease_ms > 600000) {
+    ExitWithError(flags.program(), absl::StrCat("--lease_ms ", lease_ms,
+                                                " is not in [100, 600000]"));
   }
   if (threads < 1 || threads > 1024) {
     ExitWithError(flags.program(), "--threads must be in [1, 1024]");
@@ -219,6 +231,15 @@ int Main(int argc, char** argv) {
       std::move(security->tokens), [&store] { return store.job_id(); },
       static_cast<uint64_t>(max_state_bytes));
   ShardServiceImpl service(&store, &guard);
+  MembershipOptions membership_options;
+  membership_options.lease_ms = lease_ms;
+  membership_options.committed_step = [&store] { return store.Stats().step; };
+  membership_options.log = [](const std::string& line) {
+    std::printf("zeroshard-server: %s\n", line.c_str());
+    std::fflush(stdout);
+  };
+  Membership membership(membership_options);
+  MembershipServiceImpl membership_service(&membership, &guard);
   metrics::Registry registry;
   metrics::AddProcessMetrics(&registry);
   AddStoreMetrics(&store, shard_index, num_shards, &registry);
@@ -229,6 +250,7 @@ int Main(int argc, char** argv) {
   builder.AddListeningPort(absl::StrCat(host, ":", port), security->credentials,
                            &bound_port);
   builder.RegisterService(&service);
+  if (shard_index == 0) builder.RegisterService(&membership_service);
   // Interceptors run on every call, in this order, before any handler
   // (authentication, fault injection, ...); each feature appends its own.
   std::vector<
@@ -296,6 +318,10 @@ int Main(int argc, char** argv) {
   }
   std::printf("zeroshard-server: shard %u/%u listening on %s:%d\n", shard_index,
               num_shards, host.c_str(), bound_port);
+  if (shard_index == 0) {
+    std::printf("zeroshard-server: membership service, lease %lld ms\n",
+                static_cast<long long>(lease_ms));
+  }
   std::fflush(stdout);
 
   int signo = 0;

@@ -1,7 +1,9 @@
 #include "server/shard_service.h"
 
+#include <algorithm>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "server/auth/rejected_reactor.h"
@@ -25,6 +27,34 @@ uint64_t ResidentBytes() {
   uint64_t size = 0, resident = 0;
   statm >> size >> resident;
   return resident * 4096;
+}
+
+// The newest ledger entries that fit in one message (beside the rest of
+// `resp`, filled before), oldest first; ledger_first_step says where they
+// start.
+void AddLedger(const StoreStats& s, v1::GetStatsResponse* resp) {
+  size_t budget =
+      kMaxChunkBytes - std::min(resp->ByteSizeLong(), kMaxChunkBytes);
+  size_t first = s.ledger.size();
+  std::vector<v1::CommitRecord> records;
+  while (first > 0) {
+    const LedgerEntry& e = s.ledger[first - 1];
+    v1::CommitRecord r;
+    r.set_step(e.step);
+    r.set_epoch(e.epoch);
+    r.set_contributions(e.contributions);
+    r.set_skipped(e.skipped);
+    const size_t bytes = r.ByteSizeLong() + 4;  // tag and length
+    if (bytes > budget) break;
+    budget -= bytes;
+    records.push_back(std::move(r));
+    --first;
+  }
+  resp->set_ledger_first_step(first == 0 ? s.ledger_first_step
+                                         : s.ledger[first].step);
+  for (auto r = records.rbegin(); r != records.rend(); ++r) {
+    *resp->add_ledger() = std::move(*r);
+  }
 }
 
 }  // namespace
@@ -132,7 +162,7 @@ grpc::Status ShardServiceImpl::GetStats(grpc::ServerContext* ctx,
                                         const v1::GetStatsRequest* req,
                                         v1::GetStatsResponse* resp) {
   if (grpc::Status a = Admit(ctx, kStats, &req->job_id()); !a.ok()) return a;
-  const StoreStats s = store_->Stats();
+  const StoreStats s = store_->Stats(req->ledger());
   resp->set_shard_index(store_->options().shard_index);
   resp->set_num_shards(store_->options().num_shards);
   resp->set_step(s.step);
@@ -160,6 +190,9 @@ grpc::Status ShardServiceImpl::GetStats(grpc::ServerContext* ctx,
   resp->set_restored_step(s.restored_step);
   resp->set_checkpoints_written(s.checkpoints_written);
   store_->SpecInto(resp->mutable_spec());
+  *resp->mutable_trainer_state() = s.trainer_state;
+  resp->set_awaiting_restore(s.awaiting_restore);
+  if (req->ledger()) AddLedger(s, resp);
   return grpc::Status::OK;
 }
 

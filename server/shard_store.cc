@@ -715,6 +715,14 @@ absl::StatusOr<CommitResult> ShardStore::Commit(
   step_ = step + 1;
   if (r.applied) ++optimizer_steps_;
   std::map<std::string, Contribution> keys = std::move(keys_);
+  LedgerEntry entry{step, epoch_, 0, req.skip()};
+  for (const auto& kv : keys) entry.contributions += kv.second.done ? 1 : 0;
+  if (ledger_.empty()) ledger_first_step_ = step;
+  ledger_.push_back(entry);
+  if (ledger_.size() > kMaxLedgerEntries) {
+    ledger_.pop_front();
+    ledger_first_step_ = ledger_.front().step;
+  }
   ResetStepLocked();
   committed_keys_ = std::move(keys);  // for retries of this step's pushes
   if (req.has_trainer_state()) trainer_state_ = req.trainer_state();
@@ -731,7 +739,7 @@ void ShardStore::SpecInto(v1::ModelSpec* spec) const {
   if (registered_) *spec = spec_;
 }
 
-StoreStats ShardStore::Stats() const {
+StoreStats ShardStore::Stats(bool with_ledger) const {
   absl::MutexLock l(&mu_);
   StoreStats s;
   s.step = step_;
@@ -751,6 +759,10 @@ StoreStats ShardStore::Stats() const {
   s.checkpoint_steps = checkpoint_steps_;
   s.restored_step = restored_step_;
   s.checkpoints_written = checkpoints_written_;
+  s.trainer_state = trainer_state_;
+  s.awaiting_restore = awaiting_restore_;
+  s.ledger_first_step = ledger_first_step_;
+  if (with_ledger) s.ledger.assign(ledger_.begin(), ledger_.end());
   if (tier_ != nullptr) {
     const storage::TierStats t = tier_->Stats();
     s.bytes_held += t.bytes_allocated;

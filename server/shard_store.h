@@ -42,6 +42,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -79,6 +80,17 @@ struct StoreOptions {
   storage::Env* env = nullptr;
 };
 
+// One commit applied or skipped by the store (the proto's CommitRecord).
+struct LedgerEntry {
+  uint64_t step = 0;           // the step committed (0-based)
+  uint64_t epoch = 0;          // the epoch of its contributions
+  uint64_t contributions = 0;  // push streams that made up its gradient
+  bool skipped = false;
+};
+
+// The ledger keeps the newest this many commits.
+inline constexpr size_t kMaxLedgerEntries = size_t{1} << 20;
+
 struct StoreStats {
   uint64_t step = 0;
   uint64_t optimizer_steps = 0;
@@ -103,6 +115,13 @@ struct StoreStats {
   std::vector<uint64_t> checkpoint_steps;  // complete, newest first
   uint64_t restored_step = 0;
   uint64_t checkpoints_written = 0;
+  // The workers' state of the last commit or restore.
+  v1::TrainerState trainer_state;
+  bool awaiting_restore = false;
+  // With Stats(true): the commits that made the current state, oldest
+  // first: steps ledger_first_step .. step-1, each once.
+  std::vector<LedgerEntry> ledger;
+  uint64_t ledger_first_step = 0;
 };
 
 class ShardStore;
@@ -238,7 +257,11 @@ class ShardStore {
       const std::function<void(const std::string&)>& log)
       ABSL_LOCKS_EXCLUDED(mu_, data_mu_);
 
-  StoreStats Stats() const ABSL_LOCKS_EXCLUDED(mu_);
+  // `with_ledger`: also copy the commit ledger (up to kMaxLedgerEntries).
+  // Every Commit that applies or skips a step appends to it (not a retry
+  // answered as already committed); a restore to step R drops the entries
+  // of steps >= R (all of them when the rest would not lead up to R).
+  StoreStats Stats(bool with_ledger = false) const ABSL_LOCKS_EXCLUDED(mu_);
   // Copies the registered spec (left empty before registration).
   void SpecInto(v1::ModelSpec* spec) const ABSL_LOCKS_EXCLUDED(mu_);
   // The job held, or "" before registration.
@@ -336,6 +359,8 @@ class ShardStore {
   uint64_t restored_step_ ABSL_GUARDED_BY(mu_) = 0;
   bool awaiting_restore_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t checkpoints_written_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<LedgerEntry> ledger_ ABSL_GUARDED_BY(mu_);  // oldest first
+  uint64_t ledger_first_step_ ABSL_GUARDED_BY(mu_) = 0;
   const uint64_t incarnation_;
 
   uint64_t contributions_applied_ ABSL_GUARDED_BY(mu_) = 0;

@@ -182,6 +182,14 @@ absl::Status ShardStore::RestoreManifest(const v1::CheckpointManifest& manifest,
   last_commit_valid_ = false;
   epoch_ = std::max(epoch_, epoch);
   trainer_state_ = manifest.trainer_state();
+  // The ledger keeps the commits that lead up to the restored step.
+  while (!ledger_.empty() && ledger_.back().step >= manifest.step()) {
+    ledger_.pop_back();
+  }
+  if (!ledger_.empty() && ledger_.back().step + 1 != manifest.step()) {
+    ledger_.clear();  // rolled forward past steps this server never saw
+  }
+  if (ledger_.empty()) ledger_first_step_ = manifest.step();
   restored_step_ = manifest.step();
   awaiting_restore_ = false;
   return absl::OkStatus();

@@ -19,7 +19,11 @@ checks the cross-references a schema cannot see:
     --servers list (in ordinal order, with the Service's DNS names) = the
     DeepSpeed config's zeroshard.servers; Job completions = parallelism =
     ZEROSHARD_WORLD_SIZE; ZEROSHARD_COORD names rank 0's pod; workers use
-    TLS (--tls_ca) exactly when the servers do (--tls_cert).
+    TLS (--tls_ca) exactly when the servers do (--tls_cert);
+  - --elastic workers: no ZEROSHARD_RANK/WORLD_SIZE/COORD, --start_workers
+    = the initial replicas >= --min_workers, --checkpoint_interval > 0,
+    --worker_name = the pod name, the servers have --checkpoint_dir, and
+    the NetworkPolicy admits the workers from each other on every port.
 With --self_test it also breaks a rendering in several ways and requires
 each to be reported (the checks can fail).
 
@@ -229,6 +233,10 @@ def check(objs, helps, external, errors):
             continue
         c = pod_spec(w)["containers"][0]
         env = {e["name"]: e.get("value") for e in c.get("env", [])}
+        wf = dict(flag_items(c.get("args")))
+        if "elastic" in wf:
+            check_elastic(w, c, wf, env, servers, by_kind, err)
+            continue
         if w["kind"] == "Job":
             world = {w["spec"].get("completions"), w["spec"].get("parallelism")}
             host = f"{w['metadata']['name']}-0.{pod_spec(w).get('subdomain')}."
@@ -245,6 +253,44 @@ def check(objs, helps, external, errors):
             err(w, f"ZEROSHARD_COORD port is not the container port named coord")
 
 
+def check_elastic(w, c, flags, env, servers, by_kind, err):
+    """An --elastic worker: no launcher environment, the first group's size
+    = the initial replicas, checkpoints on, workers reach each other on any
+    port."""
+    for name in ("ZEROSHARD_RANK", "ZEROSHARD_WORLD_SIZE", "ZEROSHARD_COORD"):
+        if name in env:
+            err(w, f"--elastic with {name} in the environment (the membership assigns it)")
+    count = w["spec"].get("replicas" if w["kind"] != "Job" else "parallelism", 1)
+    start = int(flags.get("start_workers") or 0) or int(flags.get("min_workers") or 1)
+    if start != count:
+        err(w, f"--start_workers={flags.get('start_workers')} but {count} initial workers")
+    if int(flags.get("min_workers") or 1) > start:
+        err(w, f"--min_workers={flags.get('min_workers')} above --start_workers")
+    if int(flags.get("checkpoint_interval") or -1) <= 0:
+        err(w, "--elastic needs --checkpoint_interval > 0")
+    name = flags.get("worker_name") or ""
+    m = re.fullmatch(r"\$\((\w+)\)", name)
+    refs = {e["name"]: e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
+            for e in c.get("env", [])}
+    if not m or refs.get(m.group(1)) != "metadata.name":
+        err(w, f"--worker_name={name} is not the pod name (metadata.name)")
+    for sts in servers:
+        sf = dict(flag_items(pod_spec(sts)["containers"][0].get("args")))
+        if not sf.get("checkpoint_dir"):
+            err(sts, f"no --checkpoint_dir, which {w['kind']}/{w['metadata']['name']} (--elastic) needs")
+    # UCX between the workers picks its ports: a rule admitting the
+    # workers' own pods on every port.
+    labels = pod_labels(w)
+    for pol in by_kind.get("NetworkPolicy", {}).values():
+        if not matches(pol["spec"]["podSelector"].get("matchLabels"), labels):
+            continue
+        if not any(not r.get("ports") and any(
+                matches(f.get("podSelector", {}).get("matchLabels"), labels)
+                and "namespaceSelector" not in f for f in r.get("from", []))
+                   for r in pol["spec"].get("ingress", [])):
+            err(pol, f"does not admit {w['kind']}/{w['metadata']['name']} from its own pods on every port")
+
+
 def validate(objs, errors):
     for o in objs:
         try:
@@ -254,15 +300,40 @@ def validate(objs, errors):
                           f"{'.'.join(map(str, e.path))}: {e.message}")
 
 
-def self_test(objs, helps, external):
-    """Each mutation of a good rendering must be reported."""
+def self_test(objs, helps, external, elastic=False):
+    """Each mutation of a good rendering must be reported (elastic: the
+    --elastic worker mutations, on overlays/elastic)."""
     def sts(o):
         return o["kind"] == "StatefulSet" and o["metadata"]["name"] == "zeroshard-server"
 
     def server_args(o):
         return pod_spec(o)["containers"][0]["args"]
 
-    mutations = {
+    def worker(o):
+        return o["kind"] == "StatefulSet" and o["metadata"]["name"] == "zeroshard-train"
+
+    def drop_flag(o, name):
+        c = pod_spec(o)["containers"][0]
+        c["args"] = [a for a in c["args"] if not a.startswith(f"--{name}")]
+
+    def close_worker_ports(os_):
+        for o in os_:
+            if o["kind"] == "NetworkPolicy" and o["metadata"]["name"] == "zeroshard-workers":
+                for r in o["spec"]["ingress"]:
+                    r["ports"] = [{"port": 9090, "protocol": "TCP"}]
+
+    elastic_mutations = {
+        "elastic: replicas != --start_workers":
+            lambda os_: next(filter(worker, os_))["spec"].update(replicas=3),
+        "elastic: rank env": lambda os_: pod_spec(next(filter(worker, os_)))
+        ["containers"][0]["env"].append({"name": "ZEROSHARD_WORLD_SIZE", "value": "2"}),
+        "elastic: no checkpoints": lambda os_: drop_flag(next(filter(worker, os_)),
+                                                         "checkpoint_interval"),
+        "elastic: no --checkpoint_dir": lambda os_: drop_flag(next(filter(sts, os_)),
+                                                              "checkpoint_dir"),
+        "elastic: worker ports closed": close_worker_ports,
+    }
+    mutations = elastic_mutations if elastic else {
         "unknown flag": lambda os_: server_args(next(filter(sts, os_))).append("--no_such_flag=1"),
         "probe port": lambda os_: pod_spec(next(filter(sts, os_)))["containers"][0]
         ["readinessProbe"]["grpc"].update(port=7999),
@@ -320,8 +391,8 @@ def main():
         print(f"{overlay}: {len(objs)} objects valid against Kubernetes {K8S_VERSION} "
               f"({', '.join(kinds)}); {len(errors)} problems")
         all_errors += [f"{overlay}: {e}" for e in errors]
-        if a.self_test and overlay == "dev":
-            failed = self_test(objs, helps, external)
+        if a.self_test and overlay in ("dev", "elastic"):
+            failed = self_test(objs, helps, external, elastic=overlay == "elastic")
             all_errors += [f"self-test: '{f}' not reported" for f in failed]
     for e in all_errors:
         print(e)

@@ -2,8 +2,12 @@
 // write initial weights, then several steps in which several clients push
 // their slices of the gradient, one prepares and commits, and the gathered
 // parameters must equal a single-process AdamW reference bit for bit.
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <thread>
 
 #include "common/dtype.h"
@@ -150,6 +154,88 @@ TEST(ShardIntegrationTest, ThreeServersTwoWorkersBf16Wire) {
 
 TEST(ShardIntegrationTest, ServerSideAggregationOfTwoPartials) {
   RunTraining({2, 2, 2, v1::DTYPE_FP32});
+}
+
+// The commit ledger (GetStats with ledger): one entry per step applied or
+// skipped, none for a retried commit; a restore drops the entries from
+// the restored step on; the trainer state follows commits and restores.
+TEST(ShardIntegrationTest, CommitLedgerFollowsCommitsAndRestores) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(tmp ? tmp : "/tmp") + "/ledger";
+  mkdir(dir.c_str(), 0755);
+  auto fleet =
+      testing::StartFleet(2, {"--checkpoint_dir=" + dir + "/ckpt"}, dir);
+  ASSERT_NE(fleet, nullptr);
+  auto client = testing::Connect(*fleet);
+  ASSERT_NE(client, nullptr);
+  const v1::ModelSpec spec = testing::SmallSpec("ledger", 2);
+  ASSERT_TRUE(client->RegisterModel(spec).ok());
+  const uint64_t total = client->plan().total();
+  std::mt19937_64 rng(77);
+  const std::vector<float> g = testing::RandomVector(rng, total, 0.1f);
+  auto step = [&](uint64_t epoch, uint64_t n, bool skip) {
+    v1::TrainerState state;
+    state.set_step(n + 1);
+    absl::Status st =
+        client->Push(Range{0, total}, v1::DTYPE_FP32, g.data(),
+                     {epoch, n, 0, absl::StrCat("e", epoch, "/s", n)});
+    if (st.ok()) st = client->Prepare(epoch, n).status();
+    if (st.ok()) st = client->Commit(epoch, n, 1.0f, 1e-3, skip, &state);
+    return st;
+  };
+  ASSERT_TRUE(step(0, 0, false).ok());
+  ASSERT_TRUE(step(0, 1, false).ok());
+  ASSERT_TRUE(client->Checkpoint(2, nullptr).ok());
+  ASSERT_TRUE(step(0, 2, false).ok());
+  ASSERT_TRUE(step(0, 3, true).ok());
+  // A retried commit of the step just done adds nothing.
+  ASSERT_TRUE(client->Commit(0, 3, 1.0f, 1e-3, true).ok());
+
+  auto stats = client->Stats(/*ledger=*/true);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  for (const v1::GetStatsResponse& s : *stats) {
+    EXPECT_EQ(s.step(), 4u);
+    EXPECT_EQ(s.trainer_state().step(), 4u);
+    EXPECT_FALSE(s.awaiting_restore());
+    EXPECT_EQ(s.ledger_first_step(), 0u);
+    ASSERT_EQ(s.ledger_size(), 4);
+    uint64_t contributions = 0;
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_EQ(s.ledger(i).step(), uint64_t(i));
+      EXPECT_EQ(s.ledger(i).epoch(), 0u);
+      EXPECT_EQ(s.ledger(i).skipped(), i == 3);
+      EXPECT_GE(s.ledger(i).contributions(), 1u);
+      contributions += s.ledger(i).contributions();
+    }
+    EXPECT_EQ(contributions, s.contributions_applied());
+  }
+  auto plain = client->Stats();
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ((*plain)[0].ledger_size(), 0);
+  EXPECT_EQ((*plain)[0].trainer_state().step(), 4u);
+
+  // Back to step 2 in epoch 1: steps 2 and 3 leave the ledger; step 2
+  // again comes back with the new epoch.
+  auto restored = client->Restore(2, 1);
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  stats = client->Stats(true);
+  ASSERT_TRUE(stats.ok());
+  for (const v1::GetStatsResponse& s : *stats) {
+    EXPECT_EQ(s.step(), 2u);
+    EXPECT_EQ(s.trainer_state().step(), restored->step());
+    ASSERT_EQ(s.ledger_size(), 2);
+    EXPECT_EQ(s.ledger(1).step(), 1u);
+  }
+  ASSERT_TRUE(step(1, 2, false).ok());
+  stats = client->Stats(true);
+  ASSERT_TRUE(stats.ok());
+  for (const v1::GetStatsResponse& s : *stats) {
+    ASSERT_EQ(s.ledger_size(), 3);
+    EXPECT_EQ(s.ledger(2).step(), 2u);
+    EXPECT_EQ(s.ledger(2).epoch(), 1u);
+    EXPECT_EQ(s.trainer_state().step(), 3u);
+  }
+  EXPECT_TRUE(fleet->Stop(std::chrono::milliseconds(5000)).ok());
 }
 
 TEST(ShardIntegrationTest, SeededInitIsIndependentOfServerCount) {

@@ -16,7 +16,11 @@ constexpr absl::string_view kWorkerMethods[] = {
     "/zeroshard.v1.MembershipService/Join",
     "/zeroshard.v1.MembershipService/Heartbeat",
     "/zeroshard.v1.MembershipService/Leave",
+    "/zeroshard.v1.MembershipService/Rendezvous",
 };
+
+constexpr absl::string_view kMembershipPrefix =
+    "/zeroshard.v1.MembershipService/";
 
 }  // namespace
 
@@ -42,11 +46,14 @@ absl::Status Authorize(const Principal* principal, absl::string_view method,
         absl::StrCat(method, " needs the admin role; '", principal->name,
                      "' is a ", RoleName(principal->role)));
   }
-  // Before RegisterModel only registration may change anything (and it
+  // Before RegisterModel only registration may change the model (and it
   // names the job it registers as request_job): a call admitted now
-  // cannot land in a job registered a moment later.
+  // cannot land in a job registered a moment later. Membership keeps no
+  // model state and workers join before they register; its requests name
+  // their job, checked below.
   if (server_job.empty() && *needed == Role::kWorker &&
-      method != "/zeroshard.v1.ShardService/RegisterModel") {
+      method != "/zeroshard.v1.ShardService/RegisterModel" &&
+      !absl::StartsWith(method, kMembershipPrefix)) {
     return absl::FailedPreconditionError(
         absl::StrCat(method, ": no model registered yet"));
   }

@@ -117,7 +117,8 @@ TEST(Access, RoleTable) {
                         "/zeroshard.v1.ShardService/CommitStep",
                         "/zeroshard.v1.MembershipService/Join",
                         "/zeroshard.v1.MembershipService/Heartbeat",
-                        "/zeroshard.v1.MembershipService/Leave"}) {
+                        "/zeroshard.v1.MembershipService/Leave",
+                        "/zeroshard.v1.MembershipService/Rendezvous"}) {
     EXPECT_EQ(RequiredRole(m), Role::kWorker) << m;
   }
   for (const char* m : {"/zeroshard.v1.ShardService/GetStats",
@@ -143,6 +144,19 @@ TEST(Access, Decisions) {
   EXPECT_TRUE(Authorize(&worker, reg, "", "job-a").ok());
   EXPECT_EQ(Authorize(&worker, reg, "", "job-b").code(),
             absl::StatusCode::kPermissionDenied);
+  // Workers join before they register: membership calls are allowed
+  // without a model, for the token's job only.
+  const std::string join = "/zeroshard.v1.MembershipService/Join";
+  const std::string rendezvous = "/zeroshard.v1.MembershipService/Rendezvous";
+  EXPECT_TRUE(Authorize(&worker, join, "", "").ok());
+  EXPECT_TRUE(Authorize(&worker, join, "", "job-a").ok());
+  EXPECT_TRUE(Authorize(&worker, rendezvous, "", "job-a").ok());
+  EXPECT_EQ(Authorize(&worker, join, "", "job-b").code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(Authorize(&worker, rendezvous, "job-b", "job-a").code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(Authorize(nullptr, join, "", "job-a").code(),
+            absl::StatusCode::kUnauthenticated);
   EXPECT_TRUE(Authorize(&admin, push, "job-a", "").ok());
   EXPECT_TRUE(Authorize(&admin, stats, "job-a", "").ok());
   EXPECT_TRUE(Authorize(nullptr, "/grpc.health.v1.Health/Check", "", "").ok());

@@ -83,12 +83,17 @@ absl::StatusOr<std::unique_ptr<HostCommunicator>> CreateUcxCommunicator(
   if (config.rank == 0 && !config.port_file.empty()) {
     ZS_RETURN_IF_ERROR(WritePortFile(config.port_file, bootstrap->port()));
   }
-  ZS_ASSIGN_OR_RETURN(std::unique_ptr<Transport> transport,
-                      CreateUcxTransport(*bootstrap));
   HostCommunicatorOptions options;
   options.part_alignment = config.part_alignment;
   options.local_size = config.local_size;
   options.op_timeout = config.op_timeout;
+  return CreateUcxCommunicator(*bootstrap, options);
+}
+
+absl::StatusOr<std::unique_ptr<HostCommunicator>> CreateUcxCommunicator(
+    Bootstrap& bootstrap, const HostCommunicatorOptions& options) {
+  ZS_ASSIGN_OR_RETURN(std::unique_ptr<Transport> transport,
+                      CreateUcxTransport(bootstrap));
   return HostCommunicator::Create(std::move(transport), options);
 }
 

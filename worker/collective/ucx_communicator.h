@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "worker/collective/bootstrap.h"
 #include "worker/collective/host_communicator.h"
 
 namespace zeroshard {
@@ -48,6 +49,12 @@ struct UcxCommunicatorConfig {
 // the errno of a port_file that cannot be written.
 absl::StatusOr<std::unique_ptr<HostCommunicator>> CreateUcxCommunicator(
     const UcxCommunicatorConfig& config);
+
+// The same over a rendezvous done by `bootstrap` (its rank() and size()
+// are the group's; e.g. worker/elastic's, through the membership service):
+// the transport is created, `bootstrap` is used once and may then go.
+absl::StatusOr<std::unique_ptr<HostCommunicator>> CreateUcxCommunicator(
+    Bootstrap& bootstrap, const HostCommunicatorOptions& options);
 
 }  // namespace collective
 }  // namespace zeroshard

@@ -300,9 +300,10 @@ void UcxTransport::CloseEndpoints(bool force) {
            absl::Now() < deadline) {
       ucp_worker_progress(worker_);
     }
-    if (ucp_request_check_status(req) != UCS_INPROGRESS) {
-      ucp_request_free(req);
-    }
+    // Released also when still in progress (a peer that does not answer
+    // the close, e.g. an idle one): UCX frees it when it ends, and
+    // ucp_worker_destroy asserts that no request is left unreleased.
+    ucp_request_free(req);
   }
 }
 

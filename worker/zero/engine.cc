@@ -32,7 +32,7 @@ uint64_t ExchangeSlot(uint32_t alignment) {
 absl::StatusOr<std::unique_ptr<ZeroEngine>> ZeroEngine::Create(
     const ZeroOptions& options, const gpt2::Config& config,
     absl::Span<const float> initial_params, collective::Communicator* comm,
-    ShardClient* client) {
+    ShardClient* client, const ElasticHooks* elastic) {
   ZS_RETURN_IF_ERROR(ValidateZeroOptions(options));
   if (comm == nullptr) {
     return absl::InvalidArgumentError("ZeroEngine: no communicator");
@@ -41,7 +41,14 @@ absl::StatusOr<std::unique_ptr<ZeroEngine>> ZeroEngine::Create(
     return absl::InvalidArgumentError(absl::StrCat(
         "ZeroEngine: stage ", options.stage, " needs a shard client"));
   }
-  std::unique_ptr<ZeroEngine> e(new ZeroEngine(options, comm, client));
+  if (elastic != nullptr &&
+      (options.stage == 0 || options.checkpoint_interval <= 0)) {
+    return absl::InvalidArgumentError(
+        "ZeroEngine: elastic worker groups need stage 1-3 and checkpoints "
+        "(checkpoint_interval > 0)");
+  }
+  std::unique_ptr<ZeroEngine> e(new ZeroEngine(options, comm, client, elastic));
+  if (elastic != nullptr) e->epoch_ = elastic->min_epoch;
   ZS_RETURN_IF_ERROR(e->Init(config, initial_params));
   return e;
 }
@@ -176,13 +183,16 @@ absl::Status ZeroEngine::Decide(const absl::Status& leader_status,
                                 bool at_start, bool* rolled_back,
                                 bool* healthy) {
   *rolled_back = false;
-  constexpr uint64_t kRolledBack = 1000, kHealthy = 1001;
-  // The outcome as raw bits: code, then the state to roll back to.
+  constexpr uint64_t kRolledBack = 1000, kHealthy = 1001, kContinued = 1002;
+  // The outcome as raw bits: code, then the state to roll back to, then
+  // the leader's membership epoch.
   struct Word {
     uint64_t code, step, updates, data_epoch, data_shard, data_offset, epoch,
         seed;
     double loss_scale;
+    uint64_t world;
   } w{};
+  std::optional<v1::TrainerState> to;  // leader: the state to move to
   absl::Status err = leader_status;
   if (comm_->rank() == 0 && (at_start || !leader_status.ok())) {
     absl::StatusOr<ServerView> view =
@@ -190,6 +200,8 @@ absl::Status ZeroEngine::Decide(const absl::Status& leader_status,
     bool roll = false;
     if (!view.ok()) {
       err = view.status();
+    } else if (at_start && elastic_ && (to = ContinueState(*view))) {
+      w.code = kContinued;
     } else if (at_start) {
       roll = std::any_of(view->steps.begin(), view->steps.end(),
                          [](uint64_t s) { return s != 0; }) ||
@@ -204,25 +216,31 @@ absl::Status ZeroEngine::Decide(const absl::Status& leader_status,
           leader_status.message(), " (the servers are up, at step ",
           view->steps[0], ", none restarted)"));
     }
+    if (view.ok()) w.epoch = NextEpoch(*view, epoch_);
     if (roll) {
-      const uint64_t epoch = NextEpoch(*view, epoch_);
-      absl::StatusOr<v1::TrainerState> state = RollBack(client_, *view, epoch);
+      absl::StatusOr<v1::TrainerState> state =
+          RollBack(client_, *view, w.epoch);
       if (state.ok()) {
         w.code = kRolledBack;
-        w.step = state->step();
-        w.updates = state->updates();
-        w.data_epoch = static_cast<uint64_t>(state->data_epoch());
-        w.data_shard = static_cast<uint64_t>(state->data_shard());
-        w.data_offset = static_cast<uint64_t>(state->data_offset());
-        w.epoch = epoch;
-        w.seed = state->seed();
-        w.loss_scale = state->loss_scale();
+        to = *state;
       } else {
         err = state.status();
       }
     }
+    if (to.has_value()) {
+      w.step = to->step();
+      w.updates = to->updates();
+      w.data_epoch = static_cast<uint64_t>(to->data_epoch());
+      w.data_shard = static_cast<uint64_t>(to->data_shard());
+      w.data_offset = static_cast<uint64_t>(to->data_offset());
+      w.seed = to->seed();
+      w.loss_scale = to->loss_scale();
+    }
   }
-  if (w.code != kRolledBack && w.code != kHealthy) {
+  if (comm_->rank() == 0 && elastic_ && elastic_->world_epoch) {
+    w.world = elastic_->world_epoch();
+  }
+  if (w.code != kRolledBack && w.code != kHealthy && w.code != kContinued) {
     w.code = static_cast<uint64_t>(err.code());
   }
   std::vector<float> buf(sizeof(Word) / sizeof(float));
@@ -231,7 +249,8 @@ absl::Status ZeroEngine::Decide(const absl::Status& leader_status,
       WaitOp(comm_->Broadcast(buf.data(), buf.size(), DType::kFloat32, 0),
              &stats_.broadcast, &stats_.comm_wait_seconds));
   std::memcpy(&w, buf.data(), sizeof(Word));
-  if (w.code == kRolledBack) {
+  world_epoch_ = w.world;
+  if (w.code == kRolledBack || w.code == kContinued) {
     restored_.Clear();
     restored_.set_step(w.step);
     restored_.set_updates(w.updates);
@@ -245,7 +264,11 @@ absl::Status ZeroEngine::Decide(const absl::Status& leader_status,
     epoch_ = w.epoch;
     micro_ = 0;
     step_start_ = -1;
-    ++rollbacks_;
+    if (w.code == kContinued) {
+      continued_ = true;
+    } else {
+      ++rollbacks_;
+    }
     *rolled_back = true;
     return absl::OkStatus();
   }

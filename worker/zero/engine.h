@@ -56,6 +56,17 @@
 // counts it); servers all up and consistent: the fetch is retried, a
 // failed step is an error.
 //
+// Elastic groups (ElasticHooks; worker/elastic/elastic_trainer.h): the
+// engine of a worker group formed after a worker left or joined starts
+// from the servers' last commit when they are consistent (client/
+// rollback.h ContinueState) — step, updates and data position from the
+// commit's trainer state, a new epoch above every server's and the previous
+// group's, so that contributions of the step the old group left unfinished
+// are discarded — and from the newest checkpoint otherwise. Every step's
+// outcome word from the leader also carries the newest membership epoch
+// the leader knows (world_epoch()); the trainer leaves the group at that
+// step boundary when it differs from the group's.
+//
 // The engine creates and owns the model (it needs the engine's parameter
 // hook). Threading: one thread calls the engine; the communicator's progress
 // thread and the client's RPC threads work in the background. Errors: a
@@ -65,6 +76,7 @@
 #define ZEROSHARD_WORKER_ZERO_ENGINE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -82,6 +94,14 @@
 
 namespace zeroshard::zero {
 
+struct ElasticHooks {
+  // The newest membership epoch this process knows; the leader calls it
+  // once per step (any thread may update what it returns).
+  std::function<uint64_t()> world_epoch;
+  // Pushes and commits use an epoch above this: the previous group's.
+  uint64_t min_epoch = 0;
+};
+
 class ZeroEngine {
  public:
   // Collective: every rank calls it. `initial_params` (num_params floats)
@@ -92,7 +112,7 @@ class ZeroEngine {
   static absl::StatusOr<std::unique_ptr<ZeroEngine>> Create(
       const ZeroOptions& options, const gpt2::Config& config,
       absl::Span<const float> initial_params, collective::Communicator* comm,
-      ShardClient* client);
+      ShardClient* client, const ElasticHooks* elastic = nullptr);
   ~ZeroEngine();
 
   // One micro-batch (B·T tokens each). Returns the micro-batch's mean loss.
@@ -124,15 +144,26 @@ class ZeroEngine {
   // restored_state() the workers' state recorded with it.
   int rollbacks() const { return rollbacks_; }
   const v1::TrainerState& restored_state() const { return restored_; }
+  // Elastic: the engine started from the servers' last commit (then
+  // restored_state() is that commit's state); the membership epoch of the
+  // leader's last step word; the epoch of pushes and commits.
+  bool continued() const { return continued_; }
+  uint64_t world_epoch() const { return world_epoch_; }
+  uint64_t epoch() const { return epoch_; }
 
   gpt2::Model& model() { return *model_; }
   const gpt2::ParamLayout& layout() const { return model_->layout(); }
   const ZeroOptions& options() const { return options_; }
+  const collective::Communicator& comm() const { return *comm_; }
 
  private:
   ZeroEngine(const ZeroOptions& options, collective::Communicator* comm,
-             ShardClient* client)
-      : options_(options), comm_(comm), client_(client) {}
+             ShardClient* client, const ElasticHooks* elastic)
+      : options_(options),
+        comm_(comm),
+        client_(client),
+        elastic_(elastic != nullptr ? std::optional<ElasticHooks>(*elastic)
+                                    : std::nullopt) {}
   absl::Status Init(const gpt2::Config& config,
                     absl::Span<const float> initial_params);
   absl::Status OptimizerStep();
@@ -188,6 +219,10 @@ class ZeroEngine {
   int rollbacks_ = 0;
   v1::TrainerState restored_;
   std::vector<uint64_t> incarnations_;  // leader: servers' at last view
+  // Elastic.
+  const std::optional<ElasticHooks> elastic_;
+  bool continued_ = false;
+  uint64_t world_epoch_ = 0;
 };
 
 }  // namespace zeroshard::zero

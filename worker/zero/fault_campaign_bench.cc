@@ -10,8 +10,9 @@
 //   - worker kills: every rank of the job dies at once after a random step
 //     (InProcessHub::Kill: the collectives fail as when a worker process
 //     dies) and the job is started again against the same servers, which
-//     resumes at their newest checkpoint. Elastic membership does not exist
-//     yet, so a worker kill is survived by a job restart, not elastically;
+//     resumes at their newest checkpoint (the in-process ranks of this
+//     campaign die together; one worker process killed while the others
+//     go on, and a worker joining, is //worker/elastic:elastic_test);
 //   - a corrupted checkpoint block: a shard is killed, one byte of its file
 //     in the newest complete checkpoint is flipped, and it is restarted: it
 //     must say the checkpoint "is damaged" and fall back to an older one.

@@ -38,26 +38,6 @@ TrainSpec Spec(bool offload) {
   return s;
 }
 
-// The binary's flags for `s` (config written to `config_path`).
-std::vector<std::string> Flags(const TrainSpec& s,
-                               const std::string& config_path) {
-  std::ofstream(config_path) << DeepSpeedJson(s, kTestAlignment);
-  const gpt2::Config& c = s.config;
-  return {"--config=" + config_path,
-          "--data=" + absl::StrJoin(s.data, ","),
-          absl::StrCat("--steps=", s.steps),
-          absl::StrCat("--max_seq_len=", c.max_seq_len),
-          absl::StrCat("--vocab=", c.vocab_size),
-          absl::StrCat("--layers=", c.num_layers),
-          absl::StrCat("--heads=", c.num_heads),
-          absl::StrCat("--channels=", c.channels),
-          absl::StrCat("--seq_len=", s.zero.seq_len),
-          absl::StrCat("--seed=", s.seed),
-          absl::StrCat("--init_std=", s.init_std),
-          "--job_id=" + s.zero.job_id,
-          "--stats"};
-}
-
 // Runs the spec in `world` processes (`local` ranks per node); returns the
 // final parameters rank 0 wrote.
 std::vector<float> RunProcesses(const TrainSpec& spec, int world, int local,
@@ -78,7 +58,9 @@ std::vector<float> RunProcesses(const TrainSpec& spec, int world, int local,
   EXPECT_TRUE(fleet.ok()) << fleet.status();
   if (!fleet.ok()) return {};
   const std::string port_file = dir + "/port", out = dir + "/final.bin";
-  const std::vector<std::string> flags = Flags(spec, dir + "/ds_config.json");
+  std::vector<std::string> flags =
+      TrainWorkerFlags(spec, dir + "/ds_config.json");
+  flags.push_back("--stats");
   std::vector<Subprocess> procs;
   auto spawn = [&](int r, const std::string& coord) {
     SpawnOptions o;

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "client/local_fleet.h"
 #include "client/shard_client.h"
 #include "worker/collective/host_communicator.h"
@@ -182,6 +183,24 @@ std::string DeepSpeedJson(const TrainSpec& spec, uint32_t alignment) {
       z.overlap_comm ? "true" : "false", z.reduce_bucket_size,
       largest * static_cast<uint64_t>(z.stage3_prefetch_units),
       offload ? "server" : "none", alignment);
+}
+
+std::vector<std::string> TrainWorkerFlags(const TrainSpec& s,
+                                          const std::string& config_path) {
+  std::ofstream(config_path) << DeepSpeedJson(s, kTestAlignment);
+  const gpt2::Config& c = s.config;
+  return {"--config=" + config_path,
+          "--data=" + absl::StrJoin(s.data, ","),
+          absl::StrCat("--steps=", s.steps),
+          absl::StrCat("--max_seq_len=", c.max_seq_len),
+          absl::StrCat("--vocab=", c.vocab_size),
+          absl::StrCat("--layers=", c.num_layers),
+          absl::StrCat("--heads=", c.num_heads),
+          absl::StrCat("--channels=", c.channels),
+          absl::StrCat("--seq_len=", s.zero.seq_len),
+          absl::StrCat("--seed=", s.seed),
+          absl::StrCat("--init_std=", s.init_std),
+          "--job_id=" + s.zero.job_id};
 }
 
 bool FlipByteNearEnd(const std::string& path) {

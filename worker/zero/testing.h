@@ -76,6 +76,11 @@ absl::StatusOr<std::string> WriteTestTokens(const std::string& name,
 // are not DeepSpeed keys), with zeroshard.alignment `alignment`.
 std::string DeepSpeedJson(const TrainSpec& spec, uint32_t alignment);
 
+// zeroshard-train-worker's flags for `spec` (model, data, steps, seed, job;
+// its config written to `config_path` by DeepSpeedJson).
+std::vector<std::string> TrainWorkerFlags(const TrainSpec& spec,
+                                          const std::string& config_path);
+
 // Flips one bit of the byte 100 bytes before the end of `path` (in a
 // checkpoint shard file: inside the last payload block, not its checksum).
 // False when the file cannot be read and written.

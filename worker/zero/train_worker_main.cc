@@ -34,6 +34,16 @@
 // Servers with TLS and tokens: --tls_ca, --tls_cert/--tls_key (mutual
 // TLS), the token from --token_file or $ZEROSHARD_TOKEN (client/security.h).
 //
+// Elastic (--elastic; worker/elastic/elastic_trainer.h): no launcher
+// environment; the worker joins the job's membership service on the first
+// server as --worker_name (default host:pid), trains in whatever group the
+// membership forms — at least --min_workers, the first group waits for
+// --start_workers — and keeps the global batch of --start_workers × the
+// config's gradient accumulation micro-batches (--batch_policy for sizes
+// that do not divide it). Needs stage 1-3 and --checkpoint_interval > 0.
+// Whichever worker is rank 0 at the end writes --save and the eval record;
+// "%r" in --metrics_file is the worker name.
+//
 // Test hook: ZEROSHARD_TEST_FAIL_AT="R:K" makes rank R exit with status 3
 // right after step K (the launcher's failure tests).
 //
@@ -47,10 +57,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "client/fault_interceptor.h"
 #include "client/malloc_tuning.h"
+#include "client/membership_client.h"
 #include "client/security.h"
 #include "client/shard_client.h"
 #include "common/fault/fault_spec.h"
@@ -61,6 +73,7 @@
 #include "common/status_macros.h"
 #include "worker/collective/faulty_communicator.h"
 #include "worker/collective/ucx_communicator.h"
+#include "worker/elastic/elastic_trainer.h"
 #include "worker/engine/ds_config.h"
 #include "worker/gpt2/model.h"
 #include "worker/io/data_loader.h"
@@ -87,6 +100,11 @@ struct Args {
   double init_std = 0.02;
   bool stats = false;
   fault::FaultSpec faults;  // --fault_spec / ZEROSHARD_FAULTS
+  // --elastic
+  bool elastic = false;
+  std::string worker_name, batch_policy = "rescale";
+  int64_t min_workers = 1, start_workers = 0;
+  double elastic_timeout = 600, collective_timeout = 60;
 };
 
 // The ZEROSHARD_TEST_FAIL_AT step for `rank`, or -1.
@@ -127,9 +145,60 @@ absl::StatusOr<std::optional<float>> EvalLoss(const TrainSpec& spec,
   return loss;
 }
 
+std::string DefaultWorkerName() {
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  return absl::StrCat(host, ":", getpid());
+}
+
+// --elastic: joins the membership and trains in its groups.
+absl::StatusOr<TrainResult> RunElasticWorker(
+    const Args& a, const std::string& name, const engine::EngineConfig& config,
+    const TrainSpec& spec, ShardClient* client, const StepCallback& on_step,
+    TrainProgress* progress) {
+  elastic::ElasticSpec es;
+  es.min_workers = static_cast<int>(a.min_workers);
+  es.start_workers = static_cast<int>(a.start_workers);
+  ZS_ASSIGN_OR_RETURN(es.policy, elastic::ParseBatchPolicy(a.batch_policy));
+  if (a.elastic_timeout <= 0 || a.collective_timeout <= 0) {
+    return absl::InvalidArgumentError(
+        "--elastic_timeout and --collective_timeout must be positive");
+  }
+  es.timeout = absl::Seconds(a.elastic_timeout);
+  es.comm.part_alignment = config.zeroshard.alignment;
+  es.comm.op_timeout = absl::Seconds(a.collective_timeout);
+  ZS_RETURN_IF_ERROR(elastic::ValidateElasticSpec(es));
+  MembershipOptions mo;
+  mo.job_id = spec.zero.job_id;
+  mo.worker_name = name;
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  mo.node = host;
+  ZS_ASSIGN_OR_RETURN(std::unique_ptr<MembershipClient> member,
+                      MembershipClient::Create(client, mo));
+  ZS_RETURN_IF_ERROR(member->Join());
+  std::printf("worker '%s': joined job '%s' as member %llu\n", name.c_str(),
+              mo.job_id.c_str(),
+              static_cast<unsigned long long>(member->member_id()));
+  std::fflush(stdout);
+  absl::StatusOr<TrainResult> r =
+      elastic::RunElastic(spec, es, member.get(), client, on_step, progress);
+  absl::Status left = member->Leave();
+  if (!left.ok()) {
+    std::fprintf(stderr, "worker '%s': leaving the membership: %s\n",
+                 name.c_str(), left.ToString().c_str());
+  }
+  return r;
+}
+
 absl::Status Run(const Args& a) {
-  ZS_ASSIGN_OR_RETURN(collective::UcxCommunicatorConfig cc,
-                      collective::UcxCommunicatorConfig::FromEnv());
+  collective::UcxCommunicatorConfig cc;
+  if (a.elastic) {
+    cc.world_size =
+        static_cast<int>(a.start_workers > 0 ? a.start_workers : a.min_workers);
+  } else {
+    ZS_ASSIGN_OR_RETURN(cc, collective::UcxCommunicatorConfig::FromEnv());
+  }
   std::vector<std::string> warnings;
   ZS_ASSIGN_OR_RETURN(
       engine::EngineConfig config,
@@ -155,6 +224,8 @@ absl::Status Run(const Args& a) {
   spec.seed = static_cast<uint64_t>(a.seed);
   spec.init_std = a.init_std;
   spec.data = absl::StrSplit(a.data, ',', absl::SkipEmpty());
+  const std::string name =
+      a.worker_name.empty() ? DefaultWorkerName() : a.worker_name;
   if (cc.rank == 0) {
     std::printf("config: %s\n", engine::DescribeEngineConfig(config).c_str());
     for (const std::string& w : warnings) {
@@ -179,10 +250,12 @@ absl::Status Run(const Args& a) {
                 metrics_http->address().c_str());
     std::fflush(stdout);
   }
-  ZS_ASSIGN_OR_RETURN(auto ucx, collective::CreateUcxCommunicator(cc));
-  std::unique_ptr<collective::Communicator> comm = std::move(ucx);
+  std::unique_ptr<collective::Communicator> comm;
+  if (!a.elastic) {
+    ZS_ASSIGN_OR_RETURN(comm, collective::CreateUcxCommunicator(cc));
+  }
   auto faults = std::make_shared<fault::FaultInjector>(a.faults);
-  if (!a.faults.empty()) {
+  if (!a.faults.empty() && comm != nullptr) {
     comm = std::make_unique<collective::FaultyCommunicator>(std::move(comm),
                                                             faults);
   }
@@ -206,11 +279,17 @@ absl::Status Run(const Args& a) {
     AddClientFaultInjection(faults, &o);  // last: after authentication
     ZS_ASSIGN_OR_RETURN(client, ShardClient::Connect(o));
   }
-  const int rank = comm->rank();
+  if (a.elastic && client == nullptr) {
+    return absl::InvalidArgumentError(
+        "--elastic needs stage 1-3 (the servers own the optimizer state)");
+  }
+  TrainProgress progress_now;  // rank and group size as they change
+  progress_now.rank = comm != nullptr ? comm->rank() : 0;
+  const int rank = progress_now.rank;
   std::ofstream metrics;
   if (!a.metrics_file.empty()) {
-    const std::string path =
-        absl::StrReplaceAll(a.metrics_file, {{"%r", std::to_string(rank)}});
+    const std::string path = absl::StrReplaceAll(
+        a.metrics_file, {{"%r", a.elastic ? name : std::to_string(rank)}});
     metrics.open(path, std::ios::trunc);
     if (!metrics) {
       return absl::NotFoundError("cannot write --metrics_file " + path);
@@ -231,6 +310,7 @@ absl::Status Run(const Args& a) {
   }
   const int64_t fail_at = TestFailStep(rank);
   auto progress = [&](const StepStats& s) {
+    const int rank = progress_now.rank;
     worker_metrics.OnStep(s);
     if (metrics.is_open()) metrics << StepRecord(s) << std::endl;
     if (a.stats)
@@ -249,18 +329,25 @@ absl::Status Run(const Args& a) {
       _exit(3);
     }
   };
-  ZS_ASSIGN_OR_RETURN(TrainResult r,
-                      RunTraining(spec, comm.get(), client.get(), progress));
+  TrainResult r;
+  if (a.elastic) {
+    ZS_ASSIGN_OR_RETURN(r, RunElasticWorker(a, name, config, spec, client.get(),
+                                            progress, &progress_now));
+  } else {
+    ZS_ASSIGN_OR_RETURN(r, RunTraining(spec, comm.get(), client.get(), progress,
+                                       &progress_now));
+  }
+  const int final_rank = progress_now.rank;
   if (!a.faults.empty()) {
     std::printf("rank %d: %s\n", rank, faults->Summary().c_str());
     std::fflush(stdout);
   }
-  if (rank == 0 && !a.save.empty()) {
+  if (final_rank == 0 && !a.save.empty()) {
     ZS_ASSIGN_OR_RETURN(gpt2::ParamLayout layout,
                         gpt2::ParamLayout::Create(spec.config));
     ZS_RETURN_IF_ERROR(io::WriteModelFile(a.save, layout, r.params.data()));
   }
-  if (rank == 0 && metrics.is_open()) {
+  if (final_rank == 0 && metrics.is_open()) {
     int64_t tokens = 0;
     ZS_ASSIGN_OR_RETURN(std::optional<float> eval,
                         EvalLoss(spec, r.params, &tokens));
@@ -325,6 +412,28 @@ int main(int argc, char** argv) {
   flags.Int64("metrics_port", &a.metrics_port,
               "Prometheus metrics over HTTP at this port (GET /metrics); 0 "
               "picks a free one; -1: off");
+  flags.Bool("elastic", &a.elastic,
+             "join the job's membership (first server) and train in "
+             "whatever worker group it forms; no launcher environment; "
+             "needs stage 1-3 and --checkpoint_interval > 0");
+  flags.String("worker_name", &a.worker_name,
+               "--elastic: this worker's name in the membership "
+               "(default host:pid)");
+  flags.Int64("min_workers", &a.min_workers,
+              "--elastic: the fewest workers a group trains with");
+  flags.Int64("start_workers", &a.start_workers,
+              "--elastic: the first group waits for this many (0: "
+              "--min_workers); the global batch is this × the config's "
+              "gradient accumulation micro-batches");
+  flags.String("batch_policy", &a.batch_policy,
+               "--elastic, when the group size does not divide the global "
+               "batch: rescale (keep the micro-batch, round the "
+               "accumulation) or refuse (wait for a size that divides it)");
+  flags.Double("elastic_timeout", &a.elastic_timeout,
+               "--elastic: seconds to wait for a group to form");
+  flags.Double("collective_timeout", &a.collective_timeout,
+               "--elastic: seconds a collective waits for a silent peer "
+               "before the group is re-formed without it");
   flags.ParseOrExit(argc, argv);
   auto faults = zeroshard::fault::FaultSpecFromFlagOrEnv(
       fault_spec, "ZEROSHARD_FAULTS", zeroshard::fault::Side::kWorker);

@@ -1,0 +1,57 @@
+#include "client/rollback.h"
+
+#include "gtest/gtest.h"
+
+namespace zeroshard {
+namespace {
+
+// Two servers at `step`, each with the workers' state of that step.
+ServerView Consistent(uint64_t step) {
+  ServerView v;
+  v.incarnations = {11, 22};
+  v.steps = {step, step};
+  v.epochs = {3, 5};
+  v.checkpoints = {{5, 0}, {5, 0}};
+  v.awaiting_restore = {false, false};
+  v.states.resize(2);
+  for (v1::TrainerState& s : v.states) {
+    s.set_step(step);
+    s.set_updates(step - 1);
+    s.set_data_offset(4096);
+  }
+  return v;
+}
+
+TEST(RollbackTest, ContinuesFromConsistentServers) {
+  std::optional<v1::TrainerState> s = ContinueState(Consistent(7));
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->step(), 7u);
+  EXPECT_EQ(s->updates(), 6u);
+  EXPECT_EQ(s->data_offset(), 4096);
+  EXPECT_EQ(NextEpoch(Consistent(7), 2), 6u);
+  EXPECT_EQ(NextEpoch(Consistent(7), 9), 10u);
+}
+
+TEST(RollbackTest, DoesNotContinueWhenAServerIsBehindRestartedOrFresh) {
+  ServerView half = Consistent(7);
+  half.steps[1] = 6;  // a commit that reached one server only
+  EXPECT_FALSE(ContinueState(half).has_value());
+  EXPECT_TRUE(NeedsRollback(half, {}));
+  ServerView restarted = Consistent(7);
+  restarted.awaiting_restore[0] = true;
+  EXPECT_FALSE(ContinueState(restarted).has_value());
+  ServerView stateless = Consistent(7);
+  stateless.states[1].set_step(5);  // no state recorded with step 7
+  EXPECT_FALSE(ContinueState(stateless).has_value());
+  EXPECT_FALSE(ContinueState(Consistent(0)).has_value());  // fresh job
+  EXPECT_FALSE(ContinueState(ServerView()).has_value());
+}
+
+TEST(RollbackTest, CommonCheckpointsNewestFirst) {
+  EXPECT_EQ(CommonCheckpoints({{10, 5, 0}, {5, 0}, {15, 10, 5, 0}}),
+            (std::vector<uint64_t>{5, 0}));
+  EXPECT_TRUE(CommonCheckpoints({{10}, {5}}).empty());
+}
+
+}  // namespace
+}  // namespace zeroshard
