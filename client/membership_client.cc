@@ -16,23 +16,24 @@ constexpr absl::Duration kWarningInterval = absl::Seconds(10);
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<MembershipClient>> MembershipClient::Create(
-    ShardClient* client, MembershipOptions options) {
+    ShardClient* client, MembershipClientOptions options) {
   if (client == nullptr) {
     return absl::InvalidArgumentError("MembershipClient needs a ShardClient");
   }
   if (options.job_id.empty() || options.worker_name.empty()) {
     return absl::InvalidArgumentError(
-        "MembershipOptions need a job_id and a worker_name");
+        "MembershipClientOptions need a job_id and a worker_name");
   }
   if (options.rpc_timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("MembershipOptions.rpc_timeout <= 0");
+    return absl::InvalidArgumentError(
+        "MembershipClientOptions.rpc_timeout <= 0");
   }
   return std::unique_ptr<MembershipClient>(
       new MembershipClient(client, std::move(options)));
 }
 
 MembershipClient::MembershipClient(ShardClient* client,
-                                   MembershipOptions options)
+                                   MembershipClientOptions options)
     : client_(client),
       options_(std::move(options)),
       server_(absl::StrCat("shard 0 (", client->options().addresses[0], ")")),

@@ -1,7 +1,7 @@
 // MembershipClient: one worker's membership of a job, through the
 // MembershipService of shard 0 (proto/zeroshard.proto).
 //
-//   MembershipOptions o;
+//   MembershipClientOptions o;
 //   o.job_id = "gpt2"; o.worker_name = "host:1234"; o.node = "host";
 //   ZS_ASSIGN_OR_RETURN(auto m, MembershipClient::Create(client.get(), o));
 //   ZS_RETURN_IF_ERROR(m->Join());      // member id, lease keeper started
@@ -51,7 +51,7 @@
 
 namespace zeroshard {
 
-struct MembershipOptions {
+struct MembershipClientOptions {
   std::string job_id;
   std::string worker_name;  // stable name, e.g. host:pid or pod name
   std::string node;         // node (host) identity, for hierarchy
@@ -66,7 +66,7 @@ class MembershipClient {
   // `client` (not owned) must outlive this; no RPC here. INVALID_ARGUMENT
   // without a client, job id or worker name.
   static absl::StatusOr<std::unique_ptr<MembershipClient>> Create(
-      ShardClient* client, MembershipOptions options);
+      ShardClient* client, MembershipClientOptions options);
   // Stops the lease keeper; does not Leave (the lease then expires).
   ~MembershipClient();
 
@@ -104,7 +104,7 @@ class MembershipClient {
                                                     uint32_t wait_ms);
 
  private:
-  MembershipClient(ShardClient* client, MembershipOptions options);
+  MembershipClient(ShardClient* client, MembershipClientOptions options);
 
   // Runs one call with deadline `timeout`; `keeper`: the lease keeper's
   // (StopKeeper cancels it).
@@ -124,7 +124,7 @@ class MembershipClient {
   void KeepLease();  // the keeper thread
 
   ShardClient* const client_;
-  const MembershipOptions options_;
+  const MembershipClientOptions options_;
   const std::string server_;  // "shard 0 (<address>)", for errors
   std::unique_ptr<v1::MembershipService::Stub> stub_;
 

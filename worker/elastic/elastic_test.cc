@@ -4,10 +4,11 @@
 // micro-batches (2 workers × 2) is run undisturbed, then again while
 //   - worker w1 is killed (SIGKILL) after step kKillAfter: w0 continues
 //     alone (4 micro-batches each step) once w1's lease expires;
-//   - worker w2 starts after step kJoinAfter: it joins at a step boundary,
+//   - worker w1 is started again after step kJoinAfter (a new process, log
+//     w1-again): it joins at a step boundary,
 //     gathers the current parameters, gets the data position of the last
 //     commit, and the two continue with 2 micro-batches each.
-// Checked: w0 and w2 finish; every server's ledger holds steps 0..S-1,
+// Checked: w0 and the new w1 finish; every server's ledger holds steps 0..S-1,
 // each exactly once, and more than one epoch; every step's loss equals the
 // undisturbed run's up to float summation order (the step's data and global
 // batch do not depend on the group: worker/zero/trainer.h) — a skipped,
@@ -119,11 +120,14 @@ class Job {
     return dir_ + "/" + worker + ".log";
   }
 
-  // Starts worker `name`; `slow`: every RPC of it is delayed (so that the
-  // test can act between steps).
-  void Start(const std::string& name) {
+  // Starts worker `name` (log name.log). Every RPC it makes is delayed by
+  // 15 ms, so that steps take long enough for the test to act between
+  // them.
+  void Start(const std::string& name) { Start(name, name); }
+  // The same for worker `worker`, its process and log known as `name`.
+  void Start(const std::string& name, const std::string& worker) {
     SpawnOptions o;
-    o.argv = {worker_, "--worker_name=" + name};
+    o.argv = {worker_, "--worker_name=" + worker};
     for (const std::string& f : flags_) o.argv.push_back(f);
     o.env = {"ZEROSHARD_FAULTS=seed=3,delay=1:15ms"};
     o.log_path = log(name);
@@ -200,13 +204,13 @@ TEST(ElasticTest, WorkerKilledJobContinuesThenAWorkerJoins) {
   job.WaitForStep("w0", kKillAfter);
   job.proc("w1").Signal(SIGKILL);
   job.WaitForStep("w0", kJoinAfter);
-  job.Start("w2");
+  job.Start("w1-again", "w1");
   job.ExpectExitsZero("w0");
-  job.ExpectExitsZero("w2");
+  job.ExpectExitsZero("w1-again");
   EXPECT_TRUE(LogHas(job.log("w0"), "forming a new group"));
   EXPECT_TRUE(LogHas(job.log("w0"), "the membership changed"));
   EXPECT_TRUE(LogHas(job.log("w0"), "rank 0 of 1"));
-  EXPECT_TRUE(LogHas(job.log("w2"), "rank 1 of 2"));
+  EXPECT_TRUE(LogHas(job.log("w1-again"), "rank 1 of 2"));
 
   // Exactly once, on every shard.
   const std::vector<v1::GetStatsResponse> stats = job.Ledgers();

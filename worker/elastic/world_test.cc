@@ -58,7 +58,7 @@ class WorldTest : public ::testing::Test {
     auto client = ShardClient::Connect(co);
     EXPECT_TRUE(client.ok()) << client.status();
     member->client = *std::move(client);
-    MembershipOptions mo;
+    MembershipClientOptions mo;
     mo.job_id = kJob;
     mo.worker_name = name;
     mo.node = "node";

@@ -168,7 +168,7 @@ absl::StatusOr<TrainResult> RunElasticWorker(
   es.comm.part_alignment = config.zeroshard.alignment;
   es.comm.op_timeout = absl::Seconds(a.collective_timeout);
   ZS_RETURN_IF_ERROR(elastic::ValidateElasticSpec(es));
-  MembershipOptions mo;
+  MembershipClientOptions mo;
   mo.job_id = spec.zero.job_id;
   mo.worker_name = name;
   char host[256] = {0};
