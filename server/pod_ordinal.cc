@@ -1,9 +1,5 @@
 #include "server/pod_ordinal.h"
 
-#include <limits.h>
-#include <unistd.h>
-
-#include <cstdlib>
 #include <string>
 
 #include "absl/strings/numbers.h"
@@ -28,14 +24,6 @@ absl::StatusOr<uint32_t> PodOrdinal(absl::string_view hostname) {
                      "' does not end in -<ordinal> (a StatefulSet pod name)"));
   }
   return ordinal;
-}
-
-std::string LocalHostname() {
-  const char* env = std::getenv("HOSTNAME");
-  if (env != nullptr && env[0] != '\0') return env;
-  char buf[HOST_NAME_MAX + 1] = {};
-  if (gethostname(buf, sizeof(buf) - 1) != 0) return "";
-  return buf;
 }
 
 }  // namespace zeroshard

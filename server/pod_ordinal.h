@@ -18,9 +18,6 @@ namespace zeroshard {
 // has a leading zero (other than "0" itself) or exceeds 2^31 - 1.
 absl::StatusOr<uint32_t> PodOrdinal(absl::string_view hostname);
 
-// This machine's host name ($HOSTNAME if set, else gethostname()).
-std::string LocalHostname();
-
 }  // namespace zeroshard
 
 #endif  // ZEROSHARD_SERVER_POD_ORDINAL_H_

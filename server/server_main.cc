@@ -22,6 +22,7 @@
 #include "client/malloc_tuning.h"
 #include "common/fault/fault_spec.h"
 #include "common/flags.h"
+#include "common/hostname.h"
 #include "common/metrics/http_exporter.h"
 #include "common/metrics/process_metrics.h"
 #include "common/metrics/rpc_metrics.h"

@@ -168,9 +168,6 @@ absl::StatusOr<zero::TrainResult> RunElastic(const zero::TrainSpec& spec,
     }
     log(absl::StrCat("epoch ", world.epoch, ": ", run.status.ToString(),
                      "; forming a new group"));
-    // An engine that failed in a collective gave no epoch: stay above
-    // the one it was created with.
-    epoch = std::max(epoch, hooks.min_epoch + 1);
   }
 }
 

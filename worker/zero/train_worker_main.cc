@@ -67,6 +67,7 @@
 #include "client/shard_client.h"
 #include "common/fault/fault_spec.h"
 #include "common/flags.h"
+#include "common/hostname.h"
 #include "common/metrics/http_exporter.h"
 #include "common/metrics/process_metrics.h"
 #include "common/metrics/rpc_metrics.h"
@@ -145,12 +146,6 @@ absl::StatusOr<std::optional<float>> EvalLoss(const TrainSpec& spec,
   return loss;
 }
 
-std::string DefaultWorkerName() {
-  char host[256] = {0};
-  gethostname(host, sizeof(host) - 1);
-  return absl::StrCat(host, ":", getpid());
-}
-
 // --elastic: joins the membership and trains in its groups.
 absl::StatusOr<TrainResult> RunElasticWorker(
     const Args& a, const std::string& name, const engine::EngineConfig& config,
@@ -171,9 +166,7 @@ absl::StatusOr<TrainResult> RunElasticWorker(
   MembershipClientOptions mo;
   mo.job_id = spec.zero.job_id;
   mo.worker_name = name;
-  char host[256] = {0};
-  gethostname(host, sizeof(host) - 1);
-  mo.node = host;
+  mo.node = LocalHostname();
   ZS_ASSIGN_OR_RETURN(std::unique_ptr<MembershipClient> member,
                       MembershipClient::Create(client, mo));
   ZS_RETURN_IF_ERROR(member->Join());
@@ -224,8 +217,9 @@ absl::Status Run(const Args& a) {
   spec.seed = static_cast<uint64_t>(a.seed);
   spec.init_std = a.init_std;
   spec.data = absl::StrSplit(a.data, ',', absl::SkipEmpty());
-  const std::string name =
-      a.worker_name.empty() ? DefaultWorkerName() : a.worker_name;
+  const std::string name = a.worker_name.empty()
+                               ? absl::StrCat(LocalHostname(), ":", getpid())
+                               : a.worker_name;
   if (cc.rank == 0) {
     std::printf("config: %s\n", engine::DescribeEngineConfig(config).c_str());
     for (const std::string& w : warnings) {

@@ -96,11 +96,12 @@ absl::Status RunSteps(const TrainSpec& spec, ZeroEngine& engine,
   // Steps are numbered by the engine: a start from a checkpoint or the
   // servers' last commit, or a roll back (a server restarted), moves it,
   // and the data follows.
+  const int rollbacks_before = progress->rollbacks;  // of earlier engines
   int rollbacks = -1;
   while (engine.global_step() < spec.steps) {
     const int s = static_cast<int>(engine.global_step());
     ++progress->steps_run;
-    progress->rollbacks += engine.rollbacks() - std::max(rollbacks, 0);
+    progress->rollbacks = rollbacks_before + engine.rollbacks();
     if (engine.rollbacks() != rollbacks) {
       rollbacks = engine.rollbacks();
       if ((rollbacks > 0 || engine.continued()) && loader != nullptr) {
@@ -111,12 +112,7 @@ absl::Status RunSteps(const TrainSpec& spec, ZeroEngine& engine,
         pos.offset = st.data_offset();
         ZS_RETURN_IF_ERROR(loader->Seek(pos));
       }
-      if (*first < 0 || s < *first) {
-        const int64_t old = *first < 0 ? s : *first;
-        *first = s;
-        result->micro_losses.insert(result->micro_losses.begin(), old - s, {});
-        result->stats.insert(result->stats.begin(), old - s, StepStats());
-      }
+      if (*first < 0 || s < *first) *first = s;
       // Steps from s on are (re)done.
       result->micro_losses.resize(s - *first);
       result->stats.resize(s - *first);
@@ -156,7 +152,7 @@ absl::Status RunSteps(const TrainSpec& spec, ZeroEngine& engine,
     if (on_step) on_step(result->stats.back());
     if (leave && engine.global_step() < spec.steps && leave()) break;
   }
-  progress->rollbacks += engine.rollbacks() - std::max(rollbacks, 0);
+  progress->rollbacks = rollbacks_before + engine.rollbacks();
   return absl::OkStatus();
 }
 
