@@ -103,12 +103,22 @@ absl::StatusOr<Subprocess> LocalFleet::Spawn(uint32_t k, int port,
   return Subprocess::Spawn(spawn);
 }
 
-absl::Status LocalFleet::Restart(uint32_t k) {
+absl::Status LocalFleet::Restart(uint32_t k,
+                                 std::chrono::milliseconds graceful) {
   if (k >= servers_.size()) {
     return absl::InvalidArgumentError(absl::StrCat("no shard server ", k));
   }
-  servers_[k].Signal(SIGKILL);
-  servers_[k].Stop(std::chrono::milliseconds(0));
+  if (graceful.count() > 0) {
+    const int status = servers_[k].Stop(graceful);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      return absl::InternalError(
+          absl::StrCat("shard server ", k, " did not stop cleanly on SIGTERM (",
+                       DescribeWaitStatus(status), ")"));
+    }
+  } else {
+    servers_[k].Signal(SIGKILL);
+    servers_[k].Stop(std::chrono::milliseconds(0));
+  }
   const int port =
       std::stoi(addresses_[k].substr(addresses_[k].rfind(':') + 1));
   ++restarts_;

@@ -46,7 +46,11 @@ class LocalFleet {
   // Kills server k (SIGKILL, wherever it is in its work) and starts it
   // again on the same port with the same flags; OK once it answers health
   // checks. Its output goes to work_dir/server-<k>.restart-<n>.log.
-  absl::Status Restart(uint32_t k);
+  // `graceful` > 0: SIGTERM instead (the server finishes or abandons the
+  // step and writes its shutdown snapshot), SIGKILL after that long;
+  // INTERNAL unless it exited 0.
+  absl::Status Restart(uint32_t k, std::chrono::milliseconds graceful =
+                                       std::chrono::milliseconds(0));
   // Stops every server; returns the first that did not exit 0 (as an
   // error naming it), else OK.
   absl::Status Stop(std::chrono::milliseconds grace);

@@ -70,17 +70,22 @@ bool NeedsRollback(const ServerView& view, const std::vector<uint64_t>& known) {
                             std::not_equal_to<uint64_t>()) != view.steps.end();
 }
 
-std::optional<v1::TrainerState> ContinueState(const ServerView& view) {
+std::optional<v1::TrainerState> ResumeState(const ServerView& view) {
   if (view.steps.empty() || view.steps[0] == 0 ||
       NeedsRollback(view, /*known=*/{})) {
     return std::nullopt;
   }
   for (size_t k = 0; k < view.steps.size(); ++k) {
-    if (view.awaiting_restore[k] || view.states[k].step() != view.steps[k]) {
-      return std::nullopt;
-    }
+    if (view.states[k].step() != view.steps[k]) return std::nullopt;
   }
   return view.states[0];
+}
+
+std::optional<v1::TrainerState> ContinueState(const ServerView& view) {
+  for (bool awaiting : view.awaiting_restore) {
+    if (awaiting) return std::nullopt;
+  }
+  return ResumeState(view);
 }
 
 uint64_t NextEpoch(const ServerView& view, uint64_t mine) {
@@ -91,6 +96,14 @@ uint64_t NextEpoch(const ServerView& view, uint64_t mine) {
 absl::StatusOr<v1::TrainerState> RollBack(ShardClient* client,
                                           const ServerView& view,
                                           uint64_t epoch) {
+  if (std::optional<v1::TrainerState> at = ResumeState(view)) {
+    // A server that moved since the view makes this fail: fall back to the
+    // checkpoints (the servers that resumed only discarded their pending
+    // contributions).
+    absl::StatusOr<v1::TrainerState> state =
+        client->Restore(at->step(), epoch, /*resume=*/true);
+    if (state.ok()) return state;
+  }
   const std::vector<uint64_t> common = CommonCheckpoints(view.checkpoints);
   absl::Status last = absl::FailedPreconditionError(
       absl::StrCat("no checkpoint is complete on every server (servers at "

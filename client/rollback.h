@@ -46,6 +46,12 @@ std::vector<uint64_t> CommonCheckpoints(
 // must roll back (pure).
 bool NeedsRollback(const ServerView& view, const std::vector<uint64_t>& known);
 
+// Every server at one step S > 0 with the workers' state of S — live
+// there, or restarted from its shutdown snapshot (a server stopped by
+// SIGTERM) or a checkpoint of S: that state, else nullopt (pure). The job
+// may then resume at S without loading a checkpoint.
+std::optional<v1::TrainerState> ResumeState(const ServerView& view);
+
 // A job (re)starting against live servers — a worker group re-formed
 // after a worker left or joined — may continue from the servers' last
 // commit instead of a checkpoint when every server is up, none restarted
@@ -57,9 +63,9 @@ std::optional<v1::TrainerState> ContinueState(const ServerView& view);
 // restarted against servers that rolled back before starts at epoch 0).
 uint64_t NextEpoch(const ServerView& view, uint64_t mine);
 
-// Restores the newest common checkpoint on every server with `epoch`,
-// trying older ones when one is damaged (DATA_LOSS); returns its trainer
-// state.
+// Resumes every server at its step with `epoch` when ResumeState allows
+// it; else restores the newest common checkpoint, trying older ones when
+// one is damaged (DATA_LOSS). Returns the trainer state moved to.
 absl::StatusOr<v1::TrainerState> RollBack(ShardClient* client,
                                           const ServerView& view,
                                           uint64_t epoch);

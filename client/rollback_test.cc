@@ -47,6 +47,30 @@ TEST(RollbackTest, DoesNotContinueWhenAServerIsBehindRestartedOrFresh) {
   EXPECT_FALSE(ContinueState(ServerView()).has_value());
 }
 
+TEST(RollbackTest, ResumesWhereARestartedServerCameBackAtTheSameStep) {
+  // A server stopped by SIGTERM comes back from its shutdown snapshot: it
+  // awaits a Restore (so the group does not simply continue) but is at the
+  // others' step with their state, so the job resumes there.
+  ServerView snapshot = Consistent(7);
+  snapshot.awaiting_restore[1] = true;
+  snapshot.incarnations[1] = 23;
+  EXPECT_TRUE(NeedsRollback(snapshot, {11, 22}));
+  EXPECT_FALSE(ContinueState(snapshot).has_value());
+  std::optional<v1::TrainerState> s = ResumeState(snapshot);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->step(), 7u);
+  EXPECT_EQ(s->data_offset(), 4096);
+  // A crash restores an older checkpoint: only a roll back helps.
+  ServerView crashed = snapshot;
+  crashed.steps[1] = 5;
+  crashed.states[1].set_step(5);
+  EXPECT_FALSE(ResumeState(crashed).has_value());
+  ServerView stateless = snapshot;
+  stateless.states[0].set_step(6);
+  EXPECT_FALSE(ResumeState(stateless).has_value());
+  EXPECT_FALSE(ResumeState(Consistent(0)).has_value());
+}
+
 TEST(RollbackTest, CommonCheckpointsNewestFirst) {
   EXPECT_EQ(CommonCheckpoints({{10, 5, 0}, {5, 0}, {15, 10, 5, 0}}),
             (std::vector<uint64_t>{5, 0}));

@@ -532,7 +532,8 @@ absl::StatusOr<std::vector<v1::CheckpointShard>> ShardClient::Checkpoint(
 }
 
 absl::StatusOr<v1::TrainerState> ShardClient::Restore(uint64_t step,
-                                                      uint64_t epoch) {
+                                                      uint64_t epoch,
+                                                      bool resume) {
   if (spec_.job_id().empty()) {
     return absl::FailedPreconditionError("RegisterModel or UseSpec first");
   }
@@ -543,6 +544,7 @@ absl::StatusOr<v1::TrainerState> ShardClient::Restore(uint64_t step,
     req.set_job_id(spec_.job_id());
     req.set_step(step);
     req.set_epoch(epoch);
+    req.set_resume(resume);
     return WithRetries(s, "Restore", [&](grpc::ClientContext* ctx) {
       return Stub(s, 0)->Restore(ctx, req, &out[k]);
     });

@@ -153,8 +153,10 @@ class ShardClient {
       std::vector<std::string>* paths = nullptr);
   // Restores checkpoint `step` (0: each server's newest) on every server
   // with epoch `epoch`; returns the trainer state recorded in it (DATA_LOSS
-  // if the servers disagree on the step).
-  absl::StatusOr<v1::TrainerState> Restore(uint64_t step, uint64_t epoch);
+  // if the servers disagree on the step). `resume`: every server keeps its
+  // state, which must be at `step` (RestoreRequest.resume).
+  absl::StatusOr<v1::TrainerState> Restore(uint64_t step, uint64_t epoch,
+                                           bool resume = false);
 
   // Every server's GetStats (admin); `ledger`: with its commit ledger.
   absl::StatusOr<std::vector<v1::GetStatsResponse>> Stats(bool ledger = false);

@@ -7,8 +7,13 @@
 // that pass --port=0). --storage=nvme --nvme_path=DIR keeps the optimizer
 // state in DIR/shard-k (see server/storage_flags.h); a bad path exits 2, a
 // locked, corrupt or previously used state directory exits 1, each with one
-// line naming the path. SIGTERM or SIGINT: health turns NOT_SERVING, RPCs in
-// flight get a short grace period, and the process exits 0.
+// line naming the path. SIGTERM or SIGINT: health turns NOT_SERVING, a step
+// the job already prepared may still be committed (new pushes are refused,
+// so any other step is abandoned), RPCs in flight get the rest of
+// --grace_seconds, then with --checkpoint_dir the last committed step is
+// kept in a shutdown snapshot that the next start restores (the job then
+// resumes there instead of rolling back to a checkpoint), and the process
+// exits 0 (1 if the snapshot could not be written).
 #include <signal.h>
 #include <unistd.h>
 
@@ -19,6 +24,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "client/malloc_tuning.h"
 #include "common/fault/fault_spec.h"
 #include "common/flags.h"
@@ -75,7 +81,9 @@ int Main(int argc, char** argv) {
               "Most control-plane RPCs handled at once (gRPC sync-server "
               "threads; Gather and PushGradients run as callbacks).");
   flags.Double("grace_seconds", &grace_seconds,
-               "On SIGTERM, how long RPCs in flight may take to finish.");
+               "On SIGTERM, how long the step in flight may take to be "
+               "committed (half of it) and RPCs in flight to finish (the "
+               "rest), before the shutdown snapshot is written.");
   flags.Int64("metrics_port", &metrics_port,
               "Prometheus metrics over HTTP on --host at this port "
               "(GET /metrics); 0 picks a free one; -1: off.");
@@ -332,16 +340,37 @@ int Main(int argc, char** argv) {
   std::fflush(stdout);
   server->GetHealthCheckService()->SetServingStatus(false);
   if (health != nullptr) health->SetServing(false);
-  server->Shutdown(
-      std::chrono::system_clock::now() +
-      std::chrono::milliseconds(static_cast<int64_t>(grace_seconds * 1000)));
+  // Finish the step if the job already prepared it, else abandon it (new
+  // pushes and prepares answer UNAVAILABLE); then let RPCs finish.
+  const int64_t grace_ms = static_cast<int64_t>(grace_seconds * 1000);
+  if (!store.Drain(absl::Milliseconds(grace_ms / 2))) {
+    std::printf(
+        "zeroshard-server: the prepared step was not committed within "
+        "%.1f s; it is abandoned\n",
+        grace_seconds / 2);
+  }
+  server->Shutdown(std::chrono::system_clock::now() +
+                   std::chrono::milliseconds(grace_ms - grace_ms / 2));
   server->Wait();
+  int exit_code = 0;
+  absl::StatusOr<std::string> snapshot = store.WriteShutdownSnapshot();
+  if (!snapshot.ok()) {
+    std::fprintf(stderr,
+                 "zeroshard-server: cannot write the shutdown snapshot (%s); "
+                 "the next start restores the newest checkpoint\n",
+                 std::string(snapshot.status().message()).c_str());
+    exit_code = 1;
+  } else if (!snapshot->empty()) {
+    std::printf(
+        "zeroshard-server: step %llu kept in the shutdown snapshot %s\n",
+        static_cast<unsigned long long>(store.Stats().step), snapshot->c_str());
+  }
   if (!fault_spec->empty()) {
     std::printf("zeroshard-server: %s\n", faults->Summary().c_str());
   }
   std::printf("zeroshard-server: stopped\n");
   std::fflush(stdout);
-  return 0;
+  return exit_code;
 }
 
 }  // namespace

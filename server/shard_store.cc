@@ -149,6 +149,12 @@ absl::Status ShardStore::CheckNotAwaitingRestore() const {
       "; the job must roll back to a checkpoint (Restore) before it goes on"));
 }
 
+absl::Status ShardStore::ShuttingDown() {
+  return absl::UnavailableError(
+      "the server is shutting down (SIGTERM); the step will be redone after "
+      "it restarts");
+}
+
 std::string ShardStore::job_id() const {
   absl::MutexLock l(&mu_);
   return registered_ ? spec_.job_id() : "";
@@ -427,6 +433,7 @@ absl::StatusOr<std::unique_ptr<PushSession>> ShardStore::BeginPush(
   absl::MutexLock l(&mu_);
   absl::Status s = CheckJob(h.job_id());
   if (s.ok()) s = CheckNotAwaitingRestore();
+  if (s.ok() && draining_) s = ShuttingDown();
   if (!s.ok()) return Reject(s);
   if (DTypeSize(h.dtype()) == 0) {
     return Reject(absl::InvalidArgumentError(
@@ -611,6 +618,7 @@ absl::StatusOr<PrepareResult> ShardStore::Prepare(const std::string& job_id,
                      step_, step < step_ ? " (already committed)" : "")));
   }
   if (prepared_) return prepared_result_;
+  if (draining_) return Reject(ShuttingDown());
   PrepareResult r;
   r.expected_elements = owned_.size() * slots_;
   for (uint64_t n : received_elements_) r.received_elements += n;

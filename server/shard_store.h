@@ -52,6 +52,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/model_spec.h"
 #include "common/partition.h"
 #include "common/thread_pool.h"
@@ -249,12 +250,26 @@ class ShardStore {
   // the file and block for a checksum mismatch (nothing changes then).
   absl::StatusOr<v1::RestoreResponse> Restore(const v1::RestoreRequest& req)
       ABSL_LOCKS_EXCLUDED(mu_, data_mu_);
-  // At start: restores the newest complete checkpoint that loads, falling
-  // back to older ones on DATA_LOSS; `log` gets one line per checkpoint
-  // skipped and one for the one restored. Returns the step (0: nothing to
-  // restore, the store stays unregistered).
+  // At start: restores this shard's shutdown snapshot when it is newer
+  // than every complete checkpoint (and removes it once loaded), else the
+  // newest complete checkpoint that loads, falling back to older ones on
+  // DATA_LOSS; `log` gets one line per snapshot or checkpoint skipped and
+  // one for the one restored. Returns the step (0: nothing to restore, the
+  // store stays unregistered).
   absl::StatusOr<uint64_t> RestoreNewest(
       const std::function<void(const std::string&)>& log)
+      ABSL_LOCKS_EXCLUDED(mu_, data_mu_);
+
+  // Graceful shutdown (SIGTERM), step 1: from now on pushes and the
+  // preparation of a new step answer UNAVAILABLE; a step already prepared
+  // may still be committed. Waits up to `timeout` for that commit (or for
+  // the job to abandon the step); false when it did not come.
+  bool Drain(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
+  // Step 2, once no RPC runs: snapshots the last committed step under the
+  // checkpoint directory (checkpoint_files.h, shutdown snapshots) so the
+  // next start resumes there. Returns the SNAPSHOT file's path; "" when
+  // there is nothing to keep (no checkpoint directory, no model, step 0).
+  absl::StatusOr<std::string> WriteShutdownSnapshot()
       ABSL_LOCKS_EXCLUDED(mu_, data_mu_);
 
   // `with_ledger`: also copy the commit ledger (up to kMaxLedgerEntries).
@@ -288,6 +303,8 @@ class ShardStore {
   // job's contributions in flight were lost with the old process.
   absl::Status CheckNotAwaitingRestore() const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // UNAVAILABLE for new work after Drain().
+  static absl::Status ShuttingDown();
   // INVALID_ARGUMENT unless [offset, offset + length) is non-empty and
   // inside the owned range.
   absl::Status CheckOwnedRange(uint64_t offset, uint64_t length) const;
@@ -316,6 +333,20 @@ class ShardStore {
       ABSL_LOCKS_EXCLUDED(mu_, data_mu_);
   // Rereads the checkpoint listing into checkpoint_steps_.
   void RefreshCheckpointList() ABSL_LOCKS_EXCLUDED(mu_);
+  // Reads p (a = 0), m (1) or v (2) of the owned range, from the RAM
+  // buffers or the tier; `scratch` is the tier's spare array. The caller
+  // holds data_mu_ (shared at least).
+  absl::Status ReadState(int a, uint64_t offset, uint64_t n, float* out,
+                         std::vector<float>* scratch);
+  // Restore with req.resume(): keeps the state at req.step().
+  absl::StatusOr<v1::RestoreResponse> Resume(const v1::RestoreRequest& req)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Loads this shard's newest shutdown snapshot if newer than `newest`
+  // (the newest complete checkpoint's step); removes snapshots it does not
+  // load. The restored step, or 0.
+  uint64_t RestoreSnapshot(uint64_t newest,
+                           const std::function<void(const std::string&)>& log)
+      ABSL_LOCKS_EXCLUDED(mu_, data_mu_);
   // Rewrites the serving copy of owned-relative [begin, end) from master.
   void RefreshServing(uint64_t begin, uint64_t end)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(data_mu_);
@@ -358,6 +389,7 @@ class ShardStore {
   std::vector<uint64_t> checkpoint_steps_ ABSL_GUARDED_BY(mu_);
   uint64_t restored_step_ ABSL_GUARDED_BY(mu_) = 0;
   bool awaiting_restore_ ABSL_GUARDED_BY(mu_) = false;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;  // Drain() called
   uint64_t checkpoints_written_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<LedgerEntry> ledger_ ABSL_GUARDED_BY(mu_);  // oldest first
   uint64_t ledger_first_step_ ABSL_GUARDED_BY(mu_) = 0;

@@ -92,25 +92,151 @@ absl::StatusOr<v1::CheckpointResponse> ShardStore::Checkpoint(
         "step ", data_step_, " was committed meanwhile; retry the checkpoint"));
   }
   std::vector<float> scratch;
-  const checkpoint::ArraySource source = [&](int a, uint64_t offset, uint64_t n,
-                                             float* out) -> absl::Status {
-    if (tier_ == nullptr) {
-      const float* src = a == 0   ? buf_->master.get()
-                         : a == 1 ? buf_->m.get()
-                                  : buf_->v.get();
-      std::memcpy(out, src + offset, n * 4);
-      return absl::OkStatus();
-    }
-    if (a == 0) return tier_->ReadMaster(offset, n, out);
-    scratch.resize(n);
-    return a == 1 ? tier_->ReadMoments(offset, n, out, scratch.data())
-                  : tier_->ReadMoments(offset, n, scratch.data(), out);
-  };
-  ZS_ASSIGN_OR_RETURN(v1::CheckpointShard shard,
-                      checkpoint::WriteShardFile(env, root, h, source));
+  ZS_ASSIGN_OR_RETURN(
+      v1::CheckpointShard shard,
+      checkpoint::WriteShardFile(
+          env, root, h, [&](int a, uint64_t offset, uint64_t n, float* out) {
+            return ReadState(a, offset, n, out, &scratch);
+          }));
   resp.set_path(storage::JoinPath(dir, shard.file()));
   resp.set_crc32c(shard.crc32c());
   *resp.mutable_shard() = shard;
+  return resp;
+}
+
+absl::Status ShardStore::ReadState(int a, uint64_t offset, uint64_t n,
+                                   float* out, std::vector<float>* scratch) {
+  if (tier_ == nullptr) {
+    const float* src = a == 0   ? buf_->master.get()
+                       : a == 1 ? buf_->m.get()
+                                : buf_->v.get();
+    std::memcpy(out, src + offset, n * 4);
+    return absl::OkStatus();
+  }
+  if (a == 0) return tier_->ReadMaster(offset, n, out);
+  scratch->resize(n);
+  return a == 1 ? tier_->ReadMoments(offset, n, out, scratch->data())
+                : tier_->ReadMoments(offset, n, scratch->data(), out);
+}
+
+bool ShardStore::Drain(absl::Duration timeout) {
+  absl::MutexLock l(&mu_);
+  draining_ = true;
+  // Pushes in flight are not waited for: their step is abandoned unless
+  // it was prepared, which needs every push received.
+  return mu_.AwaitWithTimeout(
+      absl::Condition(
+          +[](ShardStore* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) {
+            return !s->prepared_ && !s->committing_;
+          },
+          this),
+      timeout);
+}
+
+absl::StatusOr<std::string> ShardStore::WriteShutdownSnapshot() {
+  storage::Env* env = EnvOf(options_);
+  const std::string& root = options_.checkpoint_dir;
+  v1::ShardCheckpointHeader h;
+  v1::CheckpointManifest m;
+  {
+    absl::MutexLock l(&mu_);
+    if (root.empty() || !registered_ || step_ == 0) return std::string();
+    if (committing_) {
+      return absl::AbortedError("a commit is still in progress");
+    }
+    h.set_step(step_);
+    h.set_optimizer_steps(optimizer_steps_);
+    *h.mutable_spec() = spec_;
+    h.set_shard_index(options_.shard_index);
+    h.set_offset(owned_.begin);
+    h.set_length(owned_.size());
+    h.set_block_bytes(checkpoint::kDefaultBlockBytes);
+    m.set_step(step_);
+    m.set_optimizer_steps(optimizer_steps_);
+    *m.mutable_spec() = spec_;
+    m.set_plan_hash(plan_->Hash());
+    m.set_tag("shutdown");
+    if (trainer_state_.step() == step_) {
+      *m.mutable_trainer_state() = trainer_state_;
+    } else {
+      m.mutable_trainer_state()->set_step(step_);
+    }
+  }
+  absl::ReaderMutexLock d(&data_mu_);
+  std::vector<float> scratch;
+  ZS_ASSIGN_OR_RETURN(
+      *m.add_shards(),
+      checkpoint::WriteShardFile(
+          env, root, h, [&](int a, uint64_t offset, uint64_t n, float* out) {
+            return ReadState(a, offset, n, out, &scratch);
+          }));
+  ZS_RETURN_IF_ERROR(checkpoint::WriteSnapshotManifest(env, root, m));
+  return storage::JoinPath(
+      storage::JoinPath(root, checkpoint::StepDirName(m.step())),
+      checkpoint::SnapshotName(options_.shard_index, options_.num_shards));
+}
+
+uint64_t ShardStore::RestoreSnapshot(
+    uint64_t newest, const std::function<void(const std::string&)>& log) {
+  storage::Env* env = EnvOf(options_);
+  absl::StatusOr<std::vector<checkpoint::Snapshot>> snaps =
+      checkpoint::FindSnapshots(env, options_.checkpoint_dir,
+                                options_.shard_index, options_.num_shards);
+  if (!snaps.ok()) {
+    log(absl::StrCat("shutdown snapshots not listed (",
+                     snaps.status().message(), "); ignored"));
+    return 0;
+  }
+  uint64_t restored = 0;
+  // Single use: every snapshot is removed, the one loaded included (its
+  // state lives on in this process; a crash before the job resumes falls
+  // back to the checkpoints, which is always safe).
+  for (const checkpoint::Snapshot& snap : *snaps) {
+    absl::Status s = snap.error;
+    if (s.ok() && restored == 0 && snap.manifest.step() > newest) {
+      s = RestoreManifest(snap.manifest, 0);
+      if (s.ok()) {
+        restored = snap.manifest.step();
+        log(absl::StrCat("restored step ", restored, " of job '",
+                         snap.manifest.spec().job_id(),
+                         "' from the shutdown snapshot ", snap.path));
+      }
+    } else if (s.ok()) {
+      s = absl::FailedPreconditionError(
+          restored != 0 ? "older than the one restored"
+                        : absl::StrCat("not newer than checkpoint ", newest));
+    }
+    if (!s.ok()) {
+      log(absl::StrCat("shutdown snapshot ", snap.path, ": ", s.message(),
+                       "; ignored"));
+    }
+    absl::Status removed = env->RemoveFile(snap.path);
+    if (!removed.ok()) {
+      log(absl::StrCat("cannot remove the shutdown snapshot ", snap.path, ": ",
+                       removed.message()));
+    }
+  }
+  return restored;
+}
+
+absl::StatusOr<v1::RestoreResponse> ShardStore::Resume(
+    const v1::RestoreRequest& req) {
+  absl::MutexLock l(&mu_);
+  absl::Status s = CheckJob(req.job_id());
+  if (!s.ok()) return Reject(s);
+  if (req.step() != step_ || trainer_state_.step() != step_) {
+    return Reject(absl::FailedPreconditionError(absl::StrCat(
+        "cannot resume at step ", req.step(), ": the server is at step ", step_,
+        trainer_state_.step() != step_ ? " without the workers' state" : "")));
+  }
+  if (committing_) return absl::AbortedError("a commit is in progress; retry");
+  ResetStepLocked();
+  last_commit_valid_ = false;
+  epoch_ = std::max(epoch_, req.epoch());
+  awaiting_restore_ = false;
+  v1::RestoreResponse resp;
+  resp.set_step(step_);
+  *resp.mutable_trainer_state() = trainer_state_;
   return resp;
 }
 
@@ -197,6 +323,7 @@ absl::Status ShardStore::RestoreManifest(const v1::CheckpointManifest& manifest,
 
 absl::StatusOr<v1::RestoreResponse> ShardStore::Restore(
     const v1::RestoreRequest& req) {
+  if (req.resume()) return Resume(req);
   {
     absl::MutexLock l(&mu_);
     if (options_.checkpoint_dir.empty()) {
@@ -244,6 +371,16 @@ absl::StatusOr<uint64_t> ShardStore::RestoreNewest(
       checkpoint::ListCheckpoints(EnvOf(options_), options_.checkpoint_dir));
   for (const std::string& why : listing.skipped) {
     log(absl::StrCat("checkpoint ", why, "; ignored"));
+  }
+  const uint64_t snapshot = RestoreSnapshot(
+      listing.complete.empty() ? 0 : listing.complete[0].step(), log);
+  if (snapshot != 0) {
+    {
+      absl::MutexLock l(&mu_);
+      awaiting_restore_ = true;
+    }
+    RefreshCheckpointList();
+    return snapshot;
   }
   for (const v1::CheckpointManifest& m : listing.complete) {
     absl::Status s = RestoreManifest(m, 0);

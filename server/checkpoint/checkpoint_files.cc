@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -112,6 +113,36 @@ absl::Status CheckShards(const v1::CheckpointManifest& m) {
   return absl::OkStatus();
 }
 
+// The framed manifest at `path`, which must record `step`.
+absl::StatusOr<v1::CheckpointManifest> ReadManifest(storage::Env* env,
+                                                    const std::string& path,
+                                                    uint64_t step) {
+  storage::OpenOptions o;
+  o.read_only = true;
+  ZS_ASSIGN_OR_RETURN(std::unique_ptr<storage::File> f, env->OpenFile(path, o));
+  uint64_t framed = 0;
+  ZS_ASSIGN_OR_RETURN(std::string bytes,
+                      Unframe(f.get(), kManifestMagic, &framed));
+  v1::CheckpointManifest m;
+  if (!m.ParseFromString(bytes)) {
+    return absl::DataLossError(absl::StrCat(path, ": does not parse"));
+  }
+  if (m.step() != step) {
+    return absl::DataLossError(absl::StrCat(path, ": records step ", m.step()));
+  }
+  return m;
+}
+
+// The step of a step directory's name, or nullopt.
+std::optional<uint64_t> StepOfDir(const std::string& name) {
+  uint64_t step;
+  if (name.size() != 15 || name.rfind("step-", 0) != 0 ||
+      !absl::SimpleAtoi(name.substr(5), &step)) {
+    return std::nullopt;
+  }
+  return step;
+}
+
 }  // namespace
 
 std::string StepDirName(uint64_t step) {
@@ -120,6 +151,65 @@ std::string StepDirName(uint64_t step) {
 
 std::string ShardFileName(uint32_t shard, uint32_t num_shards) {
   return absl::StrFormat("shard-%05d-of-%05d.ckpt", shard, num_shards);
+}
+
+std::string SnapshotName(uint32_t shard, uint32_t num_shards) {
+  return absl::StrFormat("SNAPSHOT-%05d-of-%05d", shard, num_shards);
+}
+
+absl::Status WriteSnapshotManifest(storage::Env* env, const std::string& root,
+                                   const v1::CheckpointManifest& manifest) {
+  if (manifest.shards_size() != 1 ||
+      manifest.shards(0).shard_index() >= manifest.spec().num_servers()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a snapshot manifest lists one shard of the plan, not ",
+                     manifest.shards_size()));
+  }
+  const std::string dir = storage::JoinPath(root, StepDirName(manifest.step()));
+  const std::string bytes = Frame(kManifestMagic, manifest.SerializeAsString());
+  return WriteAtomically(env, dir,
+                         SnapshotName(manifest.shards(0).shard_index(),
+                                      manifest.spec().num_servers()),
+                         [&](storage::File* f) {
+                           return f->Write(0, bytes.data(), bytes.size());
+                         });
+}
+
+absl::StatusOr<std::vector<Snapshot>> FindSnapshots(storage::Env* env,
+                                                    const std::string& root,
+                                                    uint32_t shard,
+                                                    uint32_t num_shards) {
+  std::vector<Snapshot> found;
+  absl::StatusOr<std::vector<std::string>> names = env->ListDir(root);
+  if (absl::IsNotFound(names.status())) return found;
+  if (!names.ok()) return names.status();
+  for (const std::string& name : *names) {
+    const std::optional<uint64_t> step = StepOfDir(name);
+    if (!step.has_value()) continue;
+    Snapshot snap;
+    snap.path = storage::JoinPath(storage::JoinPath(root, name),
+                                  SnapshotName(shard, num_shards));
+    if (!env->FileExists(snap.path)) continue;
+    absl::StatusOr<v1::CheckpointManifest> m =
+        ReadManifest(env, snap.path, *step);
+    if (m.ok() &&
+        (m->shards_size() != 1 || m->shards(0).shard_index() != shard ||
+         m->spec().num_servers() != num_shards)) {
+      m = absl::DataLossError(
+          absl::StrCat(snap.path, ": does not list this shard alone"));
+    }
+    if (m.ok()) {
+      snap.manifest = *std::move(m);
+    } else {
+      snap.error = m.status();
+    }
+    found.push_back(std::move(snap));
+  }
+  std::sort(found.begin(), found.end(),
+            [](const Snapshot& a, const Snapshot& b) {
+              return a.path > b.path;  // step directories sort by step
+            });
+  return found;
 }
 
 absl::StatusOr<v1::CheckpointShard> WriteShardFile(
@@ -255,38 +345,33 @@ absl::StatusOr<Listing> ListCheckpoints(storage::Env* env,
   if (absl::IsNotFound(names.status())) return listing;
   if (!names.ok()) return names.status();
   for (const std::string& name : *names) {
-    uint64_t step;
-    if (name.size() != 15 || name.rfind("step-", 0) != 0 ||
-        !absl::SimpleAtoi(name.substr(5), &step)) {
-      continue;
-    }
+    const std::optional<uint64_t> step = StepOfDir(name);
+    if (!step.has_value()) continue;
     const std::string path =
         storage::JoinPath(storage::JoinPath(root, name), kManifestName);
     if (!env->FileExists(path)) {
-      listing.skipped.push_back(
-          absl::StrCat(name, ": incomplete (no ", kManifestName, ")"));
+      // A directory of shutdown snapshots is not a checkpoint attempt.
+      absl::StatusOr<std::vector<std::string>> files =
+          env->ListDir(storage::JoinPath(root, name));
+      const bool snapshot =
+          files.ok() &&
+          std::any_of(files->begin(), files->end(), [](const std::string& f) {
+            return f.rfind("SNAPSHOT-", 0) == 0;
+          });
+      if (!snapshot) {
+        listing.skipped.push_back(
+            absl::StrCat(name, ": incomplete (no ", kManifestName, ")"));
+      }
       continue;
     }
-    storage::OpenOptions o;
-    o.read_only = true;
-    absl::StatusOr<std::unique_ptr<storage::File>> f = env->OpenFile(path, o);
-    uint64_t framed = 0;
-    absl::StatusOr<std::string> bytes =
-        f.ok() ? Unframe(f->get(), kManifestMagic, &framed) : f.status();
-    v1::CheckpointManifest m;
-    absl::Status ok = bytes.status();
-    if (ok.ok() && !m.ParseFromString(*bytes)) {
-      ok = absl::DataLossError(absl::StrCat(path, ": does not parse"));
-    }
-    if (ok.ok() && m.step() != step) {
-      ok = absl::DataLossError(absl::StrCat(path, ": records step ", m.step()));
-    }
-    if (ok.ok()) ok = CheckShards(m);
+    absl::StatusOr<v1::CheckpointManifest> m = ReadManifest(env, path, *step);
+    absl::Status ok = m.status();
+    if (ok.ok()) ok = CheckShards(*m);
     if (!ok.ok()) {
       listing.skipped.push_back(absl::StrCat(name, ": ", ok.message()));
       continue;
     }
-    listing.complete.push_back(std::move(m));
+    listing.complete.push_back(*std::move(m));
   }
   std::sort(
       listing.complete.begin(), listing.complete.end(),

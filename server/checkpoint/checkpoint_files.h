@@ -65,6 +65,31 @@ absl::StatusOr<v1::CheckpointShard> WriteShardFile(
 absl::Status WriteManifest(storage::Env* env, const std::string& root,
                            const v1::CheckpointManifest& manifest);
 
+// Shutdown snapshots: what a server stopped gracefully (SIGTERM) writes
+// alone, without the other servers — shard k's file of its last committed
+// step S as phase 1 writes it, plus step-S/SNAPSHOT-k-of-K, a MANIFEST
+// that lists that one shard. A snapshot is not a checkpoint (restore and
+// ListCheckpoints ignore it); the server that wrote it loads it at its
+// next start when it is newer than every complete checkpoint, and removes
+// it once loaded. "SNAPSHOT-00001-of-00003".
+std::string SnapshotName(uint32_t shard, uint32_t num_shards);
+
+// INVALID_ARGUMENT unless the manifest lists exactly one shard of its plan.
+absl::Status WriteSnapshotManifest(storage::Env* env, const std::string& root,
+                                   const v1::CheckpointManifest& manifest);
+
+struct Snapshot {
+  std::string path;                 // of the SNAPSHOT file
+  v1::CheckpointManifest manifest;  // when error is OK
+  absl::Status error;               // DATA_LOSS for a damaged one
+};
+// The snapshots of shard `shard` of `num_shards` under `root`, newest
+// first (a missing root: none).
+absl::StatusOr<std::vector<Snapshot>> FindSnapshots(storage::Env* env,
+                                                    const std::string& root,
+                                                    uint32_t shard,
+                                                    uint32_t num_shards);
+
 class ShardFileReader {
  public:
   // Opens and checks the magic and the header's checksum.

@@ -10,7 +10,8 @@
 //   - worker kills: every rank of the job dies at once after a random step
 //     (InProcessHub::Kill: the collectives fail as when a worker process
 //     dies) and the job is started again against the same servers, which
-//     resumes at their newest checkpoint (the in-process ranks of this
+//     resumes at their last commit when they agree on it, else at their
+//     newest checkpoint (the in-process ranks of this
 //     campaign die together; one worker process killed while the others
 //     go on, and a worker joining, is //worker/elastic:elastic_test);
 //   - a corrupted checkpoint block: a shard is killed, one byte of its file
@@ -503,7 +504,8 @@ int Main(int argc, char** argv) {
       "server RPC faults: %llu (only servers that exited normally report "
       "theirs; a SIGKILLed one cannot)\n"
       "kills: %d server; %d worker, each answered by a job restart from the "
-      "servers' newest checkpoint (not elastically: membership is fixed); "
+      "servers' last commit or newest checkpoint (not elastically: "
+      "membership is fixed); "
       "%d corrupted checkpoint block; %d scheduled events not reached\n"
       "campaign run: %.1f s, %lld steps begun for %lld steps, %d roll backs "
       "during runs, %d job restarts; final parameters %s the fault-free "

@@ -6,6 +6,8 @@
 //   - a flipped bit in the newest checkpoint: that server falls back (one
 //     log line), the job resumes from the previous complete checkpoint and
 //     still ends bit-identical;
+//   - a server stopped by SIGTERM and restarted: the job resumes at the
+//     server's shutdown snapshot, redoing no committed step;
 //   - resharding: a checkpoint written by K=3 restored by K'=2 and K'=4
 //     gives the same p, m, v, and training continues bit-identically.
 #include <sys/stat.h>
@@ -53,6 +55,16 @@ absl::StatusOr<TrainResult> RunFresh(const TrainSpec& spec, uint32_t k,
   return (*results)[0];
 }
 
+// A client for the test's own Stats reads; null (and a failure) if it
+// cannot connect.
+std::unique_ptr<ShardClient> Watch(LocalFleet* fleet) {
+  ClientOptions o;
+  o.addresses = fleet->addresses();
+  absl::StatusOr<std::unique_ptr<ShardClient>> client = ShardClient::Connect(o);
+  EXPECT_TRUE(client.ok()) << client.status();
+  return client.ok() ? *std::move(client) : nullptr;
+}
+
 std::string ReadAll(const std::string& path) {
   std::ifstream f(path);
   std::stringstream ss;
@@ -80,10 +92,8 @@ TEST(Recovery, ServerKilledAtRandomPointsEndsBitIdentical) {
   absl::StatusOr<std::vector<TrainResult>> results;
   // Kills at random moments while the run lasts; after each, wait until
   // the job is two steps past the restarted server's checkpoint.
-  ClientOptions o;
-  o.addresses = (*fleet)->addresses();
-  auto watcher = ShardClient::Connect(o);
-  ASSERT_TRUE(watcher.ok());
+  std::unique_ptr<ShardClient> watcher = Watch(fleet->get());
+  ASSERT_NE(watcher, nullptr);
   int kills = 0;
   std::atomic<bool> done{false};
   std::thread run([&] {
@@ -100,7 +110,7 @@ TEST(Recovery, ServerKilledAtRandomPointsEndsBitIdentical) {
     ++kills;
     uint64_t restored = 0, step = 0;
     while (!done) {
-      auto stats = (*watcher)->Stats();
+      auto stats = watcher->Stats();
       if (stats.ok()) {
         restored = (*stats)[victim].restored_step();
         step = (*stats)[victim].step();
@@ -124,6 +134,71 @@ TEST(Recovery, ServerKilledAtRandomPointsEndsBitIdentical) {
   for (size_t s = 0; s < got.micro_losses.size(); ++s) {
     EXPECT_EQ(got.micro_losses[s], reference->micro_losses[s]) << "step " << s;
   }
+}
+
+// A rolling restart: a server stopped by SIGTERM keeps its last commit in
+// a shutdown snapshot, so the job resumes where it was instead of rolling
+// back to the last checkpoint (here step 0, the only one).
+TEST(Recovery, ServerStoppedBySigtermResumesWithoutRollingBack) {
+  TrainSpec spec = Spec(40);
+  spec.zero.checkpoint_interval = 1000;
+  auto reference = RunFresh(spec, 2, FreshDir("sigterm-reference"));
+  ASSERT_TRUE(reference.ok()) << reference.status();
+
+  auto fleet = StartTestFleet(
+      2, {absl::StrCat("--checkpoint_dir=", FreshDir("sigterm"))});
+  ASSERT_TRUE(fleet.ok()) << fleet.status();
+  std::unique_ptr<ShardClient> watcher = Watch(fleet->get());
+  ASSERT_NE(watcher, nullptr);
+  absl::StatusOr<std::vector<TrainResult>> results;
+  std::atomic<bool> done{false};
+  std::thread run([&] {
+    results = RunInProcessOn(spec, 2, fleet->get());
+    done = true;
+  });
+  while (!done) {
+    auto stats = watcher->Stats();
+    if (stats.ok() && (*stats)[1].step() >= 10) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_FALSE(done) << "the run ended before the server was stopped";
+  absl::Status restarted = (*fleet)->Restart(1, std::chrono::seconds(30));
+  ASSERT_TRUE(restarted.ok()) << restarted;
+  run.join();
+  ASSERT_TRUE(results.ok()) << results.status();
+  const TrainResult& got = (*results)[0];
+  EXPECT_EQ(FirstDifference(got.params, reference->params), -1);
+  ASSERT_EQ(got.micro_losses.size(), reference->micro_losses.size());
+  for (size_t s = 0; s < got.micro_losses.size(); ++s) {
+    EXPECT_EQ(got.micro_losses[s], reference->micro_losses[s]) << "step " << s;
+  }
+
+  auto stats = watcher->Stats(/*ledger=*/true);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  // The restarted server came back at its snapshot's step (no checkpoint
+  // of that step exists) ...
+  const uint64_t resumed = (*stats)[1].restored_step();
+  std::printf("server 1 stopped by SIGTERM came back at step %llu\n",
+              static_cast<unsigned long long>(resumed));
+  EXPECT_GE(resumed, 10u);
+  EXPECT_EQ((*stats)[1].ledger_first_step(), resumed);
+  for (const v1::GetStatsResponse& s : *stats) {
+    EXPECT_EQ(std::vector<uint64_t>(s.checkpoint_steps().begin(),
+                                    s.checkpoint_steps().end()),
+              std::vector<uint64_t>{0});
+  }
+  // ... and server 0 never redid a step: its ledger holds every step once,
+  // those before the stop still from the first epoch.
+  const v1::GetStatsResponse& live = (*stats)[0];
+  ASSERT_EQ(live.ledger_first_step(), 0u);
+  ASSERT_EQ(static_cast<uint64_t>(live.ledger_size()), live.step());
+  for (int i = 0; i < live.ledger_size(); ++i) {
+    EXPECT_EQ(live.ledger(i).step(), static_cast<uint64_t>(i));
+    if (live.ledger(i).step() < resumed) {
+      EXPECT_EQ(live.ledger(i).epoch(), 0u) << "step " << i << " was redone";
+    }
+  }
+  EXPECT_GT(live.ledger(live.ledger_size() - 1).epoch(), 0u);
 }
 
 TEST(Recovery, CorruptBlockFallsBackToThePreviousCheckpoint) {
@@ -161,14 +236,12 @@ TEST(Recovery, NvmeServerKilledRestoresIntoItsTier) {
       2, {absl::StrCat("--checkpoint_dir=", FreshDir("nvme-ckpt")),
           "--storage=nvme", absl::StrCat("--nvme_path=", state)});
   ASSERT_TRUE(fleet.ok()) << fleet.status();
-  ClientOptions o;
-  o.addresses = (*fleet)->addresses();
-  auto watcher = ShardClient::Connect(o);
-  ASSERT_TRUE(watcher.ok());
+  std::unique_ptr<ShardClient> watcher = Watch(fleet->get());
+  ASSERT_NE(watcher, nullptr);
   absl::StatusOr<std::vector<TrainResult>> results;
   std::thread run([&] { results = RunInProcessOn(spec, 2, fleet->get()); });
   for (uint64_t step = 0; step < 10;) {  // past two checkpoints
-    auto stats = (*watcher)->Stats();
+    auto stats = watcher->Stats();
     if (stats.ok()) step = (*stats)[0].step();
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
