@@ -16,6 +16,14 @@
 // parameters likewise (relative L2 distance). Bit-exact equality is not
 // possible: a group of 1 accumulates 4 micro-batches where a group of 2
 // accumulates 2 and reduces 2.
+//
+// Clean leaves (SIGTERM, as Kubernetes scales the workers down), with a
+// lease of 10 minutes, so that the job can only go on if the Leave worked
+// (else the survivor waits for the lease and fails after
+// --elastic_timeout): w1, then in a second job the leader w0, gets SIGTERM
+// after step kLeaveAfter. Checked: the leaver prints that it left and exits
+// 0, the survivor finishes and exits 0, the ledgers hold every step once,
+// and losses and final parameters match the undisturbed run's as above.
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -46,6 +54,7 @@ using zero::TrainSpec;
 constexpr int kSteps = 40;
 constexpr int kKillAfter = 10;
 constexpr int kJoinAfter = 22;
+constexpr int kLeaveAfter = 10;
 
 std::string TempDir() {
   const char* d = std::getenv("TEST_TMPDIR");
@@ -94,14 +103,16 @@ bool LogHas(const std::string& log, const std::string& text) {
 
 class Job {
  public:
-  explicit Job(const std::string& name) : dir_(TempDir() + "/" + name) {
+  // lease_ms: the servers' --lease_ms.
+  explicit Job(const std::string& name, int lease_ms = 1500)
+      : dir_(TempDir() + "/" + name) {
     std::filesystem::remove_all(dir_);  // a fresh job
     std::filesystem::create_directories(dir_ + "/ckpt");
     auto worker = WorkspaceBinary("worker/zero/zeroshard-train-worker");
     EXPECT_TRUE(worker.ok()) << worker.status();
     if (worker.ok()) worker_ = *worker;
-    fleet_ = zero::StartTestFleet(
-        2, {"--lease_ms=1500", "--checkpoint_dir=" + dir_ + "/ckpt"});
+    fleet_ = zero::StartTestFleet(2, {absl::StrCat("--lease_ms=", lease_ms),
+                                      "--checkpoint_dir=" + dir_ + "/ckpt"});
     EXPECT_TRUE(fleet_.ok()) << fleet_.status();
     flags_ = zero::TrainWorkerFlags(Spec(), dir_ + "/ds_config.json");
     for (const char* f : {"--checkpoint_interval=5", "--elastic",
@@ -187,16 +198,83 @@ class Job {
   std::map<std::string, Subprocess> procs_;
 };
 
+// The undisturbed run (two workers throughout): loss by step and the final
+// parameters. Run once per test binary.
+struct Reference {
+  std::map<int, double> losses;
+  std::vector<float> params;
+};
+
+const Reference& Undisturbed() {
+  static const Reference* const ref = [] {
+    Job job("elastic_ref");
+    job.Start("r0");
+    job.Start("r1");
+    job.ExpectExitsZero("r0");
+    job.ExpectExitsZero("r1");
+    return new Reference{Losses(job.log("r0")), job.Final()};
+  }();
+  return *ref;
+}
+
+// Every server's ledger holds steps 0..kSteps-1 exactly once, none
+// skipped, over at least `min_epochs` epochs.
+void ExpectEveryStepOnce(Job& job, size_t min_epochs) {
+  const std::vector<v1::GetStatsResponse> stats = job.Ledgers();
+  ASSERT_EQ(stats.size(), 2u);
+  for (const v1::GetStatsResponse& s : stats) {
+    EXPECT_EQ(s.step(), static_cast<uint64_t>(kSteps));
+    EXPECT_EQ(s.ledger_first_step(), 0u);
+    ASSERT_EQ(s.ledger_size(), kSteps) << "shard " << s.shard_index();
+    std::set<uint64_t> epochs;
+    for (int i = 0; i < kSteps; ++i) {
+      EXPECT_EQ(s.ledger(i).step(), static_cast<uint64_t>(i));
+      EXPECT_FALSE(s.ledger(i).skipped());
+      epochs.insert(s.ledger(i).epoch());
+    }
+    EXPECT_GE(epochs.size(), min_epochs)
+        << "shard " << s.shard_index() << ": the groups did not change";
+  }
+}
+
+// The loss curve continues: every step `got` reports matches the
+// undisturbed run's. Summation order differs between groups of 1 and
+// 2 workers (accumulation vs reduction), so the bits may differ; 1e-4
+// is hundreds of times the float noise seen here (a step trained on
+// other data or twice moves the loss by ~1e-2).
+void ExpectLossesMatch(const std::map<int, double>& got) {
+  const std::map<int, double>& want = Undisturbed().losses;
+  for (const auto& [step, loss] : got) {
+    ASSERT_TRUE(want.count(step)) << step;
+    EXPECT_NEAR(loss, want.at(step), 1e-4) << "step " << step;
+  }
+}
+
+// AdamW turns a last-bit difference of a near-zero gradient into up to
+// an lr-sized one for that element, so the measure is the relative L2
+// distance: ~3e-5 here, while one step more or less moves the
+// parameters by ~3e-2 of their norm.
+void ExpectParamsMatch(Job& job) {
+  const std::vector<float>& want_params = Undisturbed().params;
+  const std::vector<float> params = job.Final();
+  ASSERT_EQ(params.size(), want_params.size());
+  double worst = 0, diff2 = 0, norm2 = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const double d = double(params[i]) - want_params[i];
+    worst = std::max(worst, std::fabs(d));
+    diff2 += d * d;
+    norm2 += double(want_params[i]) * want_params[i];
+  }
+  const double rel = std::sqrt(diff2 / norm2);
+  std::printf(
+      "elastic run vs undisturbed: relative L2 %.3g, max |dp| %.3g over %zu "
+      "params\n",
+      rel, worst, params.size());
+  EXPECT_LT(rel, 1e-3);
+}
+
 TEST(ElasticTest, WorkerKilledJobContinuesThenAWorkerJoins) {
-  // Undisturbed: two workers throughout.
-  Job ref("elastic_ref");
-  ref.Start("r0");
-  ref.Start("r1");
-  ref.ExpectExitsZero("r0");
-  ref.ExpectExitsZero("r1");
-  const std::map<int, double> want = Losses(ref.log("r0"));
-  ASSERT_EQ(want.size(), static_cast<size_t>(kSteps));
-  const std::vector<float> want_params = ref.Final();
+  ASSERT_EQ(Undisturbed().losses.size(), static_cast<size_t>(kSteps));
 
   Job job("elastic_run");
   job.Start("w0");
@@ -211,54 +289,45 @@ TEST(ElasticTest, WorkerKilledJobContinuesThenAWorkerJoins) {
   EXPECT_TRUE(LogHas(job.log("w0"), "the membership changed"));
   EXPECT_TRUE(LogHas(job.log("w0"), "rank 0 of 1"));
   EXPECT_TRUE(LogHas(job.log("w1-again"), "rank 1 of 2"));
-
-  // Exactly once, on every shard.
-  const std::vector<v1::GetStatsResponse> stats = job.Ledgers();
-  ASSERT_EQ(stats.size(), 2u);
-  for (const v1::GetStatsResponse& s : stats) {
-    EXPECT_EQ(s.step(), static_cast<uint64_t>(kSteps));
-    EXPECT_EQ(s.ledger_first_step(), 0u);
-    ASSERT_EQ(s.ledger_size(), kSteps) << "shard " << s.shard_index();
-    std::set<uint64_t> epochs;
-    for (int i = 0; i < kSteps; ++i) {
-      EXPECT_EQ(s.ledger(i).step(), static_cast<uint64_t>(i));
-      EXPECT_FALSE(s.ledger(i).skipped());
-      epochs.insert(s.ledger(i).epoch());
-    }
-    EXPECT_GE(epochs.size(), 3u)
-        << "shard " << s.shard_index() << ": the groups did not change";
-  }
-
-  // The loss curve continues: every step the run reports matches the
-  // undisturbed run's. Summation order differs between groups of 1 and
-  // 2 workers (accumulation vs reduction), so the bits may differ; 1e-4
-  // is hundreds of times the float noise seen here (a step trained on
-  // other data or twice moves the loss by ~1e-2).
+  ExpectEveryStepOnce(job, 3);  // exactly once, on every shard
   const std::map<int, double> got = Losses(job.log("w0"));
   EXPECT_GE(got.size(), static_cast<size_t>(kSteps - 2));
-  for (const auto& [step, loss] : got) {
-    ASSERT_TRUE(want.count(step)) << step;
-    EXPECT_NEAR(loss, want.at(step), 1e-4) << "step " << step;
-  }
-  const std::vector<float> params = job.Final();
-  ASSERT_EQ(params.size(), want_params.size());
-  // AdamW turns a last-bit difference of a near-zero gradient into up to
-  // an lr-sized one for that element, so the measure is the relative L2
-  // distance: ~3e-5 here, while one step more or less moves the
-  // parameters by ~3e-2 of their norm.
-  double worst = 0, diff2 = 0, norm2 = 0;
-  for (size_t i = 0; i < params.size(); ++i) {
-    const double d = double(params[i]) - want_params[i];
-    worst = std::max(worst, std::fabs(d));
-    diff2 += d * d;
-    norm2 += double(want_params[i]) * want_params[i];
-  }
-  const double rel = std::sqrt(diff2 / norm2);
-  std::printf(
-      "elastic run vs undisturbed: relative L2 %.3g, max |dp| %.3g over %zu "
-      "params\n",
-      rel, worst, params.size());
-  EXPECT_LT(rel, 1e-3);
+  ExpectLossesMatch(got);
+  ExpectParamsMatch(job);
+}
+
+// Workers w0 (the leader) and w1 train; `leaver` gets SIGTERM after step
+// kLeaveAfter and leaves at a step boundary; `survivor` finishes alone.
+// The servers' lease is 10 minutes: only the Leave lets the job go on.
+void LeaveOnSigterm(const std::string& job_name, const std::string& leaver,
+                    const std::string& survivor) {
+  ASSERT_EQ(Undisturbed().losses.size(), static_cast<size_t>(kSteps));
+  Job job(job_name, /*lease_ms=*/600000);
+  job.Start("w0");
+  job.Start("w1");
+  job.WaitForStep("w0", kLeaveAfter);
+  job.proc(leaver).Signal(SIGTERM);
+  job.ExpectExitsZero(leaver);
+  job.ExpectExitsZero(survivor);
+  EXPECT_TRUE(LogHas(job.log(leaver), "zeroshard-train-worker: " + leaver +
+                                          " left the job after step "))
+      << "log " << job.log(leaver);
+  EXPECT_TRUE(LogHas(job.log(survivor), "rank 0 of 1"));
+  ExpectEveryStepOnce(job, 2);
+  // Rank 0 prints the losses: w0 until it leaves, then the survivor.
+  std::map<int, double> got = Losses(job.log("w0"));
+  for (const auto& [step, loss] : Losses(job.log("w1"))) got[step] = loss;
+  EXPECT_GE(got.size(), static_cast<size_t>(kSteps - 2));
+  ExpectLossesMatch(got);
+  ExpectParamsMatch(job);
+}
+
+TEST(ElasticTest, WorkerLeavesOnSigtermJobContinues) {
+  LeaveOnSigterm("elastic_leave", "w1", "w0");
+}
+
+TEST(ElasticTest, LeaderLeavesOnSigtermJobContinues) {
+  LeaveOnSigterm("elastic_leader_leaves", "w0", "w1");
 }
 
 }  // namespace

@@ -1,10 +1,15 @@
 #include "worker/elastic/elastic_trainer.h"
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <thread>
+#include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/status_macros.h"
 #include "worker/elastic/world.h"
 #include "worker/zero/engine.h"
@@ -12,11 +17,98 @@
 namespace zeroshard::elastic {
 namespace {
 
+// How often the helper thread polls ElasticSpec::stop_requested.
+constexpr absl::Duration kStopPoll = absl::Milliseconds(20);
+
+// This worker's departure from the job (ElasticSpec::stop_requested).
+// While a group trains (SetTraining(true)) a helper thread Leaves the
+// membership as soon as a stop is requested, so that the epoch moves on in
+// the middle of a step; outside of it the caller leaves itself
+// (LeaveIfRequested): a FormWorld running meanwhile would join again.
+// Leave() runs under mu_, so SetTraining(false) waits for one in progress.
+// Threading: the methods are for RunElastic's thread; left() for any.
+class Departure {
+ public:
+  Departure(MembershipClient* member, std::function<bool()> stop,
+            std::function<void(const std::string&)> log)
+      : member_(member), stop_(std::move(stop)), log_(std::move(log)) {
+    if (stop_) thread_ = std::thread([this] { Watch(); });
+  }
+  ~Departure() {
+    {
+      absl::MutexLock lock(&mu_);
+      done_ = true;
+    }
+    if (thread_.joinable()) thread_.join();
+  }
+  Departure(const Departure&) = delete;
+  Departure& operator=(const Departure&) = delete;
+
+  // Whether a stop was requested (it stays requested).
+  bool requested() {
+    if (!requested_.load() && stop_ && stop_()) requested_.store(true);
+    return requested_.load();
+  }
+  // Whether this worker left (or tried to: see Leave).
+  bool left() const { return left_.load(); }
+  // The stop request, as WorldOptions::stop wants it (null without one).
+  std::function<bool()> poll() {
+    if (!stop_) return nullptr;
+    return [this] { return requested(); };
+  }
+
+  void SetTraining(bool training) {
+    absl::MutexLock lock(&mu_);
+    training_ = training;
+  }
+  // Leaves if a stop was requested; returns whether it was.
+  bool LeaveIfRequested() {
+    if (!requested()) return false;
+    absl::MutexLock lock(&mu_);
+    Leave();
+    return true;
+  }
+
+ private:
+  // Once. A failed Leave RPC still ends the membership on this side
+  // (MembershipClient::Leave): the lease then expires.
+  void Leave() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (left_.load()) return;
+    left_.store(true);
+    const absl::Status status = member_->Leave();
+    log_(status.ok()
+             ? absl::StrCat("stop requested: left the membership "
+                            "(epoch ",
+                            member_->epoch(), ")")
+             : absl::StrCat("stop requested; leaving the membership: ",
+                            status.ToString(), " (the lease expires instead)"));
+  }
+
+  void Watch() {
+    absl::MutexLock lock(&mu_);
+    while (!done_ && !left_.load()) {
+      mu_.AwaitWithTimeout(absl::Condition(&done_), kStopPoll);
+      if (!done_ && training_ && requested()) Leave();
+    }
+  }
+
+  MembershipClient* const member_;
+  const std::function<bool()> stop_;
+  const std::function<void(const std::string&)> log_;
+  std::atomic<bool> requested_{false};
+  std::atomic<bool> left_{false};
+  absl::Mutex mu_;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  bool training_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
 // What one group did: its outcome and where it left the engine.
 struct GroupRun {
   absl::Status status;
   bool done = false;
   int64_t steps_committed = 0;  // by this group
+  int64_t step = -1;            // the engine's global step at the end
   uint64_t epoch = 0;           // the engine's push epoch at the end
 };
 
@@ -49,6 +141,7 @@ GroupRun TrainGroup(const zero::TrainSpec& spec, World& world,
       spec, e, loader->has_value() ? &**loader : nullptr, on_step, progress,
       result, first, [&e, epoch] { return e.world_epoch() != epoch; });
   run.steps_committed = e.global_step() - start;
+  run.step = e.global_step();
   run.epoch = e.epoch();
   if (run.status.ok() && e.global_step() >= spec.steps) {
     run.done = true;
@@ -86,12 +179,12 @@ absl::Status ValidateElasticSpec(const ElasticSpec& s) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<zero::TrainResult> RunElastic(const zero::TrainSpec& spec,
-                                             const ElasticSpec& elastic,
-                                             MembershipClient* member,
-                                             ShardClient* client,
-                                             const zero::StepCallback& on_step,
-                                             zero::TrainProgress* progress) {
+absl::StatusOr<ElasticResult> RunElastic(const zero::TrainSpec& spec,
+                                         const ElasticSpec& elastic,
+                                         MembershipClient* member,
+                                         ShardClient* client,
+                                         const zero::StepCallback& on_step,
+                                         zero::TrainProgress* progress) {
   ZS_RETURN_IF_ERROR(ValidateElasticSpec(elastic));
   auto log = elastic.log ? elastic.log : [](const std::string& line) {
     std::printf("%s\n", line.c_str());
@@ -105,13 +198,22 @@ absl::StatusOr<zero::TrainResult> RunElastic(const zero::TrainSpec& spec,
           : start_workers * spec.zero.gradient_accumulation_steps;
   zero::TrainProgress scratch;
   if (progress == nullptr) progress = &scratch;
-  zero::TrainResult result;
+  ElasticResult out;
+  zero::TrainResult& result = out.train;
+  Departure departure(member, elastic.stop_requested, log);
+  // Leaves (if a stop was requested) and says whether to return `out`.
+  auto leaving = [&] {
+    if (!departure.LeaveIfRequested()) return false;
+    out.left = true;
+    return true;
+  };
   int64_t first = -1;
   uint64_t epoch = 0;  // pushes of the next group go above this
   int failures = 0;
   bool first_group = true;
   uint64_t last_world = 0;  // the membership epoch of the last group
   while (true) {
+    if (leaving()) return out;
     WorldOptions wo;
     wo.min_workers = first_group ? start_workers : elastic.min_workers;
     // Never the same group again: it changed or it failed.
@@ -119,7 +221,11 @@ absl::StatusOr<zero::TrainResult> RunElastic(const zero::TrainSpec& spec,
     wo.timeout = elastic.timeout;
     wo.comm = elastic.comm;
     wo.log = log;
-    ZS_ASSIGN_OR_RETURN(World world, FormWorld(member, wo));
+    wo.stop = departure.poll();
+    absl::StatusOr<World> formed = FormWorld(member, wo);
+    if (leaving()) return out;
+    if (!formed.ok()) return formed.status();
+    World& world = *formed;
     first_group = false;
     last_world = world.epoch;
     absl::StatusOr<int> gas =
@@ -130,7 +236,7 @@ absl::StatusOr<zero::TrainResult> RunElastic(const zero::TrainSpec& spec,
       log(absl::StrCat("epoch ", world.epoch, ": ", gas.status().message()));
       world.comm.reset();
       const absl::Time deadline = absl::Now() + elastic.timeout;
-      while (member->epoch() == world.epoch) {
+      while (member->epoch() == world.epoch && !departure.requested()) {
         if (absl::Now() > deadline) return gas.status();
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
@@ -145,12 +251,35 @@ absl::StatusOr<zero::TrainResult> RunElastic(const zero::TrainSpec& spec,
     zero::TrainSpec group_spec = spec;
     group_spec.zero.gradient_accumulation_steps = *gas;
     zero::ElasticHooks hooks;
-    hooks.world_epoch = [member] { return member->epoch(); };
+    // Called by the leader once per step, after its commit. Cost: one
+    // Heartbeat RPC to shard 0 per step (~a round trip on the leader's
+    // critical path, small next to the step's Prepare/Commit RPCs to every
+    // server), so that a Leave, join or expiry ends the group at the next
+    // step boundary rather than after the lease keeper's next heartbeat
+    // (lease / 3). A leader that is leaving ends the group at this
+    // boundary even when its Leave RPC failed.
+    hooks.world_epoch = [member, &departure, group = world.epoch] {
+      if (departure.left()) return std::max(member->epoch(), group + 1);
+      if (member->member_id() != 0 && !member->expired()) {
+        member->Refresh().IgnoreError();  // the lease keeper reports errors
+      }
+      return member->epoch();
+    };
     hooks.min_epoch = epoch;
+    departure.SetTraining(true);
     GroupRun run = TrainGroup(group_spec, world, hooks, client, on_step,
                               progress, &result, &first);
+    departure.SetTraining(false);
     epoch = std::max(epoch, run.epoch);
-    if (run.done && run.status.ok()) return result;
+    if (run.step >= 0) out.last_step = run.step;
+    if (run.done && run.status.ok()) return out;
+    if (leaving()) {
+      if (!run.status.ok()) {
+        log(absl::StrCat("epoch ", world.epoch, ": ", run.status.ToString(),
+                         " (leaving the job)"));
+      }
+      return out;
+    }
     if (run.status.ok()) {
       log(absl::StrCat("epoch ", world.epoch,
                        ": the membership changed; leaving the group at step ",

@@ -15,7 +15,20 @@
 //     and every rank leaves the group at that step boundary; the next
 //     group, the newcomer included, continues from that step. The
 //     newcomer gathers the current parameters from the servers and gets
-//     its data position from the last commit's trainer state.
+//     its data position from the last commit's trainer state;
+//   - this worker is asked to stop (ElasticSpec::stop_requested, e.g. on
+//     SIGTERM when Kubernetes scales the workers down): it Leaves the
+//     membership at once (the epoch moves on), keeps training with its
+//     group until the group ends at a step boundary (the leader reports
+//     the newer epoch in that step's outcome, so every rank leaves there),
+//     and returns with ElasticResult::left instead of forming the next
+//     group. The survivors form it without this worker. The step in flight
+//     either commits with this worker or is redone by the next group; a
+//     leader, or a group of one, leaves the same way. Lease expiry is then
+//     only for workers that crash.
+// The leader refreshes the membership view (one Heartbeat RPC to shard 0)
+// at every step boundary, so that it sees a Leave, a join or an expiry at
+// the next boundary rather than at its next heartbeat (lease / 3).
 // A server that restarted, or a commit that reached only some servers
 // (the leader died mid-commit), rolls the job back to the newest
 // checkpoint instead (engine.h recovery).
@@ -25,9 +38,13 @@
 // data of a step does not depend on the group: trainer.h).
 //
 // Threading: call from one thread; the membership client's heartbeat
-// thread runs meanwhile. Errors: INVALID_ARGUMENT for a bad spec; the
-// group formation's DEADLINE_EXCEEDED; the last error once max_failures
-// groups in a row failed without committing a step.
+// thread runs meanwhile, and with stop_requested a helper thread that
+// polls it every 20 ms (and calls Leave once it is true while a group
+// trains).
+// Errors: INVALID_ARGUMENT for a bad spec; the group formation's
+// DEADLINE_EXCEEDED; the last error once max_failures groups in a row
+// failed without committing a step. A worker that leaves returns OK
+// (left), also when its last group failed (logged).
 #ifndef ZEROSHARD_WORKER_ELASTIC_ELASTIC_TRAINER_H_
 #define ZEROSHARD_WORKER_ELASTIC_ELASTIC_TRAINER_H_
 
@@ -62,19 +79,38 @@ struct ElasticSpec {
   collective::HostCommunicatorOptions comm;
   // Groups in a row that may fail without committing a step.
   int max_failures = 5;
-  // One line per group change (default: stdout).
+  // One line per group change (default: stdout). With stop_requested it is
+  // also called from the helper thread (the leave), so it must be
+  // thread-safe.
   std::function<void(const std::string&)> log;
+  // Null, or whether this worker should leave the job (file comment); once
+  // true it must stay true. Called from RunElastic's thread and its helper
+  // thread, so it must be thread-safe and cheap (e.g. an atomic load set by
+  // a signal-handling thread).
+  std::function<bool()> stop_requested;
+};
+
+struct ElasticResult {
+  // The steps this worker ran (RunElastic). params: the final parameters,
+  // empty when this worker left before the run was done.
+  zero::TrainResult train;
+  // Stopped on request before the run was done: the worker left the job.
+  bool left = false;
+  // The servers' step when the last group this worker trained in ended
+  // (the steps committed), or -1 when it never trained (left).
+  int64_t last_step = -1;
 };
 
 // INVALID_ARGUMENT naming the first bad field.
 absl::Status ValidateElasticSpec(const ElasticSpec& spec);
 
 // Runs spec.steps optimizer steps (from wherever the servers are) as
-// member `member` (joined) of the job. progress->rank and world_size
-// follow the groups. The result's params are the final ones; its losses
-// and stats cover the steps this worker ran (TrainResult), steps run by
-// groups without it left empty.
-absl::StatusOr<zero::TrainResult> RunElastic(
+// member `member` (joined) of the job, or until elastic.stop_requested
+// makes this worker leave (then `member` has left; result.left).
+// progress->rank and world_size follow the groups. The result's params are
+// the final ones; its losses and stats cover the steps this worker ran
+// (TrainResult), steps run by groups without it left empty.
+absl::StatusOr<ElasticResult> RunElastic(
     const zero::TrainSpec& spec, const ElasticSpec& elastic,
     MembershipClient* member, ShardClient* client,
     const zero::StepCallback& on_step = nullptr,

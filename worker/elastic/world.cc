@@ -43,6 +43,12 @@ std::string Names(const std::vector<const v1::Member*>& members) {
                        });
 }
 
+// Whether a FormWorld must give up (WorldOptions::stop), and why.
+bool Stopped(const std::function<bool()>& stop) { return stop && stop(); }
+absl::Status StopError() {
+  return absl::CancelledError("no world formed: this worker is leaving");
+}
+
 // "epoch E: a, b, c", for messages.
 std::string Describe(const v1::WorldView& view) {
   return absl::StrCat("epoch ", view.epoch(), ": ", Names(InRankOrder(view)));
@@ -52,15 +58,20 @@ std::string Describe(const v1::WorldView& view) {
 class MembershipBootstrap : public collective::Bootstrap {
  public:
   MembershipBootstrap(MembershipClient* m, v1::WorldView view, int rank,
-                      absl::Time deadline)
-      : m_(m), view_(std::move(view)), rank_(rank), deadline_(deadline) {}
+                      absl::Time deadline, std::function<bool()> stop)
+      : m_(m),
+        view_(std::move(view)),
+        rank_(rank),
+        deadline_(deadline),
+        stop_(std::move(stop)) {}
 
   int rank() const override { return rank_; }
   int size() const override { return view_.members_size(); }
 
   // Posts `mine` until the epoch's group is complete. ABORTED when a newer
   // epoch supersedes it (superseded_by()), DEADLINE_EXCEEDED past the
-  // deadline naming the members that had not posted.
+  // deadline naming the members that had not posted, CANCELLED once stop_
+  // returns true.
   absl::StatusOr<std::vector<std::string>> AllGather(
       const std::string& mine) override {
     status_ = Gather(mine);
@@ -80,6 +91,7 @@ class MembershipBootstrap : public collective::Bootstrap {
     const uint64_t epoch = view_.epoch();
     v1::RendezvousResponse last;  // the last incomplete answer
     for (;;) {
+      if (Stopped(stop_)) return StopError();
       const absl::Duration left = deadline_ - absl::Now();
       if (left <= absl::ZeroDuration()) {
         return absl::DeadlineExceededError(absl::StrCat(
@@ -141,6 +153,7 @@ class MembershipBootstrap : public collective::Bootstrap {
   v1::WorldView view_;
   const int rank_;
   const absl::Time deadline_;
+  const std::function<bool()> stop_;
   absl::Status status_;
   uint64_t superseded_by_ = 0;
   std::vector<std::string> blobs_;
@@ -182,6 +195,7 @@ absl::StatusOr<World> FormWorld(MembershipClient* m, const WorldOptions& o) {
   absl::Time last_wait_log = absl::InfinitePast();
   std::string waiting = "no answer from the membership service";
   for (;;) {
+    if (Stopped(o.stop)) return StopError();
     if (absl::Now() >= deadline) {
       return absl::DeadlineExceededError(
           absl::StrCat("no world formed within ",
@@ -214,12 +228,13 @@ absl::StatusOr<World> FormWorld(MembershipClient* m, const WorldOptions& o) {
       absl::SleepFor(kPoll);
       continue;
     }
-    MembershipBootstrap bootstrap(m, *view, rank, deadline);
+    MembershipBootstrap bootstrap(m, *view, rank, deadline, o.stop);
     absl::StatusOr<std::unique_ptr<collective::HostCommunicator>> comm =
         collective::CreateUcxCommunicator(bootstrap, o.comm);
     if (!comm.ok()) {
       const absl::Status& why =
           bootstrap.status().ok() ? comm.status() : bootstrap.status();
+      if (absl::IsCancelled(bootstrap.status())) return bootstrap.status();
       if (bootstrap.superseded_by() != 0 || absl::IsNotFound(why)) {
         waiting = why.ToString();
         continue;  // a newer epoch, or this member expired: again

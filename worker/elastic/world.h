@@ -18,7 +18,8 @@
 // stay keep their order and newcomers come last. HostCommunicatorOptions
 // .local_size must divide every size the group can take (1: flat).
 //
-// Errors: DEADLINE_EXCEEDED past options.timeout, naming the epoch and the
+// Errors: CANCELLED once options.stop returns true; DEADLINE_EXCEEDED past
+// options.timeout, naming the epoch and the
 // members that had not posted (an incomplete Rendezvous answer does not
 // list the posted addresses today, so: every member but this one) or,
 // before a rendezvous, the members present; the membership client's errors
@@ -53,6 +54,11 @@ struct WorldOptions {
   collective::HostCommunicatorOptions comm;
   // Progress lines (waiting, formed); null: none.
   std::function<void(const std::string&)> log;
+  // Null, or polled between membership calls (every poll and rendezvous
+  // round, at most ~1 s apart): once true, FormWorld gives up with
+  // CANCELLED (the worker is leaving the job). Called on FormWorld's
+  // thread.
+  std::function<bool()> stop;
 };
 
 struct World {

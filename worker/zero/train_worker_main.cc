@@ -42,19 +42,29 @@
 // config's gradient accumulation micro-batches (--batch_policy for sizes
 // that do not divide it). Needs stage 1-3 and --checkpoint_interval > 0.
 // Whichever worker is rank 0 at the end writes --save and the eval record;
-// "%r" in --metrics_file is the worker name.
+// "%r" in --metrics_file is the worker name. SIGTERM or SIGINT (Kubernetes
+// scaling the workers down) makes an elastic worker leave the job cleanly:
+// it leaves the membership at once, trains on with its group until the
+// group ends at a step boundary, prints
+//   zeroshard-train-worker: NAME left the job after step N (SIGTERM)
+// and exits 0; the others go on without it. A second signal exits at once
+// with 128 + its number. (Without --elastic the signals keep their default
+// action.)
 //
 // Test hook: ZEROSHARD_TEST_FAIL_AT="R:K" makes rank R exit with status 3
 // right after step K (the launcher's failure tests).
 //
 // Exits 0 on success, 1 with the error on failure, 2 on bad flags.
+#include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -106,7 +116,50 @@ struct Args {
   std::string worker_name, batch_policy = "rescale";
   int64_t min_workers = 1, start_workers = 0;
   double elastic_timeout = 600, collective_timeout = 60;
+  // --elastic: the first SIGTERM/SIGINT taken (0: none yet), set by
+  // HandleStopSignals' handler.
+  const std::atomic<int>* stop_signal = nullptr;
 };
+
+const char* SignalName(int signo) {
+  return signo == SIGTERM ? "SIGTERM" : signo == SIGINT ? "SIGINT" : "signal";
+}
+
+// --elastic: the first SIGTERM/SIGINT taken (0: none yet).
+std::atomic<int> stop_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free,
+              "the signal handler needs a lock-free atomic");
+
+// Async-signal-safe: an atomic exchange, and _exit.
+void OnStopSignal(int signo) {
+  if (stop_signal.exchange(signo) != 0) _exit(128 + signo);
+}
+
+// Makes SIGTERM and SIGINT set stop_signal (the elastic worker leaves at a
+// step boundary); a second one exits at once with 128 + its number. Call it
+// before any thread starts: the signals are blocked in this thread and so
+// in the threads started after it (gRPC's, UCX's), whose system calls they
+// must not interrupt, and one thread started here takes them (it waits in
+// pause() with them unblocked). Threads started before main (OpenBLAS's
+// pool, by a library constructor) may take them too: the handler only
+// touches an atomic.
+void HandleStopSignals() {
+  struct sigaction sa = {};
+  sa.sa_handler = OnStopSignal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::thread([signals] {
+    pthread_sigmask(SIG_UNBLOCK, &signals, nullptr);
+    for (;;) pause();
+  }).detach();
+}
 
 // The ZEROSHARD_TEST_FAIL_AT step for `rank`, or -1.
 int64_t TestFailStep(int rank) {
@@ -146,8 +199,9 @@ absl::StatusOr<std::optional<float>> EvalLoss(const TrainSpec& spec,
   return loss;
 }
 
-// --elastic: joins the membership and trains in its groups.
-absl::StatusOr<TrainResult> RunElasticWorker(
+// --elastic: joins the membership and trains in its groups until the run
+// is done or a signal makes it leave (result.left).
+absl::StatusOr<elastic::ElasticResult> RunElasticWorker(
     const Args& a, const std::string& name, const engine::EngineConfig& config,
     const TrainSpec& spec, ShardClient* client, const StepCallback& on_step,
     TrainProgress* progress) {
@@ -162,6 +216,9 @@ absl::StatusOr<TrainResult> RunElasticWorker(
   es.timeout = absl::Seconds(a.elastic_timeout);
   es.comm.part_alignment = config.zeroshard.alignment;
   es.comm.op_timeout = absl::Seconds(a.collective_timeout);
+  if (a.stop_signal != nullptr) {
+    es.stop_requested = [stop = a.stop_signal] { return stop->load() != 0; };
+  }
   ZS_RETURN_IF_ERROR(elastic::ValidateElasticSpec(es));
   MembershipClientOptions mo;
   mo.job_id = spec.zero.job_id;
@@ -174,9 +231,9 @@ absl::StatusOr<TrainResult> RunElasticWorker(
               mo.job_id.c_str(),
               static_cast<unsigned long long>(member->member_id()));
   std::fflush(stdout);
-  absl::StatusOr<TrainResult> r =
+  absl::StatusOr<elastic::ElasticResult> r =
       elastic::RunElastic(spec, es, member.get(), client, on_step, progress);
-  absl::Status left = member->Leave();
+  absl::Status left = member->Leave();  // no-op when RunElastic left
   if (!left.ok()) {
     std::fprintf(stderr, "worker '%s': leaving the membership: %s\n",
                  name.c_str(), left.ToString().c_str());
@@ -325,8 +382,25 @@ absl::Status Run(const Args& a) {
   };
   TrainResult r;
   if (a.elastic) {
-    ZS_ASSIGN_OR_RETURN(r, RunElasticWorker(a, name, config, spec, client.get(),
-                                            progress, &progress_now));
+    ZS_ASSIGN_OR_RETURN(elastic::ElasticResult er,
+                        RunElasticWorker(a, name, config, spec, client.get(),
+                                         progress, &progress_now));
+    if (er.left) {
+      const char* why = SignalName(a.stop_signal->load());
+      if (er.last_step < 0) {
+        std::printf(
+            "zeroshard-train-worker: %s left the job before training "
+            "(%s)\n",
+            name.c_str(), why);
+      } else {
+        std::printf(
+            "zeroshard-train-worker: %s left the job after step %lld (%s)\n",
+            name.c_str(), static_cast<long long>(er.last_step), why);
+      }
+      std::fflush(stdout);
+      return absl::OkStatus();
+    }
+    r = std::move(er.train);
   } else {
     ZS_ASSIGN_OR_RETURN(r, RunTraining(spec, comm.get(), client.get(), progress,
                                        &progress_now));
@@ -409,7 +483,9 @@ int main(int argc, char** argv) {
   flags.Bool("elastic", &a.elastic,
              "join the job's membership (first server) and train in "
              "whatever worker group it forms; no launcher environment; "
-             "needs stage 1-3 and --checkpoint_interval > 0");
+             "needs stage 1-3 and --checkpoint_interval > 0; SIGTERM or "
+             "SIGINT: leave the job at the next step boundary and exit 0 (a "
+             "second one: exit at once)");
   flags.String("worker_name", &a.worker_name,
                "--elastic: this worker's name in the membership "
                "(default host:pid)");
@@ -443,6 +519,11 @@ int main(int argc, char** argv) {
   a.model = {static_cast<int>(max_seq_len), static_cast<int>(vocab),
              static_cast<int>(vocab),       static_cast<int>(layers),
              static_cast<int>(heads),       static_cast<int>(channels)};
+  if (a.elastic) {
+    // Before any thread starts (gRPC, UCX, metrics).
+    zeroshard::zero::HandleStopSignals();
+    a.stop_signal = &zeroshard::zero::stop_signal;
+  }
   const absl::Status st = zeroshard::zero::Run(a);
   if (!st.ok()) {
     std::fprintf(stderr, "zeroshard-train-worker: %s\n", st.ToString().c_str());
