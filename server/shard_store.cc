@@ -79,7 +79,7 @@ absl::Status PushSession::AddChunk(const void* data, size_t bytes) {
   }
   if (dst_ == nullptr) {
     const uint64_t rel = range_.begin - store_->owned_.begin + received_;
-    absl::Status s = store_->PushToTier(rel, data, dtype_, n);
+    absl::Status s = store_->PushToTier(slot_, rel, data, dtype_, n);
     if (!s.ok()) return s;
     received_ += n;
     store_->bytes_pushed_.fetch_add(bytes);
@@ -212,8 +212,23 @@ absl::StatusOr<RegisterResult> ShardStore::RegisterModel(
       buf->v = AllocateAligned<float>(n);
       buf->serve = AllocateAligned<uint16_t>(n);
     }
-    // With a tier and one slot, pushes write the tier's gradient directly.
-    const uint32_t ram_slots = tiered && slots_ == 1 ? 0 : slots_;
+    // With a tier and one slot, pushes write the tier's gradient directly;
+    // with more, slots 1.. go to files when there is a directory for them.
+    const bool slot_files =
+        tiered && slots_ > 1 && !options_.grad_slot_dir.empty();
+    if (slot_files) {
+      absl::StatusOr<std::unique_ptr<storage::SlotFiles>> files =
+          storage::SlotFiles::Create(
+              options_.env != nullptr ? options_.env : storage::DefaultEnv(),
+              options_.grad_slot_dir, slots_, n);
+      if (!files.ok()) {
+        tier_.reset();
+        return files.status();
+      }
+      slot_files_ = *std::move(files);
+    }
+    const uint32_t ram_slots =
+        tiered && (slots_ == 1 || slot_files) ? 0 : slots_;
     for (uint32_t s = 0; s < ram_slots; ++s) {
       buf->grads.push_back(AllocateAligned<float>(n));
     }
@@ -291,19 +306,25 @@ absl::Status ShardStore::CreateTier(const v1::SeededInit& init) {
   return tier_->Flush();
 }
 
-absl::Status ShardStore::PushToTier(uint64_t rel, const void* data,
-                                    v1::DType dtype, uint64_t n) {
+absl::Status ShardStore::PushToTier(uint32_t slot, uint64_t rel,
+                                    const void* data, v1::DType dtype,
+                                    uint64_t n) {
+  std::vector<float> converted;
+  const float* fp32 = static_cast<const float*>(data);
+  if (dtype != v1::DTYPE_FP32) {
+    converted.resize(n);
+    if (dtype == v1::DTYPE_BF16) {
+      ConvertBf16ToFp32(static_cast<const uint16_t*>(data), converted.data(),
+                        n);
+    } else {
+      ConvertFp16ToFp32(static_cast<const uint16_t*>(data), converted.data(),
+                        n);
+    }
+    fp32 = converted.data();
+  }
+  if (slot > 0) return slot_files_->Write(slot, rel, fp32, n);
   absl::MutexLock g(&grad_mu_);
-  if (dtype == v1::DTYPE_FP32) {
-    return tier_->WriteGrad(rel, static_cast<const float*>(data), n);
-  }
-  std::vector<float> converted(n);
-  if (dtype == v1::DTYPE_BF16) {
-    ConvertBf16ToFp32(static_cast<const uint16_t*>(data), converted.data(), n);
-  } else {
-    ConvertFp16ToFp32(static_cast<const uint16_t*>(data), converted.data(), n);
-  }
-  return tier_->WriteGrad(rel, converted.data(), n);
+  return tier_->WriteGrad(rel, fp32, n);
 }
 
 void ShardStore::RefreshServing(uint64_t begin, uint64_t end) {
@@ -568,10 +589,21 @@ absl::Status ShardStore::ReduceSlotsLocked(PrepareResult* result) {
   pool_.ParallelFor(tiles_.size(), [&](size_t i) {
     const Tile& t = tiles_[i];
     bool nonfinite = false;
-    if (b->grads.empty()) {  // one slot, pushed into the tier
-      std::vector<float> g(t.end - t.begin);
-      errors[i] = tier_->ReadGrad(t.begin, g.size(), g.data());
-      SumSquares(g.data(), g.size(), &partial[i], &nonfinite);
+    if (b->grads.empty()) {  // pushed into the tier (and the slot files)
+      const uint64_t len = t.end - t.begin;
+      std::vector<float> g(len), gs(slots > 1 ? len : 0);
+      absl::Status& err = errors[i];
+      err = tier_->ReadGrad(t.begin, len, g.data());
+      // The same order as in RAM below: bit-identical sums.
+      for (uint32_t s = 1; s < slots && err.ok(); ++s) {
+        err = slot_files_->Read(s, t.begin, len, gs.data());
+        for (uint64_t e = 0; e < len && err.ok(); ++e) g[e] += gs[e];
+      }
+      if (err.ok() && slots > 1) {
+        absl::MutexLock lock(&grad_mu_);
+        err = tier_->WriteGrad(t.begin, g.data(), len);
+      }
+      SumSquares(g.data(), len, &partial[i], &nonfinite);
       bad[i] = nonfinite;
       return;
     }
@@ -776,6 +808,10 @@ StoreStats ShardStore::Stats(bool with_ledger) const {
     s.bytes_held += t.bytes_allocated;
     s.storage_bytes_read = t.bytes_read;
     s.storage_bytes_written = t.bytes_written;
+    if (slot_files_ != nullptr) {
+      s.storage_bytes_read += slot_files_->bytes_read();
+      s.storage_bytes_written += slot_files_->bytes_written();
+    }
     s.last_step_io_wait_seconds = t.last_step_io_wait_seconds;
     s.last_step_io_bytes_per_second = t.last_step_bandwidth_bytes_per_s;
   }

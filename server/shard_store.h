@@ -58,6 +58,7 @@
 #include "common/thread_pool.h"
 #include "proto/zeroshard.pb.h"
 #include "server/storage/env.h"
+#include "server/storage/slot_files.h"
 #include "server/storage/tier.h"
 
 namespace zeroshard {
@@ -79,6 +80,10 @@ struct StoreOptions {
   // FAILED_PRECONDITION. `env` null: the process's PosixEnv.
   std::string checkpoint_dir;
   storage::Env* env = nullptr;
+  // With a tier and contributions_per_step > 1: gradient slots 1.. live in
+  // files in this directory (storage/slot_files.h); empty: in RAM (4 bytes
+  // per owned element and slot).
+  std::string grad_slot_dir;
 };
 
 // One commit applied or skipped by the store (the proto's CommitRecord).
@@ -324,9 +329,10 @@ class ShardStore {
   absl::Status CreateTier(const v1::SeededInit& init)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes n pushed elements (wire `dtype`) at owned-relative `rel` into
-  // the tier's gradient.
-  absl::Status PushToTier(uint64_t rel, const void* data, v1::DType dtype,
-                          uint64_t n) ABSL_LOCKS_EXCLUDED(grad_mu_);
+  // the gradient of `slot`: the tier's (slot 0) or a slot file.
+  absl::Status PushToTier(uint32_t slot, uint64_t rel, const void* data,
+                          v1::DType dtype, uint64_t n)
+      ABSL_LOCKS_EXCLUDED(grad_mu_);
   // Restores `manifest` (complete) with the new epoch; see Restore.
   absl::Status RestoreManifest(const v1::CheckpointManifest& manifest,
                                uint64_t epoch)
@@ -413,6 +419,9 @@ class ShardStore {
   // only the slot buffers (none with one slot).
   std::unique_ptr<storage::StorageTier> tier_;
   absl::Mutex grad_mu_;  // serialises the tier's gradient writes
+  // Set once at registration with a tier, several slots and
+  // options_.grad_slot_dir: slots 1.. (slot 0 is the tier's gradient).
+  std::unique_ptr<storage::SlotFiles> slot_files_;
 };
 
 }  // namespace zeroshard

@@ -36,8 +36,9 @@ void AddStorageFlags(FlagSet* flags, StorageFlags* f) {
   flags->Int64("read_cache_bytes", &f->read_cache_bytes,
                "Serving-copy read cache (gathers) in bytes.");
   flags->Bool("grads_on_disk", &f->grads_on_disk,
-              "Keep the gradient accumulator in a file (else in RAM, 4 "
-              "bytes per element).");
+              "Keep the gradient accumulator in a file, and with several "
+              "contributions per step each further one in DIR/shard-k.slots "
+              "(else in RAM, 4 bytes per element and contribution).");
 }
 
 absl::Status CheckStorageFlags(const StorageFlags& f, uint32_t shard_index,
@@ -138,6 +139,10 @@ absl::StatusOr<std::unique_ptr<storage::DirLock>> PrepareStateDir(
 
 void UseNvmeTier(const storage::NvmeOptions& options, StoreOptions* store) {
   store->storage_name = "nvme";
+  // Several contributions per step: slots 1.. beside the tier's gradient.
+  if (options.grads == storage::GradLocation::kDisk) {
+    store->grad_slot_dir = options.path + ".slots";
+  }
   store->make_tier = [options](const storage::TierLayout& layout,
                                ThreadPool* pool)
       -> absl::StatusOr<std::unique_ptr<storage::StorageTier>> {

@@ -106,7 +106,8 @@ void CompareRamAndNvme(const Case& c) {
   auto ram = Fleet(2, TmpDir("ram-" + tag), false);
   ASSERT_NE(ram, nullptr);
   Train(*ram, spec, !c.seeded, c.wire, 4, &p_ram, &s_ram);
-  auto nvme = Fleet(2, TmpDir("nvme-" + tag), true);
+  const std::string nvme_path = TmpDir("nvme-" + tag);
+  auto nvme = Fleet(2, nvme_path, true);
   ASSERT_NE(nvme, nullptr);
   Train(*nvme, spec, !c.seeded, c.wire, 4, &p_nvme, &s_nvme);
   const int64_t diff = testing::FirstBitDifference(p_ram, p_nvme);
@@ -121,6 +122,16 @@ void CompareRamAndNvme(const Case& c) {
     EXPECT_EQ(s.optimizer_steps(), 4u);
     EXPECT_GT(s.storage_bytes_read(), 0u);
     EXPECT_GT(s.storage_bytes_written(), 0u);
+    // Contributions beyond the first were summed on disk, not in RAM: one
+    // file per further slot, the size of the owned range.
+    for (uint32_t slot = 1; slot < c.slots; ++slot) {
+      const std::string file = absl::StrCat(
+          nvme_path, "/shard-", s.shard_index(), ".slots/slot-", slot, ".f32");
+      struct stat st;
+      ASSERT_EQ(stat(file.c_str(), &st), 0) << file;
+      EXPECT_EQ(static_cast<uint64_t>(st.st_size), 4 * s.owned_elements())
+          << file;
+    }
   }
   stats = testing::Connect(*ram)->Stats();
   ASSERT_TRUE(stats.ok()) << stats.status();
@@ -138,6 +149,10 @@ TEST(StorageTest, RamAndNvmeBitIdenticalOneSlotFp32) {
 
 TEST(StorageTest, RamAndNvmeBitIdenticalTwoSlotsBf16Seeded) {
   CompareRamAndNvme({2, v1::DTYPE_BF16, true});
+}
+
+TEST(StorageTest, RamAndNvmeBitIdenticalThreeSlotsFp32) {
+  CompareRamAndNvme({3, v1::DTYPE_FP32, false});
 }
 
 // Starts one server (shard 0 of 1) with `args` and returns its exit code
