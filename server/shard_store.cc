@@ -593,7 +593,14 @@ absl::Status ShardStore::ReduceSlotsLocked(PrepareResult* result) {
       const uint64_t len = t.end - t.begin;
       std::vector<float> g(len), gs(slots > 1 ? len : 0);
       absl::Status& err = errors[i];
-      err = tier_->ReadGrad(t.begin, len, g.data());
+      if (slots == 1) {
+        err = tier_->ReadGrad(t.begin, len, g.data());
+      } else {
+        // Tiles share the tier's checksummed chunks at their ends: a read
+        // must not see another tile's write half done.
+        absl::MutexLock lock(&grad_mu_);
+        err = tier_->ReadGrad(t.begin, len, g.data());
+      }
       // The same order as in RAM below: bit-identical sums.
       for (uint32_t s = 1; s < slots && err.ok(); ++s) {
         err = slot_files_->Read(s, t.begin, len, gs.data());
