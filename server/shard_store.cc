@@ -50,6 +50,24 @@ void SumSquares(const float* g, uint64_t n, double* sum, bool* nonfinite) {
   *nonfinite = bad;
 }
 
+// Converts n pushed elements of wire type `dtype` (fp32, bf16 or fp16;
+// others are rejected at BeginPush) to fp32.
+void WireToFp32(v1::DType dtype, const void* data, float* out, uint64_t n) {
+  switch (dtype) {
+    case v1::DTYPE_FP32:
+      std::memcpy(out, data, n * 4);
+      break;
+    case v1::DTYPE_BF16:
+      ConvertBf16ToFp32(static_cast<const uint16_t*>(data), out, n);
+      break;
+    case v1::DTYPE_FP16:
+      ConvertFp16ToFp32(static_cast<const uint16_t*>(data), out, n);
+      break;
+    default:
+      break;
+  }
+}
+
 }  // namespace
 
 // ------------------------------------------------------------- PushSession
@@ -85,20 +103,7 @@ absl::Status PushSession::AddChunk(const void* data, size_t bytes) {
     store_->bytes_pushed_.fetch_add(bytes);
     return absl::OkStatus();
   }
-  float* dst = dst_ + received_;
-  switch (dtype_) {
-    case v1::DTYPE_FP32:
-      std::memcpy(dst, data, bytes);
-      break;
-    case v1::DTYPE_BF16:
-      ConvertBf16ToFp32(static_cast<const uint16_t*>(data), dst, n);
-      break;
-    case v1::DTYPE_FP16:
-      ConvertFp16ToFp32(static_cast<const uint16_t*>(data), dst, n);
-      break;
-    default:
-      break;  // rejected at BeginPush
-  }
+  WireToFp32(dtype_, data, dst_ + received_, n);
   received_ += n;
   store_->bytes_pushed_.fetch_add(bytes);
   return absl::OkStatus();
@@ -313,13 +318,7 @@ absl::Status ShardStore::PushToTier(uint32_t slot, uint64_t rel,
   const float* fp32 = static_cast<const float*>(data);
   if (dtype != v1::DTYPE_FP32) {
     converted.resize(n);
-    if (dtype == v1::DTYPE_BF16) {
-      ConvertBf16ToFp32(static_cast<const uint16_t*>(data), converted.data(),
-                        n);
-    } else {
-      ConvertFp16ToFp32(static_cast<const uint16_t*>(data), converted.data(),
-                        n);
-    }
+    WireToFp32(dtype, data, converted.data(), n);
     fp32 = converted.data();
   }
   if (slot > 0) return slot_files_->Write(slot, rel, fp32, n);

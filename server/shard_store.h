@@ -339,11 +339,17 @@ class ShardStore {
       ABSL_LOCKS_EXCLUDED(mu_, data_mu_);
   // Rereads the checkpoint listing into checkpoint_steps_.
   void RefreshCheckpointList() ABSL_LOCKS_EXCLUDED(mu_);
-  // Reads p (a = 0), m (1) or v (2) of the owned range, from the RAM
-  // buffers or the tier; `scratch` is the tier's spare array. The caller
-  // holds data_mu_ (shared at least).
-  absl::Status ReadState(int a, uint64_t offset, uint64_t n, float* out,
-                         std::vector<float>* scratch);
+  // This shard's checkpoint file header for `step`.
+  v1::ShardCheckpointHeader ShardHeaderLocked(uint64_t step) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The workers' state recorded with `step` (only the step when the last
+  // commit did not record one for it).
+  v1::TrainerState TrainerStateLocked(uint64_t step) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes this shard's file (checkpoint phase 1, shutdown snapshot) of p,
+  // m, v under the checkpoint directory; the caller holds data_mu_ shared.
+  absl::StatusOr<v1::CheckpointShard> WriteShardFileLocked(
+      const v1::ShardCheckpointHeader& h);
   // Restore with req.resume(): keeps the state at req.step().
   absl::StatusOr<v1::RestoreResponse> Resume(const v1::RestoreRequest& req)
       ABSL_LOCKS_EXCLUDED(mu_);

@@ -39,13 +39,7 @@ absl::StatusOr<v1::CheckpointResponse> ShardStore::Checkpoint(
     }
     if (committing_)
       return absl::AbortedError("a commit is in progress; retry");
-    h.set_step(req.step());
-    h.set_optimizer_steps(optimizer_steps_);
-    *h.mutable_spec() = spec_;
-    h.set_shard_index(options_.shard_index);
-    h.set_offset(owned_.begin);
-    h.set_length(owned_.size());
-    h.set_block_bytes(checkpoint::kDefaultBlockBytes);
+    h = ShardHeaderLocked(req.step());
   }
   v1::CheckpointResponse resp;
   resp.set_step(req.step());
@@ -67,13 +61,9 @@ absl::StatusOr<v1::CheckpointResponse> ShardStore::Checkpoint(
     {
       absl::MutexLock l(&mu_);
       m.set_plan_hash(plan_->Hash());
-      if (req.has_trainer_state()) {
-        *m.mutable_trainer_state() = req.trainer_state();
-      } else if (trainer_state_.step() == req.step()) {
-        *m.mutable_trainer_state() = trainer_state_;
-      } else {
-        m.mutable_trainer_state()->set_step(req.step());
-      }
+      *m.mutable_trainer_state() = req.has_trainer_state()
+                                       ? req.trainer_state()
+                                       : TrainerStateLocked(req.step());
     }
     absl::Status written = checkpoint::WriteManifest(env, root, m);
     if (absl::IsInvalidArgument(written)) return Reject(written);
@@ -91,32 +81,50 @@ absl::StatusOr<v1::CheckpointResponse> ShardStore::Checkpoint(
     return absl::AbortedError(absl::StrCat(
         "step ", data_step_, " was committed meanwhile; retry the checkpoint"));
   }
-  std::vector<float> scratch;
-  ZS_ASSIGN_OR_RETURN(
-      v1::CheckpointShard shard,
-      checkpoint::WriteShardFile(
-          env, root, h, [&](int a, uint64_t offset, uint64_t n, float* out) {
-            return ReadState(a, offset, n, out, &scratch);
-          }));
+  ZS_ASSIGN_OR_RETURN(v1::CheckpointShard shard, WriteShardFileLocked(h));
   resp.set_path(storage::JoinPath(dir, shard.file()));
   resp.set_crc32c(shard.crc32c());
   *resp.mutable_shard() = shard;
   return resp;
 }
 
-absl::Status ShardStore::ReadState(int a, uint64_t offset, uint64_t n,
-                                   float* out, std::vector<float>* scratch) {
-  if (tier_ == nullptr) {
-    const float* src = a == 0   ? buf_->master.get()
-                       : a == 1 ? buf_->m.get()
-                                : buf_->v.get();
-    std::memcpy(out, src + offset, n * 4);
-    return absl::OkStatus();
-  }
-  if (a == 0) return tier_->ReadMaster(offset, n, out);
-  scratch->resize(n);
-  return a == 1 ? tier_->ReadMoments(offset, n, out, scratch->data())
-                : tier_->ReadMoments(offset, n, scratch->data(), out);
+v1::ShardCheckpointHeader ShardStore::ShardHeaderLocked(uint64_t step) const {
+  v1::ShardCheckpointHeader h;
+  h.set_step(step);
+  h.set_optimizer_steps(optimizer_steps_);
+  *h.mutable_spec() = spec_;
+  h.set_shard_index(options_.shard_index);
+  h.set_offset(owned_.begin);
+  h.set_length(owned_.size());
+  h.set_block_bytes(checkpoint::kDefaultBlockBytes);
+  return h;
+}
+
+v1::TrainerState ShardStore::TrainerStateLocked(uint64_t step) const {
+  if (trainer_state_.step() == step) return trainer_state_;
+  v1::TrainerState unknown;
+  unknown.set_step(step);
+  return unknown;
+}
+
+absl::StatusOr<v1::CheckpointShard> ShardStore::WriteShardFileLocked(
+    const v1::ShardCheckpointHeader& h) {
+  std::vector<float> scratch;
+  return checkpoint::WriteShardFile(
+      EnvOf(options_), options_.checkpoint_dir, h,
+      [&](int a, uint64_t offset, uint64_t n, float* out) -> absl::Status {
+        if (tier_ == nullptr) {
+          const float* src = a == 0   ? buf_->master.get()
+                             : a == 1 ? buf_->m.get()
+                                      : buf_->v.get();
+          std::memcpy(out, src + offset, n * 4);
+          return absl::OkStatus();
+        }
+        if (a == 0) return tier_->ReadMaster(offset, n, out);
+        scratch.resize(n);
+        return a == 1 ? tier_->ReadMoments(offset, n, out, scratch.data())
+                      : tier_->ReadMoments(offset, n, scratch.data(), out);
+      });
 }
 
 bool ShardStore::Drain(absl::Duration timeout) {
@@ -144,32 +152,16 @@ absl::StatusOr<std::string> ShardStore::WriteShutdownSnapshot() {
     if (committing_) {
       return absl::AbortedError("a commit is still in progress");
     }
-    h.set_step(step_);
-    h.set_optimizer_steps(optimizer_steps_);
-    *h.mutable_spec() = spec_;
-    h.set_shard_index(options_.shard_index);
-    h.set_offset(owned_.begin);
-    h.set_length(owned_.size());
-    h.set_block_bytes(checkpoint::kDefaultBlockBytes);
+    h = ShardHeaderLocked(step_);
     m.set_step(step_);
     m.set_optimizer_steps(optimizer_steps_);
     *m.mutable_spec() = spec_;
     m.set_plan_hash(plan_->Hash());
     m.set_tag("shutdown");
-    if (trainer_state_.step() == step_) {
-      *m.mutable_trainer_state() = trainer_state_;
-    } else {
-      m.mutable_trainer_state()->set_step(step_);
-    }
+    *m.mutable_trainer_state() = TrainerStateLocked(step_);
   }
   absl::ReaderMutexLock d(&data_mu_);
-  std::vector<float> scratch;
-  ZS_ASSIGN_OR_RETURN(
-      *m.add_shards(),
-      checkpoint::WriteShardFile(
-          env, root, h, [&](int a, uint64_t offset, uint64_t n, float* out) {
-            return ReadState(a, offset, n, out, &scratch);
-          }));
+  ZS_ASSIGN_OR_RETURN(*m.add_shards(), WriteShardFileLocked(h));
   ZS_RETURN_IF_ERROR(checkpoint::WriteSnapshotManifest(env, root, m));
   return storage::JoinPath(
       storage::JoinPath(root, checkpoint::StepDirName(m.step())),

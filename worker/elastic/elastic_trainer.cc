@@ -44,11 +44,8 @@ class Departure {
   Departure(const Departure&) = delete;
   Departure& operator=(const Departure&) = delete;
 
-  // Whether a stop was requested (it stays requested).
-  bool requested() {
-    if (!requested_.load() && stop_ && stop_()) requested_.store(true);
-    return requested_.load();
-  }
+  // Whether a stop was requested (it stays requested: ElasticSpec).
+  bool requested() const { return stop_ && stop_(); }
   // Whether this worker left (or tried to: see Leave).
   bool left() const { return left_.load(); }
   // The stop request, as WorldOptions::stop wants it (null without one).
@@ -95,7 +92,6 @@ class Departure {
   MembershipClient* const member_;
   const std::function<bool()> stop_;
   const std::function<void(const std::string&)> log_;
-  std::atomic<bool> requested_{false};
   std::atomic<bool> left_{false};
   absl::Mutex mu_;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
