@@ -1,0 +1,211 @@
+// CudaKernels: the layers built on cuBLAS products, all fp32 accumulation
+// (CUBLAS_COMPUTE_32F):
+//
+//   MatmulForward   out (N,OC) = inp (N,C) @ w^T (+ b written first, beta 1)
+//   MatmulBackward  dinp (N,C) = dout (N,OC) @ w (OC,C)
+//                   dw (OC,C) += dout^T @ inp          (beta 1)
+//                   db (OC)   += column sums of dout   (cuda_matmul.cu)
+//   In kBf16 the operands inp, w, dout are first rounded to bf16 scratch.
+//
+//   Attention, per batch entry b, the NH heads as one strided batch (head h
+//   of q, k, v starts at column h*hs of its third of qkv; the batch stride
+//   is hs, the row stride 3C), P = att (NH,T,T), scale = 1/sqrt(hs):
+//   forward   S = scale Q K^T  ->  P = causal softmax(S)  ->  Y = P V
+//   backward  dV = P^T dY;  dP = dY V^T  ->  dS = P * (dP - rowsum(P dP));
+//             dQ = scale dS K;  dK = scale dS^T Q
+//   All in fp32 in both precisions; dP/dS live in the (NH,T,T) scratch.
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <library_types.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_format.h"
+#include "common/cuda/dtype_cuda.h"
+#include "worker/gpt2/cuda/cuda_kernels_impl.h"
+#include "worker/gpt2/cuda/cuda_launch.h"
+
+namespace zeroshard::gpt2 {
+
+bool CudaKernelsImpl::Gemm(const char* what, bool trans_a, bool trans_b, int M,
+                           int N, int K, float alpha, const Operand& a,
+                           const Operand& b, float beta, float* c, int64_t ldc,
+                           int64_t stride_c, int batch) {
+  // cuBLAS is column-major, and a row-major (R,S) matrix with row stride ld
+  // is a column-major (S,R) one with the same ld. So row-major
+  // C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: B goes first, the
+  // sizes are (N, M, K), and each operand keeps its own transpose flag.
+  // Single products (the matmuls, the only ones that may be bf16) use plain
+  // cublasGemmEx.
+  const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int ld_a = static_cast<int>(a.ld), ld_b = static_cast<int>(b.ld);
+  const int ld_c = static_cast<int>(ldc);
+  if (batch == 1) {
+    return CheckBlas(
+        cublasGemmEx(blas_, op_b, op_a, N, M, K, &alpha, b.data, b.type, ld_b,
+                     a.data, a.type, ld_a, &beta, c, CUDA_R_32F, ld_c,
+                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+        what);
+  }
+  return CheckBlas(cublasGemmStridedBatchedEx(
+                       blas_, op_b, op_a, N, M, K, &alpha, b.data, b.type, ld_b,
+                       b.batch_stride, a.data, a.type, ld_a, a.batch_stride,
+                       &beta, c, CUDA_R_32F, ld_c, stride_c, batch,
+                       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                   what);
+}
+
+bool CudaKernelsImpl::MatmulOperand(const char* what, const float* src,
+                                    int64_t n, uint16_t* scratch,
+                                    int64_t capacity, int64_t ld,
+                                    Operand* out) {
+  if (options_.precision == CudaPrecision::kFp32) {
+    *out = Operand{src, CUDA_R_32F, ld, 0};
+    return true;
+  }
+  if (n > capacity) {
+    return Fail(absl::OutOfRangeError(absl::StrFormat(
+        "CudaKernels: %s: %d elements exceed the bf16 scratch of %d (see "
+        "CudaKernelsOptions)",
+        what, n, capacity)));
+  }
+  std::string error;
+  if (!cuda::Fp32ToBf16Device(src, scratch, static_cast<size_t>(n), stream_,
+                              &error)) {
+    return Fail(absl::InternalError(
+        absl::StrFormat("CudaKernels: %s: %s", what, error)));
+  }
+  *out = Operand{scratch, CUDA_R_16BF, ld, 0};
+  return true;
+}
+
+void CudaKernelsImpl::MatmulForward(float* out, const float* inp,
+                                    const float* w, const float* b, int64_t N,
+                                    int C, int OC) {
+  if (!Begin()) return;
+  Operand x, wt;
+  if (!MatmulOperand("MatmulForward inp", inp, N * C, bf16_inp_, act_capacity_,
+                     C, &x) ||
+      !MatmulOperand("MatmulForward w", w, int64_t{OC} * C, bf16_w_,
+                     weight_capacity_, C, &wt)) {
+    return;
+  }
+  float beta = 0.0f;
+  if (b != nullptr) {
+    if (!Check(cuda_launch::BroadcastRows(stream_, out, b, N, OC),
+               "MatmulForward bias")) {
+      return;
+    }
+    beta = 1.0f;
+  }
+  if (!Gemm("MatmulForward", false, true, static_cast<int>(N), OC, C, 1.0f, x,
+            wt, beta, out, OC, 0, 1)) {
+    return;
+  }
+  Finish("MatmulForward", cudaSuccess);
+}
+
+void CudaKernelsImpl::MatmulBackward(float* dinp, float* dw, float* db,
+                                     const float* dout, const float* inp,
+                                     const float* w, int64_t N, int C, int OC) {
+  if (!Begin()) return;
+  Operand g, x, wt;
+  if (!MatmulOperand("MatmulBackward dout", dout, N * OC, bf16_dout_,
+                     act_capacity_, OC, &g) ||
+      !MatmulOperand("MatmulBackward inp", inp, N * C, bf16_inp_, act_capacity_,
+                     C, &x) ||
+      !MatmulOperand("MatmulBackward w", w, int64_t{OC} * C, bf16_w_,
+                     weight_capacity_, C, &wt)) {
+    return;
+  }
+  const int n = static_cast<int>(N);
+  if (!Gemm("MatmulBackward dinp", false, false, n, C, OC, 1.0f, g, wt, 0.0f,
+            dinp, C, 0, 1) ||
+      !Gemm("MatmulBackward dw", true, false, OC, C, n, 1.0f, g, x, 1.0f, dw, C,
+            0, 1)) {
+    return;
+  }
+  Finish("MatmulBackward",
+         db != nullptr ? cuda_launch::AddColumnSums(stream_, db, dout, N, OC)
+                       : cudaSuccess);
+}
+
+void CudaKernelsImpl::AttentionForward(float* out, float* att, const float* qkv,
+                                       int B, int T, int C, int NH) {
+  if (!Begin()) return;
+  const int hs = C / NH;
+  const int64_t C3 = int64_t{3} * C, TT = int64_t{T} * T;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  for (int b = 0; b < B; ++b) {
+    const float* q = qkv + b * T * C3;
+    const Operand qh{q, CUDA_R_32F, C3, hs}, kh{q + C, CUDA_R_32F, C3, hs};
+    // S (NH,T,T) = scale Q K^T, written into att.
+    if (!Gemm("AttentionForward QK^T", false, true, T, T, hs, scale, qh, kh,
+              0.0f, att + b * NH * TT, T, TT, NH)) {
+      return;
+    }
+  }
+  if (!Check(cuda_launch::CausalSoftmaxForward(stream_, att,
+                                               int64_t{B} * NH * T, T),
+             "AttentionForward softmax")) {
+    return;
+  }
+  for (int b = 0; b < B; ++b) {
+    const Operand p{att + b * NH * TT, CUDA_R_32F, T, TT};
+    const Operand vh{qkv + b * T * C3 + 2 * C, CUDA_R_32F, C3, hs};
+    // Y (T,hs) per head = P V, into columns h*hs of out (B,T,C).
+    if (!Gemm("AttentionForward PV", false, false, T, hs, T, 1.0f, p, vh, 0.0f,
+              out + int64_t{b} * T * C, C, hs, NH)) {
+      return;
+    }
+  }
+  Finish("AttentionForward", cudaSuccess);
+}
+
+void CudaKernelsImpl::AttentionBackward(float* dqkv, const float* dout,
+                                        const float* qkv, const float* att,
+                                        int B, int T, int C, int NH) {
+  if (!Begin()) return;
+  const int hs = C / NH;
+  const int64_t C3 = int64_t{3} * C, TT = int64_t{T} * T;
+  if (NH * TT > att_capacity_) {
+    Fail(absl::OutOfRangeError(absl::StrFormat(
+        "CudaKernels: AttentionBackward: NH*T*T = %d exceeds the scratch of %d "
+        "(see CudaKernelsOptions)",
+        NH * TT, att_capacity_)));
+    return;
+  }
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  float* ds = att_scratch_;  // (NH,T,T): dP, then dS in place
+  const Operand dsh{ds, CUDA_R_32F, T, TT};
+  for (int b = 0; b < B; ++b) {
+    const int64_t off = b * T * C3;
+    const Operand qh{qkv + off, CUDA_R_32F, C3, hs};
+    const Operand kh{qkv + off + C, CUDA_R_32F, C3, hs};
+    const Operand vh{qkv + off + 2 * C, CUDA_R_32F, C3, hs};
+    const Operand dyh{dout + int64_t{b} * T * C, CUDA_R_32F, C, hs};
+    const float* p = att + b * NH * TT;
+    const Operand ph{p, CUDA_R_32F, T, TT};
+    float* dq = dqkv + off;
+    if (!Gemm("AttentionBackward dV", true, false, T, hs, T, 1.0f, ph, dyh,
+              0.0f, dq + 2 * C, C3, hs, NH) ||
+        !Gemm("AttentionBackward dP", false, true, T, T, hs, 1.0f, dyh, vh,
+              0.0f, ds, T, TT, NH) ||
+        !Check(cuda_launch::CausalSoftmaxBackward(stream_, ds, p, ds,
+                                                  int64_t{NH} * T, T),
+               "AttentionBackward softmax") ||
+        !Gemm("AttentionBackward dQ", false, false, T, hs, T, scale, dsh, kh,
+              0.0f, dq, C3, hs, NH) ||
+        !Gemm("AttentionBackward dK", true, false, T, hs, T, scale, dsh, qh,
+              0.0f, dq + C, C3, hs, NH)) {
+      return;
+    }
+  }
+  Finish("AttentionBackward", cudaSuccess);
+}
+
+}  // namespace zeroshard::gpt2
