@@ -32,7 +32,10 @@ double WorkerModelStateBytes(int stage, bool offload_param_to_server,
   const double psi = in.num_params;
   const double n = in.num_workers;
   const double p = in.param_bytes, g = in.grad_bytes;
-  const double stage3_extra = in.live_window_bytes + in.persistent_bytes;
+  const double psi_p = in.persistent_params;
+  // Stage 3 with or without offload: gradient partition, live window and
+  // the persistent parameters whole.
+  const double stage3 = g * psi / n + in.live_window_bytes + p * psi_p;
   switch (stage) {
     case 0:
       return (p + g + in.optimizer_bytes) * psi;
@@ -41,8 +44,8 @@ double WorkerModelStateBytes(int stage, bool offload_param_to_server,
     case 2:
       return p * psi + g * psi / n;
     case 3:
-      if (offload_param_to_server) return stage3_extra;
-      return (p + g) * psi / n + stage3_extra;
+      if (offload_param_to_server) return stage3;
+      return p * (psi - psi_p) / n + stage3;
     default:
       return kNaN;
   }
@@ -56,18 +59,21 @@ double ServerFleetModelStateBytes(double num_params, double optimizer_bytes,
 }
 
 double CommElementsPerStep(int stage, double num_params, int world_size,
-                           CommModel model) {
+                           CommModel model, double persistent_params) {
   if (stage < 0 || stage > 3) return kNaN;
-  const double passes = stage == 3 ? 3.0 : 2.0;
+  const double elements =
+      stage == 3 ? 3 * num_params - 2 * persistent_params : 2 * num_params;
   const double share = model == CommModel::kRing
                            ? static_cast<double>(world_size - 1) / world_size
                            : 1.0;
-  return passes * num_params * share;
+  return elements * share;
 }
 
 double CommBytesPerStep(int stage, double num_params, int world_size,
-                        CommModel model, double element_bytes) {
-  return CommElementsPerStep(stage, num_params, world_size, model) *
+                        CommModel model, double element_bytes,
+                        double persistent_params) {
+  return CommElementsPerStep(stage, num_params, world_size, model,
+                             persistent_params) *
          element_bytes;
 }
 

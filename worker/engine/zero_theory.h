@@ -7,25 +7,30 @@
 // p/g bytes per parameter/gradient element, K optimizer bytes per parameter;
 // mixed-precision Adam: p = g = 2, K = 12):
 //
-//   stage | ZeRO paper (optimizer on the GPUs) | zeroshard (optimizer on
-//   servers)
-//   ------+------------------------------------+---------------------------------
-//   0     | (p + g + K)Ψ                       | (p + g + K)Ψ  (local
-//   optimizer) 1     | (p + g)Ψ + KΨ/N                    | (p + g)Ψ 2     | pΨ
-//   + (g + K)Ψ/N                    | pΨ + gΨ/N 3     | (p + g + K)Ψ/N | (p +
-//   g)Ψ/N + live + persistent 3+srv | —                                  | live
-//   + persistent
+// clang-format off
+//   stage | ZeRO paper (optimizer on the GPUs) | zeroshard (optimizer on servers)
+//   ------+------------------------------------+----------------------------------------
+//   0     | (p + g + K)Ψ                       | (p + g + K)Ψ  (local optimizer)
+//   1     | (p + g)Ψ + KΨ/N                    | (p + g)Ψ
+//   2     | pΨ + (g + K)Ψ/N                    | pΨ + gΨ/N
+//   3     | (p + g + K)Ψ/N                     | p(Ψ - Ψp)/N + gΨ/N + live + persistent
+//   3+srv | —                                  | gΨ/N + live + persistent
+// clang-format on
 //
-// "3+srv" is stage 3 with offload_param = server. `live` is the window of
-// gathered parameters (stage3_max_live_parameters / prefetch) and
-// `persistent` the parameters kept whole on every worker (below
-// stage3_param_persistence_threshold), both in bytes as the caller measures
-// or bounds them.
+// "3+srv" is stage 3 with offload_param = server: no parameter partition on
+// the worker; its gradient partition stays. Ψp is the number of persistent
+// parameters, kept whole on every worker (units of at most
+// stage3_param_persistence_threshold elements): not in the partitioned
+// p(Ψ - Ψp)/N but in persistent = pΨp. `live` is the window of gathered
+// parameters (stage3_max_live_parameters / prefetch; never the persistent
+// ones) in bytes as the caller measures or bounds it. With Ψp = 0, stage 3
+// is shared/DESIGN.md's (p + g)Ψ/N + live.
 //
 // Communication per step per worker, in elements: 2Ψ for stages 0–2 (a
 // reduce-scatter of the gradients and an all-gather of the parameters, or
 // one all-reduce), 3Ψ for stage 3 (the parameters are gathered again in
-// backward). That is the paper's count (CommModel::kPaper), which the
+// backward), less the two all-gathers of the Ψp persistent parameters:
+// 3Ψ - 2Ψp. That is the paper's count (CommModel::kPaper), which the
 // zeroshard tests record against. A ring or direct exchange moves only the
 // other workers' shares: (W-1)/W of it (CommModel::kRing).
 //
@@ -44,7 +49,7 @@ struct ModelStateInputs {
   double grad_bytes = 2;         // per gradient element on the worker
   double optimizer_bytes = 12;   // K: fp32 master + Adam m + v
   double live_window_bytes = 0;  // stage 3 only
-  double persistent_bytes = 0;   // stage 3 only
+  double persistent_params = 0;  // Ψp, stage 3 only: kept whole
 };
 
 // The ZeRO paper's column (Rajbhandari et al., SC'20, figure 1). `stage` in
@@ -65,18 +70,20 @@ double ServerFleetModelStateBytes(double num_params, double optimizer_bytes,
                                   double serving_bytes);
 
 enum class CommModel {
-  kPaper,  // 2Ψ (stages 0–2), 3Ψ (stage 3)
+  kPaper,  // 2Ψ (stages 0–2), 3Ψ - 2Ψp (stage 3)
   kRing,   // the same times (W - 1) / W
 };
 
 // Elements each worker sends (equivalently receives) per step. `stage` in
-// [0, 3] (NaN otherwise), world_size >= 1.
+// [0, 3] (NaN otherwise), world_size >= 1; `persistent_params` (Ψp) only
+// matters for stage 3.
 double CommElementsPerStep(int stage, double num_params, int world_size,
-                           CommModel model);
+                           CommModel model, double persistent_params = 0);
 
 // CommElementsPerStep() times the element size in bytes.
 double CommBytesPerStep(int stage, double num_params, int world_size,
-                        CommModel model, double element_bytes);
+                        CommModel model, double element_bytes,
+                        double persistent_params = 0);
 
 }  // namespace zeroshard::engine
 

@@ -31,15 +31,32 @@ TEST(ZeroTheoryTest, WorkerBytesFollowTheZeroShardTable) {
   in.num_params = 1000;
   in.num_workers = 4;
   in.live_window_bytes = 300;
-  in.persistent_bytes = 20;
   EXPECT_EQ(WorkerModelStateBytes(0, false, in), 16000);       // 16Ψ
   EXPECT_EQ(WorkerModelStateBytes(1, false, in), 4000);        // 2Ψ + 2Ψ
   EXPECT_EQ(WorkerModelStateBytes(2, false, in), 2500);        // 2Ψ + 2Ψ/N
-  EXPECT_EQ(WorkerModelStateBytes(3, false, in), 1000 + 320);  // 4Ψ/N + ...
-  EXPECT_EQ(WorkerModelStateBytes(3, true, in), 320);          // window only
+  EXPECT_EQ(WorkerModelStateBytes(3, false, in), 1000 + 300);  // 4Ψ/N + live
+  EXPECT_EQ(WorkerModelStateBytes(3, true, in), 500 + 300);    // 2Ψ/N + live
   // offload_param only matters for stage 3.
   EXPECT_EQ(WorkerModelStateBytes(2, true, in), 2500);
   EXPECT_TRUE(std::isnan(WorkerModelStateBytes(-1, false, in)));
+}
+
+// Ψp = 200 persistent parameters: 2(Ψ - Ψp)/N + 2Ψ/N + live + 2Ψp.
+TEST(ZeroTheoryTest, PersistentParametersAreNotPartitioned) {
+  ModelStateInputs in;
+  in.num_params = 1000;
+  in.num_workers = 4;
+  in.live_window_bytes = 300;
+  in.persistent_params = 200;
+  EXPECT_EQ(WorkerModelStateBytes(3, false, in), 400 + 500 + 300 + 400);
+  EXPECT_EQ(WorkerModelStateBytes(3, true, in), 500 + 300 + 400);
+  // Only stage 3 partitions parameters.
+  EXPECT_EQ(WorkerModelStateBytes(2, false, in), 2500);
+  // Every parameter persistent: stage 3 holds what stage 2 does, + live.
+  in.persistent_params = in.num_params;
+  in.live_window_bytes = 0;
+  EXPECT_EQ(WorkerModelStateBytes(3, false, in),
+            WorkerModelStateBytes(2, false, in));
 }
 
 TEST(ZeroTheoryTest, Fp32TrainingUsesFourByteElements) {
@@ -69,6 +86,12 @@ TEST(ZeroTheoryTest, Communication) {
   EXPECT_EQ(CommElementsPerStep(3, psi, 4, CommModel::kPaper), 3000);
   EXPECT_EQ(CommElementsPerStep(3, psi, 4, CommModel::kRing), 2250);
   EXPECT_EQ(CommElementsPerStep(3, psi, 1, CommModel::kRing), 0);
+  // Persistent parameters are not all-gathered (twice less per step).
+  EXPECT_EQ(CommElementsPerStep(3, psi, 4, CommModel::kPaper, 100), 2800);
+  EXPECT_EQ(CommElementsPerStep(3, psi, 4, CommModel::kRing, 100), 2100);
+  EXPECT_EQ(CommElementsPerStep(2, psi, 4, CommModel::kPaper, 100), 2000);
+  // Every parameter persistent: the reduce-scatter only.
+  EXPECT_EQ(CommBytesPerStep(3, psi, 8, CommModel::kPaper, 4, psi), 4000);
   EXPECT_EQ(CommBytesPerStep(2, psi, 4, CommModel::kPaper, 2), 4000);
   EXPECT_EQ(CommBytesPerStep(3, psi, 8, CommModel::kPaper, 4), 12000);
   EXPECT_TRUE(std::isnan(CommElementsPerStep(4, psi, 4, CommModel::kPaper)));

@@ -28,11 +28,6 @@ absl::StatusOr<ZeroOptions> ZeroOptionsFromConfig(
                      "trains in fp32 (set ",
                      key, " to false)"));
   }
-  if (config.zeroshard.server_aggregation) {
-    return absl::UnimplementedError(
-        "zeroshard.server_aggregation: not implemented by the ZeRO engine; "
-        "workers reduce gradients among themselves (set it to false)");
-  }
   ZS_ASSIGN_OR_RETURN(gpt2::ParamLayout layout,
                       gpt2::ParamLayout::Create(model));
   const engine::ZeroConfig& z = config.zero;
@@ -53,12 +48,23 @@ absl::StatusOr<ZeroOptions> ZeroOptionsFromConfig(
       static_cast<uint64_t>(std::max<int64_t>(1, z.reduce_bucket_size));
   o.offload_param_server = z.offload_param == engine::OffloadDevice::kServer;
   o.checkpoint_interval = config.zeroshard.checkpoint_interval;
+  o.server_aggregation = config.zeroshard.server_aggregation;
+
+  // The parser rejects a negative threshold (INVALID_ARGUMENT naming it).
+  o.stage3_param_persistence_threshold =
+      static_cast<uint64_t>(z.stage3_param_persistence_threshold);
 
   const std::vector<ParamUnit> units = ParamUnits(layout);
-  uint64_t largest = 1, smallest = UINT64_MAX;
+  uint64_t largest = 1;
   for (const ParamUnit& u : units) {
     largest = std::max(largest, u.range.size());
-    smallest = std::min(smallest, u.range.size());
+  }
+  if (o.stage == 3 && largest <= o.stage3_param_persistence_threshold) {
+    Warn(warnings,
+         absl::StrCat("zero_optimization.stage3_param_persistence_threshold (",
+                      o.stage3_param_persistence_threshold,
+                      "): every parameter unit is persistent (the largest has ",
+                      largest, " elements); stage 3 partitions no parameters"));
   }
   const uint64_t fit =
       static_cast<uint64_t>(z.stage3_prefetch_bucket_size) / largest;
@@ -66,18 +72,6 @@ absl::StatusOr<ZeroOptions> ZeroOptionsFromConfig(
       z.stage3_prefetch_bucket_size == 0
           ? 0
           : static_cast<int>(std::clamp<uint64_t>(fit, 1, units.size()));
-  if (o.stage == 3) {
-    if (smallest <
-        static_cast<uint64_t>(z.stage3_param_persistence_threshold)) {
-      Warn(warnings,
-           absl::StrCat("zero_optimization.stage3_param_persistence_threshold"
-                        " (",
-                        z.stage3_param_persistence_threshold,
-                        "): not implemented; every parameter unit is "
-                        "partitioned (the smallest has ",
-                        smallest, " elements)"));
-    }
-  }
   ZS_RETURN_IF_ERROR(ValidateZeroOptions(o));
   return o;
 }

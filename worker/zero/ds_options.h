@@ -21,14 +21,25 @@
 //                                      most the number of units
 //   zero_optimization.offload_param.device "server"
 //                                   -> offload_param_server
+//   zero_optimization.stage3_param_persistence_threshold (elements; the
+//                                      parser's default is DeepSpeed's 1e5,
+//                                      a negative value is INVALID_ARGUMENT)
+//                                   -> stage3_param_persistence_threshold:
+//                                      stage 3 keeps a parameter unit of at
+//                                      most that many elements whole on
+//                                      every rank (DeepSpeed decides per
+//                                      tensor; zeroshard per unit, so a GPT-2
+//                                      block's small biases and norms are
+//                                      partitioned with their block)
+//   zeroshard.server_aggregation    -> server_aggregation (stages 1-3)
 //   zeroshard.alignment             -> not here: the communicator's part
 //                                      alignment (the caller creates it)
 //   zeroshard.servers               -> not here: the caller connects
 //
 // Not implemented (UNIMPLEMENTED naming the key): bf16.enabled and
-// fp16.enabled (the CPU model trains in fp32), zeroshard.server_aggregation.
-// Accepted with a warning: stage3_param_persistence_threshold when some
-// unit is below it at stage 3 (every unit is partitioned). Other
+// fp16.enabled (the CPU model trains in fp32).
+// Accepted with a warning: a stage3_param_persistence_threshold that makes
+// every unit persistent at stage 3 (no parameter is partitioned). Other
 // zero_optimization keys (allgather_bucket_size, stage3_max_live_parameters,
 // ...) do not change the engine: it gathers unit by unit.
 //

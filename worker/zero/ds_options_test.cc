@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "worker/engine/ds_config.h"
 #include "worker/zero/testing.h"
@@ -21,6 +22,15 @@ absl::StatusOr<ZeroOptions> FromJson(const std::string& json, int world,
   return ZeroOptionsFromConfig(*config, TinyConfig(), 16, warnings);
 }
 
+bool PersistenceWarned(const std::vector<std::string>& warnings) {
+  for (const std::string& w : warnings) {
+    if (absl::StrContains(w, "stage3_param_persistence_threshold")) {
+      return true;
+    }
+  }
+  return false;
+}
+
 TEST(DsOptionsTest, TheTestSpecsRoundTrip) {
   for (int stage : {0, 1, 2, 3}) {
     for (bool offload : {false, true}) {
@@ -29,6 +39,7 @@ TEST(DsOptionsTest, TheTestSpecsRoundTrip) {
         TrainSpec spec = TinySpec(stage, offload, "ds_options_test");
         spec.zero.overlap_comm = prefetch != 3;
         spec.zero.stage3_prefetch_units = prefetch;
+        spec.zero.stage3_param_persistence_threshold = 1000u * prefetch;
         SCOPED_TRACE(DeepSpeedJson(spec, 64));
         std::vector<std::string> warnings;
         auto got = FromJson(DeepSpeedJson(spec, 64), 2, &warnings);
@@ -50,6 +61,8 @@ TEST(DsOptionsTest, TheTestSpecsRoundTrip) {
         EXPECT_EQ(got->stage3_prefetch_units, want.stage3_prefetch_units);
         EXPECT_EQ(got->offload_param_server, want.offload_param_server);
         EXPECT_EQ(got->overlap_comm, want.overlap_comm);
+        EXPECT_EQ(got->stage3_param_persistence_threshold,
+                  want.stage3_param_persistence_threshold);
         for (const std::string& w : warnings) std::printf("%s\n", w.c_str());
       }
     }
@@ -73,12 +86,9 @@ TEST(DsOptionsTest, SchedulerBatchAndPrefetch) {
   EXPECT_EQ(got->lr_schedule.total_num_steps, 100);
   EXPECT_TRUE(got->overlap_comm);            // DeepSpeed's default for stage 3
   EXPECT_EQ(got->stage3_prefetch_units, 4);  // every unit (L + 2) at most
-  bool persistence_warned = false;
-  for (const std::string& w : warnings) {
-    persistence_warned |=
-        absl::StrContains(w, "stage3_param_persistence_threshold");
-  }
-  EXPECT_TRUE(persistence_warned);
+  // DeepSpeed's default, 1e5, exceeds every unit of the tiny model.
+  EXPECT_EQ(got->stage3_param_persistence_threshold, 100000u);
+  EXPECT_TRUE(PersistenceWarned(warnings));
 
   // Smaller than one unit still prefetches one; 0 prefetches none.
   got = FromJson(R"({"train_micro_batch_size_per_gpu": 1,
@@ -105,10 +115,6 @@ TEST(DsOptionsTest, WhatIsNotImplementedSaysSo) {
            Case{R"({"train_micro_batch_size_per_gpu": 1,
                     "fp16": {"enabled": true}})",
                 "fp16.enabled"},
-           Case{R"({"train_micro_batch_size_per_gpu": 1,
-                    "zero_optimization": {"stage": 2},
-                    "zeroshard": {"server_aggregation": true}})",
-                "zeroshard.server_aggregation"},
        }) {
     auto got = FromJson(c.json, 1, nullptr);
     ASSERT_FALSE(got.ok()) << c.json;
@@ -116,6 +122,51 @@ TEST(DsOptionsTest, WhatIsNotImplementedSaysSo) {
     EXPECT_TRUE(absl::StrContains(got.status().message(), c.key))
         << got.status();
   }
+}
+
+// TinyConfig's units: embeddings 2560 elements, blocks 12704, final norm 64.
+TEST(DsOptionsTest, PersistenceThreshold) {
+  auto json = [](int stage, const char* threshold) {
+    return absl::StrCat(R"({"train_micro_batch_size_per_gpu": 1,
+        "zero_optimization": {"stage": )",
+                        stage, R"(, "stage3_param_persistence_threshold": )",
+                        threshold, "}}");
+  };
+  struct Case {
+    int stage;
+    const char* threshold;
+    uint64_t want;
+    bool warned;  // every unit persistent
+  };
+  for (const Case& c :
+       {Case{3, "0", 0, false}, Case{3, "3000", 3000, false},
+        Case{3, "12704", 12704, true}, Case{2, "1e5", 100000, false}}) {
+    SCOPED_TRACE(c.threshold);
+    std::vector<std::string> warnings;
+    auto got = FromJson(json(c.stage, c.threshold), 1, &warnings);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->stage3_param_persistence_threshold, c.want);
+    EXPECT_EQ(PersistenceWarned(warnings), c.warned);
+  }
+  // Rejected by the parser.
+  auto negative = FromJson(json(3, "-1"), 1, nullptr);
+  ASSERT_FALSE(negative.ok());
+  EXPECT_EQ(negative.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(negative.status().message(),
+                                "stage3_param_persistence_threshold"))
+      << negative.status();
+}
+
+TEST(DsOptionsTest, ServerAggregationIsMapped) {
+  auto got = FromJson(R"({"train_micro_batch_size_per_gpu": 1,
+                          "zero_optimization": {"stage": 2},
+                          "zeroshard": {"server_aggregation": true}})",
+                      1, nullptr);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE(got->server_aggregation);
+  auto off = FromJson(R"({"train_micro_batch_size_per_gpu": 1})", 1, nullptr);
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_FALSE(off->server_aggregation);
 }
 
 }  // namespace

@@ -41,6 +41,12 @@ absl::StatusOr<std::unique_ptr<ZeroEngine>> ZeroEngine::Create(
     return absl::InvalidArgumentError(absl::StrCat(
         "ZeroEngine: stage ", options.stage, " needs a shard client"));
   }
+  if (elastic != nullptr && options.server_aggregation) {
+    return absl::InvalidArgumentError(
+        "ZeroEngine: server_aggregation needs a fixed world size (the "
+        "servers expect W·gas contributions per step); elastic worker groups "
+        "reduce among themselves");
+  }
   if (elastic != nullptr &&
       (options.stage == 0 || options.checkpoint_interval <= 0)) {
     return absl::InvalidArgumentError(
@@ -77,6 +83,7 @@ absl::Status ZeroEngine::Init(const gpt2::Config& config,
     wo.offload = options_.offload_param_server;
     wo.prefetch = options_.stage3_prefetch_units;
     wo.poison = options_.poison_released_params;
+    wo.persistence_threshold = options_.stage3_param_persistence_threshold;
     window_ = std::make_unique<ParamWindow>(layout, wo, comm_, client_,
                                             absl::MakeSpan(params_));
     window_->set_stats(&stats_);
@@ -86,14 +93,26 @@ absl::Status ZeroEngine::Init(const gpt2::Config& config,
   }
   ZS_ASSIGN_OR_RETURN(model_, gpt2::Model::Create(config, options_.micro_batch,
                                                   options_.seq_len, mo));
-  reducer_ = std::make_unique<GradReducer>(
-      options_.stage, options_.reduce_bucket_size, options_.overlap_comm, comm_,
-      absl::MakeSpan(grads_));
-  reducer_->set_stats(&stats_);
+  if (options_.server_aggregation) {
+    pusher_ = std::make_unique<GradPusher>(
+        options_.reduce_bucket_size, comm_->part_alignment(),
+        options_.overlap_comm, comm_->size(), comm_->rank(),
+        options_.gradient_accumulation_steps, client_, absl::MakeSpan(grads_));
+    pusher_->set_stats(&stats_);
+  } else {
+    reducer_ = std::make_unique<GradReducer>(
+        options_.stage, options_.reduce_bucket_size, options_.overlap_comm,
+        comm_, absl::MakeSpan(grads_));
+    reducer_->set_stats(&stats_);
+  }
 
-  const v1::ModelSpec spec =
+  v1::ModelSpec spec =
       ZeroModelSpec(layout, options_, client_ ? client_->num_servers() : 1,
                     comm_->part_alignment());
+  if (pusher_ != nullptr) {
+    spec.set_contributions_per_step(GradPusher::Contributions(
+        comm_->size(), options_.gradient_accumulation_steps));
+  }
   if (options_.stage == 0) {
     std::copy(initial_params.begin(), initial_params.end(), params_.begin());
     adamw_ = std::make_unique<LocalAdamW>(spec, layout);
@@ -243,12 +262,7 @@ absl::Status ZeroEngine::Decide(const absl::Status& leader_status,
   if (w.code != kRolledBack && w.code != kHealthy && w.code != kContinued) {
     w.code = static_cast<uint64_t>(err.code());
   }
-  std::vector<float> buf(sizeof(Word) / sizeof(float));
-  std::memcpy(buf.data(), &w, sizeof(Word));
-  ZS_RETURN_IF_ERROR(
-      WaitOp(comm_->Broadcast(buf.data(), buf.size(), DType::kFloat32, 0),
-             &stats_.broadcast, &stats_.comm_wait_seconds));
-  std::memcpy(&w, buf.data(), sizeof(Word));
+  ZS_RETURN_IF_ERROR(BroadcastFromLeader(&w, sizeof(Word)));
   world_epoch_ = w.world;
   if (w.code == kRolledBack || w.code == kContinued) {
     restored_.Clear();
@@ -279,6 +293,16 @@ absl::Status ZeroEngine::Decide(const absl::Status& leader_status,
       "step ", step_, ": the step leader failed (code ", w.code, ")"));
 }
 
+absl::Status ZeroEngine::BroadcastFromLeader(void* word, size_t bytes) {
+  std::vector<float> buf((bytes + sizeof(float) - 1) / sizeof(float), 0.0f);
+  std::memcpy(buf.data(), word, bytes);
+  ZS_RETURN_IF_ERROR(
+      WaitOp(comm_->Broadcast(buf.data(), buf.size(), DType::kFloat32, 0),
+             &stats_.broadcast, &stats_.comm_wait_seconds));
+  std::memcpy(word, buf.data(), bytes);
+  return absl::OkStatus();
+}
+
 void ZeroEngine::ResetStats() {
   stats_ = StepStats();
   loss_sum_ = 0;
@@ -301,16 +325,31 @@ absl::StatusOr<float> ZeroEngine::Forward(absl::Span<const int> inputs,
 absl::Status ZeroEngine::Backward() {
   const double start = NowSeconds();
   const double waits = stats_.comm_wait_seconds + stats_.server_wait_seconds;
+  if (pusher_ != nullptr) {
+    // Before the gradients are zeroed: the last micro-batch's pushes read
+    // them.
+    pusher_->BeginMicroBatch(micro_, static_cast<uint64_t>(step_), epoch_);
+  } else {
+    reducer_->BeginMicroBatch(micro_ == 0);
+  }
   model_->ZeroGrad();
-  reducer_->BeginMicroBatch(micro_ == 0);
-  absl::Status s = model_->Backward(
-      [this](const gpt2::GradSegment& seg) { reducer_->OnSegment(seg); });
+  absl::Status s = model_->Backward([this](const gpt2::GradSegment& seg) {
+    if (pusher_ != nullptr) {
+      pusher_->OnSegment(seg);
+    } else {
+      reducer_->OnSegment(seg);
+    }
+  });
   stats_.backward_end_seconds = NowSeconds();
   stats_.compute_seconds +=
       stats_.backward_end_seconds - start -
       (stats_.comm_wait_seconds + stats_.server_wait_seconds - waits);
   ZS_RETURN_IF_ERROR(s);
   if (window_ != nullptr) ZS_RETURN_IF_ERROR(window_->EndMicroBatch());
+  if (pusher_ != nullptr) {
+    pusher_->EndMicroBatch();
+    return absl::OkStatus();
+  }
   return reducer_->EndMicroBatch();
 }
 
@@ -329,7 +368,9 @@ absl::Status ZeroEngine::ExchangeNormAndLoss(std::vector<double>* partials,
   const uint64_t slot = ExchangeSlot(comm_->part_alignment());
   std::vector<float> buf(slot * W, 0.0f);
   const uint64_t count = buf.size();
-  const double mine[2] = {reducer_->SumSquares(comm_->rank()), loss_sum_};
+  const double mine[2] = {
+      reducer_ != nullptr ? reducer_->SumSquares(comm_->rank()) : 0.0,
+      loss_sum_};
   std::memcpy(buf.data() + comm_->PartRange(count, comm_->rank()).begin, mine,
               sizeof(mine));
   ZS_RETURN_IF_ERROR(
@@ -347,17 +388,76 @@ absl::Status ZeroEngine::ExchangeNormAndLoss(std::vector<double>* partials,
   return absl::OkStatus();
 }
 
+absl::Status ZeroEngine::ServerDecision(engine::StepDecision* d,
+                                        bool* rolled_back) {
+  *rolled_back = false;
+  pusher_->WaitPushes();
+  const absl::Status pushed = pusher_->TakeStatus();
+  const uint64_t step = static_cast<uint64_t>(step_);
+  absl::Status leader = pushed;
+  if (recovery()) {
+    ZS_ASSIGN_OR_RETURN(bool all_ok, AllOk(pushed));
+    if (!all_ok && pushed.ok()) {
+      leader = absl::AbortedError(
+          absl::StrCat("step ", step, ": another rank's push failed"));
+    }
+  }
+  // The decision as raw bits, from the leader.
+  struct Word {
+    uint32_t code, skip;
+    double grad_norm;
+    float grad_scale, pad;
+  } w{};
+  if (comm_->rank() == 0 && leader.ok()) {
+    const double start = NowSeconds();
+    absl::StatusOr<StepNorm> norm = client_->Prepare(epoch_, step);
+    stats_.server_control.Add(0, 0);
+    stats_.server_wait_seconds += NowSeconds() - start;
+    if (norm.ok()) {
+      const double partial[1] = {norm->sum_squares};
+      *d = engine::DecideStep(partial, norm->overflow, /*loss_scale=*/1.0,
+                              options_.gradient_clipping);
+      w.skip = d->skip;
+      w.grad_norm = d->grad_norm;
+      w.grad_scale = d->grad_scale;
+    } else {
+      leader = norm.status();
+    }
+  }
+  if (recovery()) {
+    ZS_RETURN_IF_ERROR(Decide(leader, false, rolled_back));
+    if (*rolled_back) return absl::OkStatus();
+  }
+  w.code = static_cast<uint32_t>(leader.code());
+  ZS_RETURN_IF_ERROR(BroadcastFromLeader(&w, sizeof(Word)));
+  if (!leader.ok()) return leader;
+  if (w.code != 0) {
+    return absl::AbortedError(absl::StrCat(
+        "step ", step, ": the leader failed to prepare (code ", w.code, ")"));
+  }
+  d->skip = w.skip != 0;
+  d->grad_norm = w.grad_norm;
+  d->grad_scale = w.grad_scale;
+  return absl::OkStatus();
+}
+
 absl::Status ZeroEngine::OptimizerStep() {
   const int W = comm_->size();
   const int gas = options_.gradient_accumulation_steps;
   const float scale = static_cast<float>(1.0 / (static_cast<double>(W) * gas));
-  reducer_->Scale(scale);
+  if (reducer_ != nullptr) reducer_->Scale(scale);
   std::vector<double> partials;
   double loss_sum = 0;
   ZS_RETURN_IF_ERROR(ExchangeNormAndLoss(&partials, &loss_sum));
-  const engine::StepDecision d =
-      engine::DecideStep(partials, /*any_nonfinite=*/false,
-                         /*loss_scale=*/1.0, options_.gradient_clipping);
+  engine::StepDecision d;
+  if (pusher_ != nullptr) {
+    bool rolled_back = false;
+    ZS_RETURN_IF_ERROR(ServerDecision(&d, &rolled_back));
+    if (rolled_back) return Refresh();  // the step is redone from there
+  } else {
+    d = engine::DecideStep(partials, /*any_nonfinite=*/false,
+                           /*loss_scale=*/1.0, options_.gradient_clipping);
+  }
   const double lr =
       d.skip ? 0.0 : engine::LearningRate(options_.lr_schedule, updates_);
   stats_.grad_norm = d.grad_norm;
@@ -395,7 +495,7 @@ absl::Status ZeroEngine::OptimizerStep() {
   stats_.tokens =
       static_cast<uint64_t>(W) * gas * options_.micro_batch * options_.seq_len;
   stats_.param_bytes = options_.stage < 3 ? 4 * n : window_->partition_bytes();
-  stats_.grad_bytes = reducer_->acc_bytes();
+  stats_.grad_bytes = reducer_ != nullptr ? reducer_->acc_bytes() : 0;
   stats_.optimizer_bytes = adamw_ ? adamw_->state_bytes() : 0;
   stats_.step_seconds = NowSeconds() - step_start_;
   last_stats_ = stats_;
@@ -408,7 +508,10 @@ absl::Status ZeroEngine::PushAndCommit(float clip_coef, double lr, bool skip,
   *rolled_back = false;
   const uint64_t step = static_cast<uint64_t>(step_);
   std::vector<std::future<absl::Status>> pushes;
-  for (const GradReducer::Part& p : reducer_->OwnParts()) {
+  const std::vector<GradReducer::Part> parts =
+      reducer_ != nullptr ? reducer_->OwnParts()
+                          : std::vector<GradReducer::Part>();  // pushed
+  for (const GradReducer::Part& p : parts) {
     PushId id;
     id.epoch = epoch_;
     id.step = step;
@@ -457,12 +560,7 @@ absl::Status ZeroEngine::PushAndCommit(float clip_coef, double lr, bool skip,
     leader = LeaderCommit(step, clip_coef, lr, skip, &after);
     word.code = static_cast<uint32_t>(leader.code());
   }
-  std::vector<float> buf(4);
-  std::memcpy(buf.data(), &word, sizeof(word));
-  ZS_RETURN_IF_ERROR(
-      WaitOp(comm_->Broadcast(buf.data(), buf.size(), DType::kFloat32, 0),
-             &stats_.broadcast, &stats_.comm_wait_seconds));
-  std::memcpy(&word, buf.data(), sizeof(word));
+  ZS_RETURN_IF_ERROR(BroadcastFromLeader(&word, sizeof(word)));
   if (!leader.ok()) return leader;
   if (word.code != 0 || word.step != step) {
     return absl::AbortedError(

@@ -22,6 +22,9 @@
 //      unit prefetched; after the commit each rank gathers its parts from
 //      the servers. offload_param_server: no parts kept; every use fetches
 //      this rank's part of the unit from the servers, then all-gathers.
+//      Units of at most stage3_param_persistence_threshold elements are
+//      persistent: every rank fetches them whole after each commit and
+//      never gathers or releases them.
 //
 // Gradient norm and clipping, the same bits on every stage and K:
 // grad_reducer.h accumulates and scales identical parts; each rank sums the
@@ -30,6 +33,14 @@
 // engine::DecideStep (worker/engine/clip.h) turns them into the norm and
 // torch 1.13's clip coefficient, applied as AdamW's grad_scale. The servers'
 // own partial norms (which depend on K) are not used.
+//
+// Server-side aggregation (ZeroOptions::server_aggregation, stages 1-3):
+// no gradient collective; each rank pushes every micro-batch's scaled
+// gradient (grad_pusher.h) and the servers sum the W·gas contributions in
+// a fixed order. The norm then comes from the servers' prepare (their fp64
+// partials, added in shard order), so the leader decides clip and skip and
+// broadcasts them. Deterministic for a given W and K, but not bit-identical
+// to reduction among workers (the sums associate differently).
 //
 // Non-finite gradients (a NaN/Inf norm, seen identically by every rank):
 // the update is skipped — stage 0 leaves its parameters and moments alone,
@@ -85,7 +96,9 @@
 #include "absl/types/span.h"
 #include "client/shard_client.h"
 #include "worker/collective/collective.h"
+#include "worker/engine/clip.h"
 #include "worker/gpt2/model.h"
+#include "worker/zero/grad_pusher.h"
 #include "worker/zero/grad_reducer.h"
 #include "worker/zero/optimizer.h"
 #include "worker/zero/param_window.h"
@@ -175,6 +188,12 @@ class ZeroEngine {
   // order, `loss_sum` added in rank order.
   absl::Status ExchangeNormAndLoss(std::vector<double>* partials,
                                    double* loss_sum);
+  // Server-side aggregation: waits for this rank's pushes; the leader
+  // prepares the step and decides norm, clip and skip from the servers'
+  // answer; every rank receives the decision (or rolls back: *rolled_back).
+  absl::Status ServerDecision(engine::StepDecision* d, bool* rolled_back);
+  // Pushes this rank's reduced parts (none with server-side aggregation:
+  // they are pushed during backward), then the leader commits.
   absl::Status PushAndCommit(float clip_coef, double lr, bool skip,
                              bool* rolled_back);
   // Leader: prepare and commit `step` (with the workers' state after it).
@@ -196,6 +215,8 @@ class ZeroEngine {
   // none restarted and all at one step, so the phase may be retried.
   absl::Status Decide(const absl::Status& leader_status, bool at_start,
                       bool* rolled_back, bool* healthy = nullptr);
+  // Collective: `bytes` of raw bits at `word` replaced by rank 0's.
+  absl::Status BroadcastFromLeader(void* word, size_t bytes);
   void ResetStats();
 
   const ZeroOptions options_;
@@ -203,7 +224,8 @@ class ZeroEngine {
   ShardClient* client_;
   std::vector<float> params_, grads_;  // the model's buffers
   std::unique_ptr<gpt2::Model> model_;
-  std::unique_ptr<GradReducer> reducer_;
+  std::unique_ptr<GradReducer> reducer_;  // or, with server_aggregation:
+  std::unique_ptr<GradPusher> pusher_;
   std::unique_ptr<ParamWindow> window_;  // stage 3
   std::unique_ptr<LocalAdamW> adamw_;    // stage 0
   int micro_ = 0;                        // micro-batches done in this step

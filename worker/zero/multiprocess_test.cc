@@ -1,6 +1,7 @@
 // Real processes: W zeroshard-train-worker processes over UCX on loopback
 // (W=2 flat, W=4 as 2 nodes x 2 local ranks) and K=2 real shard servers,
-// stage 3 (and 3 + offload), configured by a DeepSpeed JSON config and
+// stage 3 (and 3 + offload, and 2 with server-side aggregation),
+// configured by a DeepSpeed JSON config and
 // reading a token file, must end with the bits of the in-process run of the
 // same spec (threads, flat collectives, testing.h).
 #include <sys/stat.h>
@@ -28,8 +29,9 @@ std::string TempDir() {
 }
 
 // Real token files (the binary's --data and io::DataLoader on both sides).
-TrainSpec Spec(bool offload) {
-  TrainSpec s = TinySpec(3, offload, "multiprocess_test");
+TrainSpec Spec(int stage, bool offload, bool aggregate) {
+  TrainSpec s = TinySpec(stage, offload, "multiprocess_test");
+  s.zero.server_aggregation = aggregate;
   s.steps = 4;
   s.seed = 5;
   auto tokens = WriteTestTokens("multiprocess_tokens", 4096, 64, 5);
@@ -108,13 +110,15 @@ struct Case {
   const char* name;
   int world, local;
   bool offload;
+  int stage = 3;
+  bool aggregate = false;
 };
 
 class MultiprocessTest : public ::testing::TestWithParam<Case> {};
 
-TEST_P(MultiprocessTest, Stage3ProcessesMatchTheInProcessRun) {
+TEST_P(MultiprocessTest, ProcessesMatchTheInProcessRun) {
   const Case& c = GetParam();
-  const TrainSpec spec = Spec(c.offload);
+  const TrainSpec spec = Spec(c.stage, c.offload, c.aggregate);
   auto want = RunInProcess(spec, c.world, 2);
   ASSERT_TRUE(want.ok()) << want.status();
   const std::vector<float> got = RunProcesses(spec, c.world, c.local, c.name);
@@ -122,13 +126,13 @@ TEST_P(MultiprocessTest, Stage3ProcessesMatchTheInProcessRun) {
   EXPECT_EQ(FirstDifference(got, (*want)[0].params), -1);
 }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, MultiprocessTest,
-                         ::testing::Values(Case{"w2_flat", 2, 1, false},
-                                           Case{"w2_offload", 2, 1, true},
-                                           Case{"w4_two_nodes", 4, 2, false}),
-                         [](const auto& info) {
-                           return std::string(info.param.name);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, MultiprocessTest,
+    ::testing::Values(Case{"w2_flat", 2, 1, false},
+                      Case{"w2_offload", 2, 1, true},
+                      Case{"w4_two_nodes", 4, 2, false},
+                      Case{"w4_aggregated", 4, 2, false, 2, true}),
+    [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace zeroshard::zero

@@ -21,7 +21,13 @@ ParamWindow::ParamWindow(const gpt2::ParamLayout& layout,
     u.part =
         PartOf(pu.range, comm->size(), comm->rank(), comm->part_alignment());
     u.offset = offset;
-    if (!options_.offload) offset += u.part.size();
+    u.persistent = IsPersistent(pu, options_.persistence_threshold);
+    if (u.persistent) {
+      u.state = State::kLive;
+      persistent_elements_ += pu.range.size();
+    } else if (!options_.offload) {
+      offset += u.part.size();
+    }
     units_.push_back(std::move(u));
   }
   partition_.assign(offset, 0.0f);
@@ -30,13 +36,17 @@ ParamWindow::ParamWindow(const gpt2::ParamLayout& layout,
 }
 
 absl::Status ParamWindow::FetchPartition() {
-  if (options_.offload) return absl::OkStatus();
   std::vector<std::future<absl::Status>> fetches;
   for (const Unit& u : units_) {
-    if (u.part.empty()) continue;
-    fetches.push_back(client_->GatherAsync(u.part, v1::DTYPE_FP32,
-                                           partition_.data() + u.offset));
-    stats_->server_gather.Add(0, 4 * u.part.size());
+    // A persistent unit whole, in place; otherwise this rank's part.
+    const Range r = u.persistent       ? u.unit.range
+                    : options_.offload ? Range()
+                                       : u.part;
+    if (r.empty()) continue;
+    float* to =
+        u.persistent ? params_.data() + r.begin : partition_.data() + u.offset;
+    fetches.push_back(client_->GatherAsync(r, v1::DTYPE_FP32, to));
+    stats_->server_gather.Add(0, 4 * r.size());
   }
   absl::Status first;
   for (auto& f : fetches) {
@@ -93,6 +103,7 @@ absl::Status ParamWindow::OnEvent(const gpt2::ParamEvent& e) {
   const int index =
       UnitIndex(e.part, e.layer, static_cast<int>(units_.size()) - 2);
   Unit& u = units_[index];
+  // Persistent units are always live: Start and Finish leave them alone.
   if (e.kind == gpt2::ParamEvent::Kind::kNeeded) {
     if (cursor_ >= schedule_.size() || schedule_[cursor_] != index) {
       return absl::InternalError(
@@ -107,7 +118,8 @@ absl::Status ParamWindow::OnEvent(const gpt2::ParamEvent& e) {
     }
     return Finish(u);
   }
-  // kReleased: keep what the next two needs use again.
+  // kReleased: keep persistent units and what the next two needs use again.
+  if (u.persistent) return absl::OkStatus();
   for (size_t j = cursor_; j < std::min(schedule_.size(), cursor_ + 2); ++j) {
     if (schedule_[j] == index) return absl::OkStatus();
   }

@@ -14,6 +14,15 @@
 //                 norm and embeddings stay live from forward's LM head to
 //                 backward's).
 //
+// Persistent units (at most `persistence_threshold` elements, zero_plan.h
+// IsPersistent; DeepSpeed's stage3_param_persistence_threshold): every rank
+// keeps them whole in the model buffer, with or without offload.
+// FetchPartition fetches each one whole from the servers (4·|unit| bytes
+// per rank per refresh instead of 4·|unit|/W; no collective, so a failed
+// fetch on one rank cannot leave the others waiting in an all-gather);
+// needing one issues nothing, releasing one keeps it, and their bytes are
+// counted in partition_bytes(), never in the live window.
+//
 // Every decision depends on the schedule only, never on timing, so all
 // ranks issue the same collectives in the same order.
 //
@@ -40,6 +49,8 @@ struct ParamWindowOptions {
   bool offload = false;
   int prefetch = 1;
   bool poison = true;
+  // Units of at most this many elements are persistent; 0: none.
+  uint64_t persistence_threshold = 0;
 };
 
 class ParamWindow {
@@ -55,7 +66,9 @@ class ParamWindow {
   // any other call).
   void set_stats(StepStats* stats) { stats_ = stats; }
 
-  // Fetches this rank's part of every unit from the servers (not offload).
+  // Fetches what this rank keeps from the servers: its part of every
+  // partitioned unit (none with offload) and every persistent unit whole.
+  // After each commit; until the first call persistent units are NaN.
   absl::Status FetchPartition();
 
   // The model's ParamHook.
@@ -63,16 +76,21 @@ class ParamWindow {
   // After each Backward: checks the schedule ran to its end, nothing live.
   absl::Status EndMicroBatch();
 
-  // Bytes of this rank's parts (0 with offload).
-  uint64_t partition_bytes() const { return 4 * partition_.size(); }
+  // Bytes kept between uses: this rank's parts (none with offload) plus
+  // the persistent units whole.
+  uint64_t partition_bytes() const {
+    return 4 * (partition_.size() + persistent_elements_);
+  }
+  // Gathered or in-flight units now (persistent ones not counted).
   uint64_t live_bytes() const { return live_bytes_; }
 
  private:
   enum class State { kIdle, kInFlight, kLive };
   struct Unit {
     ParamUnit unit;
-    Range part;           // this rank's part (flat)
-    uint64_t offset = 0;  // of the part in partition_
+    Range part;               // this rank's part (flat)
+    uint64_t offset = 0;      // of the part in partition_
+    bool persistent = false;  // kept whole, always kLive
     State state = State::kIdle;
     collective::CollectiveOp gather;  // not offload
     std::future<absl::Status> fetch;  // offload
@@ -89,6 +107,7 @@ class ParamWindow {
   std::vector<int> schedule_;
   size_t cursor_ = 0;  // next need in schedule_
   std::vector<float> partition_;
+  uint64_t persistent_elements_ = 0;
   uint64_t live_bytes_ = 0;
   StepStats* stats_ = nullptr;
 };

@@ -2,8 +2,12 @@
 // 3 + offload_param=server compute bit-identical parameters (and losses) for
 // every server count K, with W ranks as threads and real shard servers;
 // clipping is on and active; a rerun gives the same bits. Also without
-// overlap (stage 2) and with stage 3 prefetch depths 0 and 3.
+// overlap (stage 2), with stage 3 prefetch depths 0 and 3, and with stage 3
+// persistence thresholds (both offload modes): 0 (nothing persistent, the
+// plain stage 3 cases), 3000 (the embeddings and final norm kept whole) and
+// DeepSpeed's default 1e5 (every unit of the tiny model).
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -40,18 +44,23 @@ TEST_P(StagesTest, AllStagesAndServerCountsGiveTheSameBits) {
     bool offload;
     bool overlap = true;
     int prefetch = 1;
+    uint64_t threshold = 0;
   };
-  for (Variant v : {Variant{1, false}, Variant{2, false}, Variant{3, false},
-                    Variant{3, true}, Variant{2, false, false},
-                    Variant{3, false, true, 0}, Variant{3, true, true, 3}}) {
+  for (Variant v :
+       {Variant{1, false}, Variant{2, false}, Variant{3, false},
+        Variant{3, true}, Variant{2, false, false}, Variant{3, false, true, 0},
+        Variant{3, true, true, 3}, Variant{3, false, true, 1, 3000},
+        Variant{3, true, true, 1, 3000}, Variant{3, true, true, 0, 100000}}) {
     for (uint32_t k : {1u, 2u, 3u}) {
       SCOPED_TRACE("stage " + std::to_string(v.stage) +
                    (v.offload ? "+offload" : "") +
-                   " overlap=" + std::to_string(v.overlap) + " prefetch=" +
-                   std::to_string(v.prefetch) + " K=" + std::to_string(k));
+                   " overlap=" + std::to_string(v.overlap) +
+                   " prefetch=" + std::to_string(v.prefetch) + " threshold=" +
+                   std::to_string(v.threshold) + " K=" + std::to_string(k));
       TrainSpec spec = Spec(v.stage, v.offload);
       spec.zero.overlap_comm = v.overlap;
       spec.zero.stage3_prefetch_units = v.prefetch;
+      spec.zero.stage3_param_persistence_threshold = v.threshold;
       auto got = RunInProcess(spec, world, k);
       ASSERT_TRUE(got.ok()) << got.status();
       for (int r = 0; r < world; ++r) {
@@ -64,8 +73,9 @@ TEST_P(StagesTest, AllStagesAndServerCountsGiveTheSameBits) {
           EXPECT_EQ(res.stats[s].clip_coef, (*base)[r].stats[s].clip_coef);
         }
       }
-      std::printf("W=%d stage %d%s K=%u: %s\n", world, v.stage,
-                  v.offload ? "+offload" : "", k,
+      std::printf("W=%d stage %d%s threshold %llu K=%u: %s\n", world, v.stage,
+                  v.offload ? "+offload" : "",
+                  static_cast<unsigned long long>(v.threshold), k,
                   DescribeStepStats((*got)[0].stats.back()).c_str());
     }
   }

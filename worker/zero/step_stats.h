@@ -6,9 +6,11 @@
 // Bytes held (fp32 training: 4-byte parameters, gradients and moments; the
 // parameters are their own master copy, so the optimizer holds m and v):
 //   param_bytes      stages 0-2: 4Ψ (full copy); stage 3: 4·(this rank's
-//                    part of every unit); stage 3 + offload: 0
+//                    part of every unit) + 4·(persistent units, whole);
+//                    stage 3 + offload: 4·(persistent units)
 //   grad_bytes       stages 0-1: 4Ψ (full-size accumulation buffer);
-//                    stages 2-3: 4·(this rank's part of every bucket)
+//                    stages 2-3: 4·(this rank's part of every bucket);
+//                    server-side aggregation: 0 (pushed per micro-batch)
 //   optimizer_bytes  stage 0: 8Ψ (m, v); stages 1-3: 0 (on the servers)
 // Not counted (like activations): the model's full-size per-micro-batch
 // gradient buffer that backward writes and the buckets reduce in place, and

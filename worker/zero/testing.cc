@@ -175,14 +175,15 @@ std::string DeepSpeedJson(const TrainSpec& spec, uint32_t alignment) {
       "betas": [%.17g, %.17g], "eps": %.17g, "weight_decay": %.17g}},
   "zero_optimization": {"stage": %d, "overlap_comm": %s,
       "reduce_bucket_size": %d, "stage3_prefetch_bucket_size": %d,
-      "stage3_param_persistence_threshold": 0,
+      "stage3_param_persistence_threshold": %d,
       "offload_param": {"device": "%s"}},
-  "zeroshard": {"alignment": %d}})",
+  "zeroshard": {"alignment": %d, "server_aggregation": %s}})",
       z.micro_batch, z.gradient_accumulation_steps, z.gradient_clipping,
       z.lr_schedule.lr, z.beta1, z.beta2, z.eps, z.weight_decay, z.stage,
       z.overlap_comm ? "true" : "false", z.reduce_bucket_size,
       largest * static_cast<uint64_t>(z.stage3_prefetch_units),
-      offload ? "server" : "none", alignment);
+      z.stage3_param_persistence_threshold, offload ? "server" : "none",
+      alignment, z.server_aggregation ? "true" : "false");
 }
 
 std::vector<std::string> TrainWorkerFlags(const TrainSpec& s,

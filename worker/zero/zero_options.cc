@@ -36,6 +36,10 @@ absl::Status ValidateZeroOptions(const ZeroOptions& o) {
   if (o.offload_param_server && o.stage != 3) {
     return bad("offload_param_server", "true", "needs stage 3");
   }
+  if (o.server_aggregation && o.stage == 0) {
+    return bad("server_aggregation", "true",
+               "needs stage 1-3 (stage 0 has no servers)");
+  }
   if (o.threads < 1) return bad("threads", o.threads, "must be >= 1");
   if (o.checkpoint_interval < 0) {
     return bad("checkpoint_interval", o.checkpoint_interval, "must be >= 0");

@@ -34,12 +34,23 @@ struct ZeroOptions {
   // Stage 3: parameter units (embeddings, blocks, final norm) gathered
   // ahead of their use.
   int stage3_prefetch_units = 1;
+  // Stage 3: a parameter unit of at most this many elements is persistent:
+  // every rank keeps it whole, fetched from the servers after each commit,
+  // and never gathers or releases it (param_window.h). 0: none.
+  uint64_t stage3_param_persistence_threshold = 0;
   // Stage 3: keep no parameter partition on the worker; fetch each unit
   // from the shard servers (one slice per rank, then all-gathered).
   bool offload_param_server = false;
   // Reduce buckets while backward continues (async collectives issued from
   // the gradient hook); false: reduce after backward, one bucket at a time.
   bool overlap_comm = true;
+  // Stages 1-3: workers do not reduce gradients among themselves; each
+  // rank pushes every micro-batch's gradient buckets (scaled by 1/(W·gas))
+  // to the servers as contribution micro·W + rank, and the servers sum the
+  // W·gas contributions in that order. The gradient norm, clip coefficient
+  // and skip then come from the servers' prepare (zeroshard.
+  // server_aggregation).
+  bool server_aggregation = false;
   // Stage 3: fill released parameter ranges with NaN so that a use after
   // release shows up in the loss (the CPU model keeps a full-size buffer).
   bool poison_released_params = true;

@@ -32,6 +32,19 @@ std::vector<ParamUnit> ParamUnits(const gpt2::ParamLayout& layout) {
   return units;
 }
 
+bool IsPersistent(const ParamUnit& unit, uint64_t threshold) {
+  return threshold > 0 && unit.range.size() <= threshold;
+}
+
+uint64_t PersistentElements(const gpt2::ParamLayout& layout,
+                            uint64_t threshold) {
+  uint64_t n = 0;
+  for (const ParamUnit& u : ParamUnits(layout)) {
+    if (IsPersistent(u, threshold)) n += u.range.size();
+  }
+  return n;
+}
+
 int UnitIndex(gpt2::GradSegment::Part part, int layer, int num_layers) {
   switch (part) {
     case gpt2::GradSegment::Part::kEmbeddings:

@@ -11,7 +11,9 @@
 // depend on Ψ, S and A only: equal for every stage and server count.
 //
 // Parameter units (stage 3): the embeddings, each block, the final norm,
-// indexed 0, 1..L, L+1. Rank r keeps part r of each unit.
+// indexed 0, 1..L, L+1. Rank r keeps part r of each unit, except that a
+// persistent unit (at most stage3_param_persistence_threshold elements) is
+// kept whole on every rank.
 #ifndef ZEROSHARD_WORKER_ZERO_ZERO_PLAN_H_
 #define ZEROSHARD_WORKER_ZERO_ZERO_PLAN_H_
 
@@ -40,6 +42,15 @@ struct ParamUnit {
 
 // Units in index order: embeddings, blocks 0..L-1, final norm.
 std::vector<ParamUnit> ParamUnits(const gpt2::ParamLayout& layout);
+
+// Whether `unit` is persistent under `threshold` (elements; 0: none is).
+// DeepSpeed's rule (numel <= threshold), applied to whole units rather than
+// to single tensors.
+bool IsPersistent(const ParamUnit& unit, uint64_t threshold);
+
+// Elements of the persistent units of `layout` (Ψp).
+uint64_t PersistentElements(const gpt2::ParamLayout& layout,
+                            uint64_t threshold);
 
 // Index of the unit of (part, layer) for a model of L layers.
 int UnitIndex(gpt2::GradSegment::Part part, int layer, int num_layers);
