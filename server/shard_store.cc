@@ -73,6 +73,9 @@ void WireToFp32(v1::DType dtype, const void* data, float* out, uint64_t n) {
 // ------------------------------------------------------------- PushSession
 
 PushSession::~PushSession() {
+  // The writer waits for its I/O: a new push may claim the range once it
+  // is released.
+  writer_.reset();
   if (store_ != nullptr && !duplicate_ && !finished_) store_->ReleasePush(this);
 }
 
@@ -96,14 +99,10 @@ absl::Status PushSession::AddChunk(const void* data, size_t bytes) {
                      " elements")));
   }
   if (dst_ == nullptr) {
-    const uint64_t rel = range_.begin - store_->owned_.begin + received_;
-    absl::Status s = store_->PushToTier(slot_, rel, data, dtype_, n);
-    if (!s.ok()) return s;
-    received_ += n;
-    store_->bytes_pushed_.fetch_add(bytes);
-    return absl::OkStatus();
+    ZS_RETURN_IF_ERROR(store_->PushToTier(this, data, n));
+  } else {
+    WireToFp32(dtype_, data, dst_ + received_, n);
   }
-  WireToFp32(dtype_, data, dst_ + received_, n);
   received_ += n;
   store_->bytes_pushed_.fetch_add(bytes);
   return absl::OkStatus();
@@ -116,6 +115,7 @@ absl::Status PushSession::Finish() {
         absl::StrCat("contribution ended after ", received_, " of ", length_,
                      " announced elements")));
   }
+  if (writer_ != nullptr) ZS_RETURN_IF_ERROR(writer_->Finish());
   store_->FinishPush(this);
   finished_ = true;
   return absl::OkStatus();
@@ -311,19 +311,24 @@ absl::Status ShardStore::CreateTier(const v1::SeededInit& init) {
   return tier_->Flush();
 }
 
-absl::Status ShardStore::PushToTier(uint32_t slot, uint64_t rel,
-                                    const void* data, v1::DType dtype,
+absl::Status ShardStore::PushToTier(PushSession* session, const void* data,
                                     uint64_t n) {
-  std::vector<float> converted;
   const float* fp32 = static_cast<const float*>(data);
-  if (dtype != v1::DTYPE_FP32) {
-    converted.resize(n);
-    WireToFp32(dtype, data, converted.data(), n);
-    fp32 = converted.data();
+  if (session->dtype_ != v1::DTYPE_FP32) {
+    session->converted_.resize(n);
+    WireToFp32(session->dtype_, data, session->converted_.data(), n);
+    fp32 = session->converted_.data();
   }
-  if (slot > 0) return slot_files_->Write(slot, rel, fp32, n);
-  absl::MutexLock g(&grad_mu_);
-  return tier_->WriteGrad(rel, fp32, n);
+  const uint64_t rel = session->range_.begin - owned_.begin;
+  if (session->slot_ > 0) {
+    return slot_files_->Write(session->slot_, rel + session->received_, fp32,
+                              n);
+  }
+  if (session->writer_ == nullptr) {
+    ZS_ASSIGN_OR_RETURN(session->writer_,
+                        tier_->NewGradWriter(rel, session->length_));
+  }
+  return session->writer_->Append(fp32, n);
 }
 
 void ShardStore::RefreshServing(uint64_t begin, uint64_t end) {

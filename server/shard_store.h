@@ -13,6 +13,12 @@
 // pushes go straight into the tier's gradient (each range is received once
 // per step and overwritten the next); with more slots the slot buffers stay
 // in RAM, are summed as above and the sum written to the tier at Prepare.
+// A push into the tier streams through a storage::GradWriter (the NVMe
+// tier's stages whole file chunks and writes them without reading: RAM per
+// push in flight in nvme_tier.h). Elements of a push that breaks off may
+// already be in the tier, but never visibly: its range is released, and
+// Prepare reduces only once pushes that finished cover every element, each
+// of them having overwritten its whole range.
 // Both routes give bit-identical results (same arithmetic, same order).
 //
 // Step protocol (one step at a time, numbered by committed steps `step`):
@@ -171,6 +177,9 @@ class PushSession {
   v1::DType dtype_ = v1::DTYPE_UNSPECIFIED;
   std::string key_;
   float* dst_ = nullptr;  // slot buffer at range_.begin; null: the tier
+  // Slot 0 into the tier: made at the first chunk, finished by Finish.
+  std::unique_ptr<storage::GradWriter> writer_;
+  std::vector<float> converted_;  // a chunk in fp32 (bf16/fp16 pushes)
 };
 
 struct PrepareResult {
@@ -328,11 +337,10 @@ class ShardStore {
   // Registration's tier route: creates the tier, seeded init.
   absl::Status CreateTier(const v1::SeededInit& init)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Writes n pushed elements (wire `dtype`) at owned-relative `rel` into
-  // the gradient of `slot`: the tier's (slot 0) or a slot file.
-  absl::Status PushToTier(uint32_t slot, uint64_t rel, const void* data,
-                          v1::DType dtype, uint64_t n)
-      ABSL_LOCKS_EXCLUDED(grad_mu_);
+  // Writes the session's next n pushed elements (its wire dtype) into the
+  // gradient of its slot: the tier's (slot 0, through its GradWriter) or a
+  // slot file.
+  absl::Status PushToTier(PushSession* session, const void* data, uint64_t n);
   // Restores `manifest` (complete) with the new epoch; see Restore.
   absl::Status RestoreManifest(const v1::CheckpointManifest& manifest,
                                uint64_t epoch)
@@ -424,7 +432,7 @@ class ShardStore {
   // Set once at registration when options_.make_tier is; then buf_ holds
   // only the slot buffers (none with one slot).
   std::unique_ptr<storage::StorageTier> tier_;
-  absl::Mutex grad_mu_;  // serialises the tier's gradient writes
+  absl::Mutex grad_mu_;  // serialises Prepare's gradient reads and writes
   // Set once at registration with a tier, several slots and
   // options_.grad_slot_dir: slots 1.. (slot 0 is the tier's gradient).
   std::unique_ptr<storage::SlotFiles> slot_files_;

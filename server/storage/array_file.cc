@@ -88,7 +88,7 @@ absl::Status ArrayFile::Verify(uint64_t j, const void* data) const {
 
 void ArrayFile::Record(uint64_t j, const void* data) {
   crcs_[j] = Crc32c(data, chunk_len(j));
-  if (!zero_.empty()) zero_[j] = false;
+  if (!zero_.empty()) zero_[j] = 0;
 }
 
 absl::Status ArrayFile::ReadChunk(uint64_t j, void* buf) const {
@@ -106,7 +106,7 @@ absl::Status ArrayFile::WriteChunk(uint64_t j, const void* buf) {
   return absl::OkStatus();
 }
 
-void ArrayFile::ZeroAll() { zero_.assign(crcs_.size(), true); }
+void ArrayFile::ZeroAll() { zero_.assign(crcs_.size(), 1); }
 
 absl::Status ArrayFile::ReadElems(uint64_t first, uint64_t n, void* out,
                                   const AlignedBuffer& scratch) const {

@@ -11,8 +11,9 @@
 // zeros without I/O until written.
 //
 // Errors: the Env's, and DATA_LOSS "checksum mismatch in <path> chunk j".
-// Threading: Read*/Verify are thread-safe; writers are serialised by the
-// caller and must not overlap readers of the same chunk.
+// Threading: Read*/Verify are thread-safe; writers of the same chunk are
+// serialised by the caller and must not overlap readers of that chunk
+// (writers of different chunks may run concurrently; ZeroAll may not).
 #ifndef ZEROSHARD_SERVER_STORAGE_ARRAY_FILE_H_
 #define ZEROSHARD_SERVER_STORAGE_ARRAY_FILE_H_
 
@@ -83,7 +84,8 @@ class ArrayFile {
   ArrayHeader header_;
   uint64_t data_bytes_;  // padded to kIoAlign
   std::vector<uint32_t> crcs_;
-  std::vector<bool> zero_;
+  // Bytes, not bits: writers of different chunks mark them concurrently.
+  std::vector<uint8_t> zero_;
 };
 
 // Bytes the elements of an array take on disk (padded) and its chunk count.

@@ -353,6 +353,7 @@ absl::Status NvmeTier::EditGrad(uint64_t offset, const float* data, uint64_t n,
     return absl::OkStatus();
   }
   AlignedBuffer scratch(options_.block_size, &account_);
+  absl::MutexLock l(&grad_mu_);
   return grad_file_->EditElems(
       offset, n, !add, scratch,
       [&](char* chunk, uint64_t first, uint64_t lo, uint64_t hi) {
@@ -373,6 +374,15 @@ absl::Status NvmeTier::WriteGrad(uint64_t offset, const float* data,
 
 absl::Status NvmeTier::AddGrad(uint64_t offset, const float* data, uint64_t n) {
   return EditGrad(offset, data, n, true);
+}
+
+absl::StatusOr<std::unique_ptr<GradWriter>> NvmeTier::NewGradWriter(
+    uint64_t offset, uint64_t n) {
+  if (grad_file_ == nullptr) return StorageTier::NewGradWriter(offset, n);
+  ZS_RETURN_IF_ERROR(CheckRange(offset, n));
+  return std::make_unique<FileGradWriter>(grad_file_.get(), engine_.get(),
+                                          &grad_mu_, &account_, offset, n,
+                                          kGradWriterChunks);
 }
 
 absl::Status NvmeTier::ReadGrad(uint64_t offset, uint64_t n, float* out) {

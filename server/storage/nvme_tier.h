@@ -38,7 +38,8 @@
 // Memory: buffer_count × sub_group_size × 18 bytes (14 with kRam grads,
 // which then need 4 bytes per element more), the read cache
 // (read_cache_bytes), one scratch chunk per Read*/Write* call in progress,
-// and 16 bytes of CRC per block_size chunk per array. Stats() reports it.
+// up to 2 × kGradWriterChunks + 1 chunks per GradWriter open, and 16 bytes
+// of CRC per block_size chunk per array. Stats() reports it.
 //
 // Threading: as in tier.h. Read* hold a shared lock on the committed
 // generation; Step takes the exclusive lock only to switch generations.
@@ -57,6 +58,7 @@
 #include "common/thread_pool.h"
 #include "server/storage/array_file.h"
 #include "server/storage/buffer.h"
+#include "server/storage/grad_writer.h"
 #include "server/storage/io_engine.h"
 #include "server/storage/manifest.h"
 #include "server/storage/read_cache.h"
@@ -124,6 +126,11 @@ class NvmeTier : public StorageTier {
   absl::Status AddGrad(uint64_t offset, const float* data, uint64_t n) override;
   absl::Status ReadGrad(uint64_t offset, uint64_t n, float* out) override;
   absl::Status ZeroGrad() override;
+  // With kDisk gradients a FileGradWriter (grad_writer.h): RAM
+  // 2 × kGradWriterChunks × block_size (+ one chunk) per writer open.
+  absl::StatusOr<std::unique_ptr<GradWriter>> NewGradWriter(
+      uint64_t offset, uint64_t n) override;
+  static constexpr int kGradWriterChunks = 4;
   absl::Status Step(const std::vector<AdamWHyper>& hypers) override;
   absl::Status Flush() override;
   absl::Status Snapshot(const std::string& dir) override;
@@ -174,8 +181,11 @@ class NvmeTier : public StorageTier {
   std::atomic<bool> shared_{false};
   uint64_t next_generation_ = 0;  // never reused, even after a failed step
 
-  // Gradients: a file (kDisk) or an array (kRam). Caller-serialised.
+  // Gradients: a file (kDisk) or an array (kRam). Caller-serialised, except
+  // that GradWriters of disjoint ranges run concurrently: edits of chunks
+  // they share (and EditGrad's) take grad_mu_.
   std::unique_ptr<ArrayFile> grad_file_;
+  absl::Mutex grad_mu_;
   AlignedBuffer grad_ram_;
   // Pipeline buffers, allocated at the first step and kept.
   struct SubBuffer {

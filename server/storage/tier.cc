@@ -32,5 +32,46 @@ absl::Status ValidateLayout(const TierLayout& layout) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// StorageTier::NewGradWriter's default: each Append is a WriteGrad.
+class ForwardingGradWriter : public GradWriter {
+ public:
+  ForwardingGradWriter(StorageTier* tier, uint64_t offset, uint64_t n)
+      : tier_(tier), next_(offset), end_(offset + n) {}
+  absl::Status Append(const float* data, uint64_t count) override {
+    if (count > end_ - next_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "gradient writer: ", count, " elements past the range's end"));
+    }
+    absl::Status s = tier_->WriteGrad(next_, data, count);
+    if (s.ok()) next_ += count;
+    return s;
+  }
+  absl::Status Finish() override {
+    if (next_ == end_) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gradient writer finished ", end_ - next_, " elements short"));
+  }
+
+ private:
+  StorageTier* const tier_;
+  uint64_t next_;
+  const uint64_t end_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<GradWriter>> StorageTier::NewGradWriter(
+    uint64_t offset, uint64_t n) {
+  const uint64_t size = layout().size;
+  if (offset > size || n > size - offset) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gradient range [", offset, ", ", offset + n,
+                     ") is outside the tier's [0, ", size, ")"));
+  }
+  return std::make_unique<ForwardingGradWriter>(this, offset, n);
+}
+
 }  // namespace storage
 }  // namespace zeroshard

@@ -21,15 +21,19 @@
 // Threading: Read* calls may run concurrently with each other and with Step
 // (they see the last committed step). Write*/Add*/ZeroGrad/Step/Snapshot/
 // Flush are serialised by the caller (the store's step protocol does this:
-// gradients are written before Prepare, Step runs in Commit).
+// gradients are written before Prepare, Step runs in Commit). GradWriters
+// of disjoint ranges may run concurrently with each other (not with those
+// calls).
 #ifndef ZEROSHARD_SERVER_STORAGE_TIER_H_
 #define ZEROSHARD_SERVER_STORAGE_TIER_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "server/optim/adamw.h"
 
 namespace zeroshard {
@@ -74,6 +78,20 @@ struct TierStats {
   bool direct_io = false;  // every state file opened with O_DIRECT
 };
 
+// Overwrites the gradient accumulator's g[offset, offset + n) from elements
+// appended in order (one push stream). Elements appended may reach the
+// tier before Finish; a writer destroyed unfinished leaves them written (as
+// the WriteGrad calls it replaces would have) and waits for its I/O first.
+class GradWriter {
+ public:
+  virtual ~GradWriter() = default;
+  // The next `count` elements; INVALID_ARGUMENT past n.
+  virtual absl::Status Append(const float* data, uint64_t count) = 0;
+  // OK once all n elements are in the tier; INVALID_ARGUMENT if fewer
+  // were appended.
+  virtual absl::Status Finish() = 0;
+};
+
 class StorageTier {
  public:
   virtual ~StorageTier() = default;
@@ -104,6 +122,11 @@ class StorageTier {
                                uint64_t n) = 0;
   virtual absl::Status ReadGrad(uint64_t offset, uint64_t n, float* out) = 0;
   virtual absl::Status ZeroGrad() = 0;
+  // A writer of g[offset, offset + n) (INVALID_ARGUMENT outside the tier).
+  // The default forwards each Append to WriteGrad, which must then be safe
+  // for disjoint ranges run concurrently (RamTier's is).
+  virtual absl::StatusOr<std::unique_ptr<GradWriter>> NewGradWriter(
+      uint64_t offset, uint64_t n);
 
   // One AdamW step over every span with hypers[span.group] (hypers.size()
   // must be layout().num_groups()). Gradients are read, never changed.
