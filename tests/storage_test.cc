@@ -2,7 +2,11 @@
 // training run with --storage=ram and --storage=nvme must give bit-identical
 // fp32 masters and bf16 serving copies, the tier's I/O must show in
 // GetStats, and a bad, locked, reused or corrupt --nvme_path must stop the
-// server at start with one line naming the path.
+// server at start with one line naming the path. On a real, small tmpfs
+// (when the test may mount one): a model the disk cannot hold is refused
+// naming the path, and a disk that fills up mid-run fails the step with a
+// clear error and leaves the committed state as it was.
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -257,6 +261,76 @@ TEST(StorageTest, LockedReusedAndCorruptStateExitOne) {
   Corrupt(state + "/MANIFEST");
   EXPECT_EQ(RunServer(NvmeArgs(dir), dir + "/manifest.log", &out), 1);
   EXPECT_NE(out.find(state + "/MANIFEST"), std::string::npos) << out;
+}
+
+// A tmpfs of `bytes` at `dir`, unmounted when it goes away.
+class Tmpfs {
+ public:
+  Tmpfs(const std::string& dir, uint64_t bytes) : dir_(dir) {
+    mkdir(dir.c_str(), 0755);
+    mounted_ = mount("tmpfs", dir.c_str(), "tmpfs", 0,
+                     absl::StrCat("size=", bytes).c_str()) == 0;
+  }
+  ~Tmpfs() {
+    if (mounted_) umount2(dir_.c_str(), MNT_DETACH);
+  }
+  bool mounted() const { return mounted_; }
+
+ private:
+  std::string dir_;
+  bool mounted_ = false;
+};
+
+TEST(StorageTest, FullDiskRefusesTheModelOrFailsTheStepCleanly) {
+  const std::string dir = TmpDir("full");
+  Tmpfs disk(dir + "/disk", 4 << 20);
+  if (!disk.mounted()) {
+    GTEST_SKIP() << "cannot mount a tmpfs here (needs CAP_SYS_ADMIN)";
+  }
+  const std::string path = dir + "/disk";
+  auto fleet = Fleet(1, path, true);
+  ASSERT_NE(fleet, nullptr);
+  auto client = testing::Connect(*fleet);
+  ASSERT_NE(client, nullptr);
+  // ~460k elements need ~15 MiB: refused, naming the path.
+  absl::Status big = client->RegisterModel(testing::SmallSpec("full", 1, 20));
+  EXPECT_EQ(big.code(), absl::StatusCode::kResourceExhausted) << big;
+  EXPECT_NE(big.message().find(path), std::string::npos) << big;
+  EXPECT_NE(big.message().find("bytes free"), std::string::npos) << big;
+
+  // A model that fits trains a step; then the disk fills up.
+  const v1::ModelSpec spec = testing::SmallSpec("full", 1);
+  std::vector<float> before;
+  std::vector<uint16_t> served;
+  Train(*fleet, spec, true, v1::DTYPE_FP32, 1, &before, &served);
+  ASSERT_FALSE(HasFatalFailure());
+  {
+    std::ofstream filler(path + "/filler", std::ios::binary);
+    const std::string block(1 << 16, 'x');
+    while (filler.write(block.data(), block.size()) && filler.flush()) {
+    }
+  }
+  ASSERT_TRUE(client->RegisterModel(spec).ok());
+  const uint64_t total = client->plan().total();
+  std::vector<float> g(total, 0.25f);
+  absl::Status step = client->Push(Range{0, total}, v1::DTYPE_FP32, g.data(),
+                                   PushId{0, 1, 0, "full/1"});
+  if (step.ok()) {
+    auto norm = client->Prepare(0, 1);
+    step = norm.status();
+    if (step.ok()) step = client->Commit(0, 1, 1.0f, 1e-3, false);
+  }
+  std::printf("step on a full disk: %s\n", step.ToString().c_str());
+  EXPECT_EQ(step.code(), absl::StatusCode::kResourceExhausted) << step;
+  EXPECT_NE(step.message().find("No space left"), std::string::npos) << step;
+  // The committed state is the one before: step 1, the same bits.
+  std::vector<float> after(total);
+  uint64_t at = 0;
+  ASSERT_TRUE(
+      client->Gather(Range{0, total}, v1::DTYPE_FP32, after.data(), &at).ok());
+  EXPECT_EQ(at, 1u);
+  EXPECT_EQ(std::memcmp(after.data(), before.data(), 4 * total), 0);
+  unlink((path + "/filler").c_str());
 }
 
 }  // namespace
