@@ -30,16 +30,9 @@ constexpr int64_t kInflightBytes = 64ll << 20;
 // this many connections, beyond the baseline measured before the flood.
 constexpr int64_t kSlackBytes = 32ll << 20;
 
-// VmHWM or VmRSS of `pid`, in bytes.
+// VmHWM or VmRSS of `pid`, in bytes (tests/testing.h).
 int64_t ProcBytes(int pid, const std::string& field) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(field + ":", 0) == 0) {
-      return std::atoll(line.c_str() + field.size() + 1) * 1024;
-    }
-  }
-  return -1;
+  return static_cast<int64_t>(testing::ProcStatusBytes(pid, field));
 }
 
 v1::ModelSpec FloodSpec() {

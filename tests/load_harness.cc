@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -32,20 +31,6 @@ int K(uint64_t s, uint64_t i) {
 }
 float Grad(int w, uint64_t s, uint64_t i) {
   return static_cast<float>(K(s, i) * (w + 1)) * 0x1.0p-12f;
-}
-
-// Peak resident set (VmHWM) of process `pid`, in bytes; 0 if unknown.
-uint64_t VmHwm(int pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
-  std::string key;
-  uint64_t kib = 0;
-  while (in >> key) {
-    if (key == "VmHWM:") {
-      in >> kib;
-      return kib * 1024;
-    }
-  }
-  return 0;
 }
 
 }  // namespace
@@ -208,7 +193,8 @@ LoadResult RunLoad(const LoadOptions& o) {
   if (!r.status.ok()) return r;
   r.params_match = FirstBitDifference(p, reference.params()) == -1;
   for (uint32_t k = 0; k < o.servers; ++k) {
-    r.vm_hwm = std::max(r.vm_hwm, VmHwm(fleet->server(k).pid()));
+    r.vm_hwm =
+        std::max(r.vm_hwm, ProcStatusBytes(fleet->server(k).pid(), "VmHWM"));
   }
   return r;
 }

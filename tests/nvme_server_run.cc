@@ -8,7 +8,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <thread>
 
@@ -39,20 +38,6 @@ float Value(uint64_t s, uint64_t i) {
 float Init(uint64_t i) { return Value(0, i) * 0.05f; }
 float Grad(int step, uint64_t i) { return Value(1 + step, i); }
 double Lr(int step) { return 1e-3 * (step + 1); }
-
-// `field` ("VmRSS", "VmHWM") of /proc/<pid>/status in bytes; 0 if unknown.
-uint64_t ProcStatusBytes(pid_t pid, const std::string& field) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
-  const std::string key = field + ":";
-  std::string word;
-  while (in >> word) {
-    if (word != key) continue;
-    uint64_t kib = 0;
-    in >> kib;
-    return kib * 1024;
-  }
-  return 0;
-}
 
 // Samples the VmRSS of `pid` every 50 ms until destroyed.
 class RssSampler {

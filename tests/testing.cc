@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "common/dtype.h"
@@ -118,6 +119,19 @@ int64_t FirstBitDifference(const std::vector<float>& a,
     if (std::memcmp(&a[i], &b[i], 4) != 0) return static_cast<int64_t>(i);
   }
   return -1;
+}
+
+uint64_t ProcStatusBytes(int pid, const std::string& field) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+  const std::string key = field + ":";
+  std::string word;
+  while (in >> word) {
+    if (word != key) continue;
+    uint64_t kib = 0;
+    in >> kib;
+    return kib * 1024;
+  }
+  return 0;
 }
 
 }  // namespace zeroshard::testing

@@ -6,6 +6,7 @@
 #ifndef ZEROSHARD_TESTS_TESTING_H_
 #define ZEROSHARD_TESTS_TESTING_H_
 
+#include <cstdint>
 #include <memory>
 #include <random>
 #include <string>
@@ -58,6 +59,9 @@ class ReferenceAdamW {
 // Index of the first element where a and b differ bitwise, or -1.
 int64_t FirstBitDifference(const std::vector<float>& a,
                            const std::vector<float>& b);
+
+// `field` ("VmRSS", "VmHWM") of /proc/<pid>/status in bytes; 0 if unknown.
+uint64_t ProcStatusBytes(int pid, const std::string& field);
 
 }  // namespace zeroshard::testing
 

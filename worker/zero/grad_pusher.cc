@@ -49,11 +49,8 @@ void GradPusher::Issue(size_t k) {
 
 void GradPusher::OnSegment(const gpt2::GradSegment& segment) {
   if (!overlap_) return;
-  // Everything at or above segment.range.begin is final.
-  while (next_ < buckets_.size() &&
-         buckets_[next_].begin >= segment.range.begin) {
-    Issue(next_++);
-  }
+  const size_t end = FinalBuckets(buckets_, next_, segment.range.begin);
+  while (next_ < end) Issue(next_++);
 }
 
 void GradPusher::EndMicroBatch() {

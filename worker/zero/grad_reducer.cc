@@ -51,11 +51,8 @@ void GradReducer::Issue(size_t k) {
 
 void GradReducer::OnSegment(const gpt2::GradSegment& segment) {
   if (!overlap_) return;
-  // Everything at or above segment.range.begin is final.
-  while (next_ < buckets_.size() &&
-         buckets_[next_].begin >= segment.range.begin) {
-    Issue(next_++);
-  }
+  const size_t end = FinalBuckets(buckets_, next_, segment.range.begin);
+  while (next_ < end) Issue(next_++);
 }
 
 absl::Status GradReducer::EndMicroBatch() {

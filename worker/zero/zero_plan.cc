@@ -15,6 +15,12 @@ std::vector<Range> GradientBuckets(uint64_t num_params, uint64_t bucket_size,
   return out;
 }
 
+size_t FinalBuckets(const std::vector<Range>& buckets, size_t next,
+                    uint64_t final_from) {
+  while (next < buckets.size() && buckets[next].begin >= final_from) ++next;
+  return next;
+}
+
 Range PartOf(const Range& r, int world, int rank, uint32_t alignment) {
   const Range p = AlignedPartRange(r.size(), static_cast<uint32_t>(world),
                                    static_cast<uint32_t>(rank), alignment);

@@ -17,6 +17,7 @@
 #ifndef ZEROSHARD_WORKER_ZERO_ZERO_PLAN_H_
 #define ZEROSHARD_WORKER_ZERO_ZERO_PLAN_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -30,6 +31,12 @@ namespace zeroshard::zero {
 // bucket_size >= 1, alignment >= 1.
 std::vector<Range> GradientBuckets(uint64_t num_params, uint64_t bucket_size,
                                    uint32_t alignment);
+
+// Backward announced that every gradient at or above `final_from` is final:
+// the end of the run of `buckets` (GradientBuckets order) from `next` on
+// that are complete now.
+size_t FinalBuckets(const std::vector<Range>& buckets, size_t next,
+                    uint64_t final_from);
 
 // Part `rank` of `r` split over `world` ranks (flat coordinates).
 Range PartOf(const Range& r, int world, int rank, uint32_t alignment);
