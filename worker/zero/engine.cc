@@ -574,7 +574,9 @@ absl::Status ZeroEngine::LeaderCommit(uint64_t step, float clip_coef, double lr,
                                       bool skip,
                                       const v1::TrainerState* after) {
   const double start = NowSeconds();
-  absl::StatusOr<StepNorm> norm = client_->Prepare(epoch_, step);
+  // With server-side aggregation ServerDecision has prepared this step.
+  absl::StatusOr<StepNorm> norm =
+      pusher_ != nullptr ? StepNorm() : client_->Prepare(epoch_, step);
   absl::Status leader = norm.status();
   if (norm.ok() && norm->overflow && !skip) {
     leader = absl::DataLossError(absl::StrCat(

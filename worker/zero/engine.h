@@ -196,7 +196,8 @@ class ZeroEngine {
   // they are pushed during backward), then the leader commits.
   absl::Status PushAndCommit(float clip_coef, double lr, bool skip,
                              bool* rolled_back);
-  // Leader: prepare and commit `step` (with the workers' state after it).
+  // Leader: prepare (unless ServerDecision did) and commit `step` (with
+  // the workers' state after it).
   absl::Status LeaderCommit(uint64_t step, float clip_coef, double lr,
                             bool skip, const v1::TrainerState* after);
   // Fetches what this rank keeps from the servers, then (stages 0-2)
