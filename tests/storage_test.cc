@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/crc32c.h"
 #include "common/dtype.h"
 #include "common/subprocess.h"
 #include "gtest/gtest.h"
@@ -118,6 +119,9 @@ void CompareRamAndNvme(const Case& c) {
   ASSERT_EQ(diff, -1) << "element " << diff << ": " << p_ram[diff] << " vs "
                       << p_nvme[diff];
   ASSERT_EQ(s_ram, s_nvme);
+  std::printf("digest: %s params crc32c %08x served crc32c %08x\n",
+              tag.c_str(), Crc32c(p_ram.data(), p_ram.size() * 4),
+              Crc32c(s_ram.data(), s_ram.size() * 2));
 
   auto stats = testing::Connect(*nvme)->Stats();
   ASSERT_TRUE(stats.ok()) << stats.status();

@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "client/local_fleet.h"
 #include "client/shard_client.h"
+#include "common/crc32c.h"
 #include "worker/collective/host_communicator.h"
 #include "worker/collective/inprocess_transport.h"
 #include "worker/gpt2/reference_io.h"
@@ -142,6 +143,13 @@ absl::StatusOr<std::vector<TrainResult>> RunInProcessWith(
     }
     out.push_back(std::move(*results[r]));
   }
+  // A digest of rank 0's final parameters, so that two commits' runs can be
+  // compared bit for bit from their logs.
+  std::printf("digest: stage %d%s W=%d K=%u steps=%d params crc32c %08x\n",
+              spec.zero.stage, spec.zero.offload_param_server ? "+offload" : "",
+              world, fleet != nullptr ? static_cast<unsigned>(fleet->addresses().size()) : 0u, spec.steps,
+              Crc32c(out[0].params.data(), out[0].params.size() * 4));
+  std::fflush(stdout);
   return out;
 }
 
