@@ -7,10 +7,10 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "client/wire.h"
 #include "common/model_spec.h"
 #include "common/status_macros.h"
 #include "grpcpp/grpcpp.h"
+#include "proto/wire.h"
 
 namespace zeroshard {
 namespace {

@@ -15,12 +15,12 @@
 // Any flat range is split across the servers that own it (PartitionPlan)
 // and the pieces travel concurrently, one stream per piece, in chunks of at
 // most 1 MiB. Gather and Push exchange raw gRPC byte buffers in the
-// protocol's wire format (client/wire.h): a gathered chunk is copied once,
+// protocol's wire format (proto/wire.h): a gathered chunk is copied once,
 // from gRPC's receive slices into the caller's buffer; a pushed chunk is
 // sent from the caller's buffer without any copy in this process.
 //
 // Processes that move much data should call TuneMallocForTransfers()
-// (client/malloc_tuning.h) at the start of main().
+// (common/malloc_tuning.h) at the start of main().
 //
 // Every RPC has a deadline (options.deadline); UNAVAILABLE,
 // DEADLINE_EXCEEDED and ABORTED are retried with exponential backoff up to
@@ -42,7 +42,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "client/malloc_tuning.h"
+#include "common/malloc_tuning.h"
 #include "common/partition.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/security/credentials.h"

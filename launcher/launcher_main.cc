@@ -1,11 +1,9 @@
 // zeroshard: runs a job on this machine.
 //
 //   zeroshard train --config ds_config.json --data tokens.bin [flags]
-//   zeroshard smoke [--servers=2] [--workers=2] [--steps=30]
 //
 // `train` (train.h) trains GPT-2 with ZeRO: shard servers, W
-// zeroshard-train-worker processes, progress, metrics and a report.
-// `smoke` (smoke.h) trains the smoke task through real servers.
+// zeroshard-worker processes, progress, metrics and a report.
 //
 // Exit codes: 0 success, 1 the job failed, 2 bad command line.
 #include <cstdio>
@@ -13,7 +11,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/flags.h"
-#include "launcher/smoke.h"
 #include "launcher/train.h"
 
 namespace zeroshard {
@@ -25,9 +22,7 @@ int Main(int argc, char** argv) {
       "Commands:\n"
       "  train   train GPT-2 with ZeRO: shard servers and workers on this\n"
       "          machine, progress, metrics and a report\n"
-      "          (zeroshard train --help)\n"
-      "  smoke   start shard servers and workers on loopback and train the\n"
-      "          smoke task through them (zeroshard smoke --help)\n";
+      "          (zeroshard train --help)\n";
   if (argc < 2 || std::string(argv[1]) == "--help" ||
       std::string(argv[1]) == "-h" || std::string(argv[1]) == "help") {
     std::fputs(usage, argc < 2 ? stderr : stdout);
@@ -35,7 +30,6 @@ int Main(int argc, char** argv) {
   }
   const std::string command = argv[1];
   if (command == "train") return RunTrain(argc, argv);
-  if (command == "smoke") return RunSmoke(argc, argv);
   ExitWithError("zeroshard",
                 absl::StrCat("unknown command '", command, "'\n", usage));
 }

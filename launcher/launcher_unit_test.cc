@@ -11,7 +11,7 @@
 #include "launcher/log_tail.h"
 #include "launcher/progress.h"
 #include "launcher/report.h"
-#include "worker/zero/run_metrics.h"
+#include "worker/train/run_metrics.h"
 
 namespace zeroshard {
 namespace {
@@ -87,7 +87,7 @@ TEST(LogTailTest, FollowerReturnsCompleteLinesOnce) {
 }
 
 TEST(RunMetricsTest, RecordsReadBack) {
-  zero::StepStats s;
+  engine::StepStats s;
   s.step = 3;
   s.global_loss = 2.5;
   s.loss = 2.25;
@@ -99,18 +99,18 @@ TEST(RunMetricsTest, RecordsReadBack) {
   s.grad_bytes = 20;
   s.all_gather.Add(1000, 1000);
   s.server_push.Add(40, 0);
-  const std::string line = zero::StepRecord(s);
-  EXPECT_EQ(zero::JsonEvent(line), "step");
-  EXPECT_EQ(zero::JsonNumber(line, "step"), 3);
-  EXPECT_EQ(zero::JsonNumber(line, "loss"), 2.5);
-  EXPECT_EQ(zero::JsonNumber(line, "rank_loss"), 2.25);
-  EXPECT_EQ(zero::JsonNumber(line, "tokens_per_s"), 2048);
-  EXPECT_EQ(zero::JsonNumber(line, "model_state_bytes"), 120);
-  EXPECT_EQ(zero::JsonNumber(line, "bytes_moved"), 1040);
-  EXPECT_EQ(zero::JsonNumber(line, "skipped"), 0);
-  EXPECT_EQ(zero::JsonNumber(line, "no_such_key"), std::nullopt);
-  EXPECT_EQ(zero::JsonEvent(zero::EndRecord(1.5, 64)), "end");
-  EXPECT_EQ(zero::JsonNumber(zero::EndRecord(1.5, 64), "eval_loss"), 1.5);
+  const std::string line = train::StepRecord(s);
+  EXPECT_EQ(train::JsonEvent(line), "step");
+  EXPECT_EQ(train::JsonNumber(line, "step"), 3);
+  EXPECT_EQ(train::JsonNumber(line, "loss"), 2.5);
+  EXPECT_EQ(train::JsonNumber(line, "rank_loss"), 2.25);
+  EXPECT_EQ(train::JsonNumber(line, "tokens_per_s"), 2048);
+  EXPECT_EQ(train::JsonNumber(line, "model_state_bytes"), 120);
+  EXPECT_EQ(train::JsonNumber(line, "bytes_moved"), 1040);
+  EXPECT_EQ(train::JsonNumber(line, "skipped"), 0);
+  EXPECT_EQ(train::JsonNumber(line, "no_such_key"), std::nullopt);
+  EXPECT_EQ(train::JsonEvent(train::EndRecord(1.5, 64)), "end");
+  EXPECT_EQ(train::JsonNumber(train::EndRecord(1.5, 64), "eval_loss"), 1.5);
 }
 
 TEST(ReportTest, WritesMergedMetricsSvgAndSummary) {
@@ -118,15 +118,15 @@ TEST(ReportTest, WritesMergedMetricsSvgAndSummary) {
   std::system(("mkdir -p " + dir).c_str());
   for (int r = 0; r < 2; ++r) {
     std::ofstream out(absl::StrCat(dir, "/metrics-rank", r, ".jsonl"));
-    zero::RunInfo info;
+    train::RunInfo info;
     info.rank = r;
     info.world = 2;
     info.stage = 3;
     info.params = 1000;
     info.steps = 4;
-    out << zero::StartRecord(info) << "\n";
+    out << train::StartRecord(info) << "\n";
     for (int step = 1; step <= 4; ++step) {
-      zero::StepStats s;
+      engine::StepStats s;
       s.step = step;
       s.global_loss = 5.0 / step;
       s.tokens = 100;
@@ -134,9 +134,9 @@ TEST(ReportTest, WritesMergedMetricsSvgAndSummary) {
       s.param_bytes = 2000;
       s.grad_bytes = 2000;
       s.all_gather.Add(6000, 6000);
-      out << zero::StepRecord(s) << "\n";
+      out << train::StepRecord(s) << "\n";
     }
-    if (r == 0) out << zero::EndRecord(1.0, 64) << "\n";
+    if (r == 0) out << train::EndRecord(1.0, 64) << "\n";
   }
   auto summary = WriteRunReport(dir, 2);
   ASSERT_TRUE(summary.ok()) << summary.status();

@@ -8,13 +8,13 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "worker/engine/zero_theory.h"
-#include "worker/zero/run_metrics.h"
+#include "worker/train/run_metrics.h"
 
 namespace zeroshard {
 namespace {
 
-using zero::JsonEvent;
-using zero::JsonNumber;
+using train::JsonEvent;
+using train::JsonNumber;
 
 struct RankRecords {
   std::string start, end;

@@ -1,5 +1,5 @@
 // The end-of-run report of `zeroshard train`, from the workers' JSON-lines
-// records (worker/zero/run_metrics.h, one file per rank):
+// records (worker/train/run_metrics.h, one file per rank):
 //   metrics.jsonl  one line per step: step, loss, lr, grad_norm, loss_scale,
 //                  tokens_per_s, bytes_moved (rank 0), and per worker
 //                  model_state_bytes and bytes_moved (arrays in rank order)

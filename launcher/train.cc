@@ -16,16 +16,16 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "client/local_fleet.h"
 #include "client/shard_client.h"
 #include "common/flags.h"
 #include "common/status_macros.h"
 #include "common/subprocess.h"
+#include "fleet/local_fleet.h"
 #include "launcher/log_tail.h"
 #include "launcher/progress.h"
 #include "launcher/report.h"
 #include "launcher/train_options.h"
-#include "worker/zero/run_metrics.h"
+#include "worker/train/run_metrics.h"
 
 namespace zeroshard {
 namespace {
@@ -165,11 +165,11 @@ void Job::UpdateProgress() {
     }
   }
   for (const std::string& line : metrics_.ReadNewLines()) {
-    if (zero::JsonEvent(line) != "step") continue;
+    if (train::JsonEvent(line) != "step") continue;
     ProgressPoint p;
-    p.step = static_cast<int64_t>(zero::JsonNumber(line, "step").value_or(0));
-    p.loss = zero::JsonNumber(line, "loss").value_or(0);
-    tokens_ += zero::JsonNumber(line, "tokens").value_or(0);
+    p.step = static_cast<int64_t>(train::JsonNumber(line, "step").value_or(0));
+    p.loss = train::JsonNumber(line, "loss").value_or(0);
+    tokens_ += train::JsonNumber(line, "tokens").value_or(0);
     const double secs =
         std::chrono::duration<double>(Clock::now() - start_).count();
     p.tokens_per_s = secs > 0 ? tokens_ / secs : 0;
@@ -346,8 +346,7 @@ int RunTrain(int argc, char** argv) {
   for (const std::string& w : options->config_warnings) {
     std::printf("config warning: %s\n", w.c_str());
   }
-  auto worker_bin =
-      FindBinary("zeroshard-train-worker", {".", "../worker/zero"});
+  auto worker_bin = FindBinary("zeroshard-worker", {".", "../worker/train"});
   if (!worker_bin.ok()) {
     ExitWithError(kProg, std::string(worker_bin.status().message()));
   }

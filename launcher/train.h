@@ -1,7 +1,7 @@
 // `zeroshard train`: one ZeRO training job of GPT-2 on this machine.
 //
-// Starts K shard servers on loopback (client/local_fleet.h) unless the
-// options name running ones, then W zeroshard-train-worker processes with
+// Starts K shard servers on loopback (fleet/local_fleet.h) unless the
+// options name running ones, then W zeroshard-worker processes with
 // ZEROSHARD_RANK / _WORLD_SIZE / _LOCAL_RANK / _LOCAL_SIZE / _COORD in
 // their environment (rank 0 first: its UCX port is every other rank's
 // rendezvous). Each worker logs to <work_dir>/rank-<r>.log; the launcher

@@ -9,10 +9,10 @@
 #include "absl/strings/str_split.h"
 #include "common/flags.h"
 #include "common/status_macros.h"
+#include "worker/config/ds_options.h"
 #include "worker/io/data_loader.h"
 #include "worker/io/model_file.h"
 #include "worker/io/token_file.h"
-#include "worker/zero/ds_options.h"
 
 namespace zeroshard {
 namespace {
@@ -112,7 +112,7 @@ absl::Status Check(TrainOptions& o) {
   if (o.threads < 1) return Invalid("--threads must be >= 1");
   ZS_RETURN_IF_ERROR(CheckData(o));
   ZS_ASSIGN_OR_RETURN(
-      o.engine, engine::ParseDeepSpeedConfigFile(
+      o.engine, config::ParseDeepSpeedConfigFile(
                     o.config, static_cast<int>(o.workers), &o.config_warnings));
   if (!o.model_file.empty()) {
     ZS_ASSIGN_OR_RETURN(io::ModelFileInfo info,
@@ -126,8 +126,8 @@ absl::Status Check(TrainOptions& o) {
   } else {
     ZS_ASSIGN_OR_RETURN(o.model, ModelFromFlags(o));
   }
-  auto zero = zero::ZeroOptionsFromConfig(o.engine, o.model,
-                                          static_cast<int>(o.seq_len), nullptr);
+  auto zero = config::ZeroOptionsFromConfig(
+      o.engine, o.model, static_cast<int>(o.seq_len), nullptr);
   if (!zero.ok()) {
     return absl::Status(zero.status().code(),
                         absl::StrCat(o.config, ": ", zero.status().message()));
@@ -145,7 +145,7 @@ absl::StatusOr<TrainOptions> ParseTrainOptions(int argc, char** argv) {
       "zeroshard train --config ds_config.json --data tokens.bin [flags]\n\n"
       "Trains GPT-2 with ZeRO on this machine: starts shard servers (unless\n"
       "--server_addrs names running ones) and --workers "
-      "zeroshard-train-worker\n"
+      "zeroshard-worker\n"
       "processes, shows progress, writes metrics and a report to --work_dir.\n"
       "Flags may be spelled with '-' or '_' (--model-file = --model_file).");
   flags.String("config", &o.config, "DeepSpeed JSON config (required)");

@@ -20,9 +20,9 @@
 
 #include "absl/status/statusor.h"
 #include "client/security.h"
-#include "worker/engine/ds_config.h"
+#include "worker/config/ds_config.h"
+#include "worker/engine/zero_options.h"
 #include "worker/gpt2/config.h"
-#include "worker/zero/zero_options.h"
 
 namespace zeroshard {
 
@@ -43,10 +43,10 @@ struct TrainOptions {
   ClientSecurityFlags security;
 
   // Derived by ParseTrainOptions.
-  engine::EngineConfig engine;
+  config::EngineConfig engine;
   std::vector<std::string> config_warnings;
   gpt2::Config model;
-  zero::ZeroOptions zero;
+  engine::ZeroOptions zero;
   std::vector<std::string> data_files;  // the patterns, expanded
   // Existing servers to use (--server_addrs or the config's list); empty
   // with num_servers > 0: the launcher starts that many.
@@ -59,7 +59,7 @@ struct TrainOptions {
 // message otherwise.
 absl::StatusOr<TrainOptions> ParseTrainOptions(int argc, char** argv);
 
-// The zeroshard-train-worker flags (no rank-specific ones) for `o`.
+// The zeroshard-worker flags (no rank-specific ones) for `o`.
 std::vector<std::string> WorkerFlags(const TrainOptions& o,
                                      const std::string& servers);
 

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "client/wire.h"
 #include "common/model_spec.h"
+#include "proto/wire.h"
 #include "server/shard_service.h"
 
 namespace zeroshard {

@@ -1,5 +1,5 @@
 // The server side of the data plane: Gather and PushGradients as gRPC
-// callback handlers on raw byte buffers (client/wire.h), so that payload
+// callback handlers on raw byte buffers (proto/wire.h), so that payload
 // bytes move between the store and gRPC's slices with one copy each way
 // and no protobuf message in between:
 //   * gather: the store writes each chunk straight into the buffer that
@@ -22,7 +22,7 @@
 #define ZEROSHARD_SERVER_DATA_PLANE_H_
 
 #include "grpcpp/grpcpp.h"
-#include "server/shard_store.h"
+#include "server/store/shard_store.h"
 
 namespace zeroshard {
 

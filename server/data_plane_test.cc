@@ -15,7 +15,7 @@
 #include "gtest/gtest.h"
 #include "proto/zeroshard.grpc.pb.h"
 #include "server/shard_service.h"
-#include "server/shard_store.h"
+#include "server/store/shard_store.h"
 
 namespace zeroshard {
 namespace {

@@ -25,10 +25,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "client/malloc_tuning.h"
 #include "common/fault/fault_spec.h"
 #include "common/flags.h"
 #include "common/hostname.h"
+#include "common/malloc_tuning.h"
 #include "common/metrics/http_exporter.h"
 #include "common/metrics/process_metrics.h"
 #include "common/metrics/rpc_metrics.h"
@@ -44,8 +44,8 @@
 #include "server/pod_ordinal.h"
 #include "server/server_metrics.h"
 #include "server/shard_service.h"
-#include "server/shard_store.h"
 #include "server/storage_flags.h"
+#include "server/store/shard_store.h"
 
 namespace zeroshard {
 namespace {
@@ -188,7 +188,7 @@ int Main(int argc, char** argv) {
   }
 
   // Stream chunks are ~1 MiB buffers allocated per message: keep them on
-  // the heap so the pages are reused (see client/malloc_tuning.h).
+  // the heap so the pages are reused (see common/malloc_tuning.h).
   TuneMallocForTransfers();
 
   // Block termination signals in every thread; one thread waits for them.

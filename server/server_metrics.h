@@ -21,7 +21,7 @@
 #include <cstdint>
 
 #include "common/metrics/registry.h"
-#include "server/shard_store.h"
+#include "server/store/shard_store.h"
 
 namespace zeroshard {
 

@@ -16,7 +16,7 @@
 #include "grpcpp/grpcpp.h"
 #include "proto/zeroshard.grpc.pb.h"
 #include "server/auth/request_guard.h"
-#include "server/shard_store.h"
+#include "server/store/shard_store.h"
 
 namespace zeroshard {
 

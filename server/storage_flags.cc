@@ -4,8 +4,8 @@
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/env/env.h"
 #include "common/status_macros.h"
-#include "server/storage/env.h"
 
 namespace zeroshard {
 

@@ -18,9 +18,9 @@
 
 #include "absl/status/statusor.h"
 #include "common/flags.h"
-#include "server/shard_store.h"
 #include "server/storage/dir_lock.h"
 #include "server/storage/nvme_tier.h"
+#include "server/store/shard_store.h"
 
 namespace zeroshard {
 

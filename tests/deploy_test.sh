@@ -18,5 +18,5 @@ rm -rf "$work"
 cp -rL "$r/deploy" "$work"
 "$py" "$r/tests/deploy_check.py" --deploy "$work" --kubectl "$kubectl" --self_test \
   --binary zeroshard-server="$r/server/zeroshard-server" \
-  --binary zeroshard-train-worker="$r/worker/zero/zeroshard-train-worker"
+  --binary zeroshard-worker="$r/worker/train/zeroshard-worker"
 echo "deploy_test: PASS"

@@ -1,5 +1,5 @@
 // "Nothing lost" under injected faults, with real processes: `zeroshard
-// train` (2 zeroshard-train-worker processes over UCX, ZeRO-3) against 2
+// train` (2 zeroshard-worker processes over UCX, ZeRO-3) against 2
 // real zeroshard-server processes, 200 steps of a tiny GPT-2.
 //
 //   * Random faults on ~5% of the RPCs each way (workers: drop, dup, delay;
@@ -20,8 +20,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "client/local_fleet.h"
 #include "common/subprocess.h"
+#include "fleet/local_fleet.h"
 #include "gtest/gtest.h"
 #include "tests/testing.h"
 #include "worker/io/model_file.h"

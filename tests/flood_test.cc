@@ -13,9 +13,9 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "client/local_fleet.h"
 #include "client/security.h"
 #include "client/shard_client.h"
+#include "fleet/local_fleet.h"
 #include "gtest/gtest.h"
 #include "tests/testing.h"
 

@@ -41,7 +41,7 @@ $PY "$R/tests/metrics_check.py" "$T/server0.prom" zeroshard_server_step \
   process_resident_memory_bytes'>=1' zeroshard_server_info'>=1'
 check "server metrics: valid text with the listed metrics" $?
 curl -sf "${smetrics%/metrics}/healthz" | grep -q '^ok$'; check "metrics port /healthz" $?
-"$R/client/zeroshard-ctl" health --servers="$health" >"$T/health.txt" 2>&1
+"$R/ctl/zeroshard-ctl" health --servers="$health" >"$T/health.txt" 2>&1
 check "health port answers grpc.health.v1 (zeroshard-ctl health): $(tr '\n' ' ' <"$T/health.txt")" $?
 
 # One worker (W = 1, ZeRO-3) training through it.
@@ -55,7 +55,7 @@ cat >"$T/ds.json" <<'JSON'
 }
 JSON
 ZEROSHARD_RANK=0 ZEROSHARD_WORLD_SIZE=1 ZEROSHARD_COORD=127.0.0.1:0 \
-  "$R/worker/zero/zeroshard-train-worker" --config="$T/ds.json" --servers="$saddr" \
+  "$R/worker/train/zeroshard-worker" --config="$T/ds.json" --servers="$saddr" \
   --steps=1000000 --seq_len=8 --metrics_port=0 >"$T/worker.log" 2>&1 &
 worker=$!; pids+=($worker)
 wait_for "$T/worker.log" "metrics on"; check "worker serves metrics" $?
@@ -88,7 +88,7 @@ check "server: CommitStep latency histogram" $?
 kill -TERM "$worker"; wait "$worker" 2>/dev/null
 kill -TERM "$server"; wait "$server"; rc=$?
 [ $rc -eq 0 ]; check "server exits 0 on SIGTERM (rc $rc)" $?
-! "$R/client/zeroshard-ctl" health --servers="$health" --deadline_ms=2000 >/dev/null 2>&1
+! "$R/ctl/zeroshard-ctl" health --servers="$health" --deadline_ms=2000 >/dev/null 2>&1
 check "health port gone after exit" $?
 
 if [ $fails -ne 0 ]; then

@@ -24,8 +24,8 @@
 #include <cstdio>
 #include <string>
 
-#include "client/malloc_tuning.h"
 #include "common/flags.h"
+#include "common/malloc_tuning.h"
 #include "tests/nvme_server_run.h"
 
 int main(int argc, char** argv) {

@@ -17,10 +17,10 @@
 #include "absl/time/clock.h"
 #include "common/dtype.h"
 #include "common/model_spec.h"
+#include "common/optim/adamw.h"
+#include "common/optim/adamw_hyper.h"
 #include "common/seeded_random.h"
 #include "common/status_macros.h"
-#include "server/optim/adamw.h"
-#include "server/optim/adamw_hyper.h"
 #include "tests/testing.h"
 
 namespace zeroshard::testing {

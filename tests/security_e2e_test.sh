@@ -9,7 +9,7 @@
 set -uo pipefail
 R="${TEST_SRCDIR:-.}/zeroshard"
 SERVER="$R/server/zeroshard-server"
-CTL="$R/client/zeroshard-ctl"
+CTL="$R/ctl/zeroshard-ctl"
 LAUNCHER="$R/launcher/zeroshard"
 TOKENIZE="$R/worker/io/zeroshard-tokenize"
 T="${TEST_TMPDIR:-$(mktemp -d)}"

@@ -17,8 +17,8 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "client/local_fleet.h"
 #include "client/shard_client.h"
+#include "fleet/local_fleet.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
 #include "proto/zeroshard.grpc.pb.h"

@@ -119,8 +119,8 @@ void CompareRamAndNvme(const Case& c) {
   ASSERT_EQ(diff, -1) << "element " << diff << ": " << p_ram[diff] << " vs "
                       << p_nvme[diff];
   ASSERT_EQ(s_ram, s_nvme);
-  std::printf("digest: %s params crc32c %08x served crc32c %08x\n",
-              tag.c_str(), Crc32c(p_ram.data(), p_ram.size() * 4),
+  std::printf("digest: %s params crc32c %08x served crc32c %08x\n", tag.c_str(),
+              Crc32c(p_ram.data(), p_ram.size() * 4),
               Crc32c(s_ram.data(), s_ram.size() * 2));
 
   auto stats = testing::Connect(*nvme)->Stats();

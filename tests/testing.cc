@@ -7,9 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "common/dtype.h"
 #include "common/model_spec.h"
+#include "common/optim/adamw.h"
+#include "common/optim/adamw_hyper.h"
 #include "gtest/gtest.h"
-#include "server/optim/adamw.h"
-#include "server/optim/adamw_hyper.h"
 
 namespace zeroshard::testing {
 

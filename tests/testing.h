@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "client/local_fleet.h"
 #include "client/shard_client.h"
 #include "common/partition.h"
+#include "fleet/local_fleet.h"
 #include "proto/zeroshard.pb.h"
 
 namespace zeroshard::testing {

@@ -28,8 +28,8 @@ while [ $# -gt 0 ]; do
   shift
 done
 command -v podman >/dev/null || tools/bootstrap.sh --images || { echo "build_offline: podman could not be installed (tools/bootstrap.sh --images)" >&2; exit 1; }
-SERVER_BINS=(server/zeroshard-server client/zeroshard-ctl)
-WORKER_BINS=(worker/zero/zeroshard-train-worker worker/io/zeroshard-tokenize client/zeroshard-ctl)
+SERVER_BINS=(server/zeroshard-server ctl/zeroshard-ctl)
+WORKER_BINS=(worker/train/zeroshard-worker worker/io/zeroshard-tokenize ctl/zeroshard-ctl)
 targets() { for b in "$@"; do echo "//${b%/*}:${b##*/}"; done | sort -u; }
 
 work=$(mktemp -d)

@@ -33,9 +33,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/env/env.h"
 #include "common/partition.h"
 #include "proto/zeroshard.pb.h"
-#include "server/storage/env.h"
 
 namespace zeroshard {
 namespace checkpoint {

@@ -4,8 +4,8 @@
 #include <cstring>
 #include <vector>
 
+#include "common/env/mem_env.h"
 #include "gtest/gtest.h"
-#include "server/storage/mem_env.h"
 
 namespace zeroshard::checkpoint {
 namespace {

@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/optim/adamw.h"
 #include "common/thread_pool.h"
-#include "server/optim/adamw.h"
 #include "server/storage/tier.h"
 
 namespace zeroshard {

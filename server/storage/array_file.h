@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/env/env.h"
 #include "server/storage/buffer.h"
-#include "server/storage/env.h"
 #include "server/storage/manifest.h"
 
 namespace zeroshard {

@@ -14,7 +14,7 @@
 #include <cstring>
 #include <utility>
 
-#include "server/storage/env.h"
+#include "common/env/env.h"
 
 namespace zeroshard {
 namespace storage {

@@ -25,7 +25,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "server/storage/env.h"
+#include "common/env/env.h"
 
 namespace zeroshard {
 namespace storage {

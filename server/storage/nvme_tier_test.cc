@@ -16,10 +16,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/env/fault_env.h"
+#include "common/env/mem_env.h"
 #include "common/thread_pool.h"
 #include "gtest/gtest.h"
-#include "server/storage/fault_env.h"
-#include "server/storage/mem_env.h"
 #include "server/storage/ram_tier.h"
 #include "server/storage/tier_test_util.h"
 

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "server/storage/env.h"
+#include "common/env/env.h"
 
 namespace zeroshard {
 namespace storage {

@@ -34,7 +34,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "server/optim/adamw.h"
+#include "common/optim/adamw.h"
 
 namespace zeroshard {
 namespace storage {

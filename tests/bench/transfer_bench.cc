@@ -39,13 +39,13 @@
 //       -- bazel-bin/tests/bench/transfer_bench --shards=1 --iters=10
 //
 // As any process that moves much data should, it calls
-// TuneMallocForTransfers() first (client/malloc_tuning.h); so do the
+// TuneMallocForTransfers() first (common/malloc_tuning.h); so do the
 // servers.
 #include "absl/strings/str_cat.h"
-#include "client/local_fleet.h"
-#include "client/malloc_tuning.h"
 #include "client/shard_client.h"
 #include "common/flags.h"
+#include "common/malloc_tuning.h"
+#include "fleet/local_fleet.h"
 #include "tests/bench/transfer_harness.h"
 
 namespace zeroshard {

@@ -16,9 +16,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "client/local_fleet.h"
 #include "common/model_spec.h"
 #include "common/status_macros.h"
+#include "fleet/local_fleet.h"
 #include "tests/bench/tcp_pump.h"
 
 namespace zeroshard {

@@ -42,7 +42,7 @@ die() {
 
 # Sources: this test's runfiles under `bazel test`, else the workspace.
 # The list of files to compile and the libraries to link come from
-# //tests/fuzz:store_sources (the closure of //server:shard_store, see
+# //tests/fuzz:store_sources (the closure of //server/store:shard_store, see
 # sources.bzl); outside Bazel's test runner it is built first, and if that
 # is impossible a built-in list is used.
 if [[ -n "${TEST_SRCDIR:-}" ]]; then
@@ -68,7 +68,7 @@ if [[ -f "$manifest_dir/store_sources.srcs" ]]; then
   done <"$manifest_dir/store_sources.linkopts"
 else
   sources=(
-    server/shard_store.cc server/optim/adamw.cc common/dtype.cc
+    server/store/shard_store.cc common/optim/adamw.cc common/dtype.cc
     common/dtype_avx2.cc common/dtype_avx512.cc common/model_spec.cc
     common/partition.cc common/thread_pool.cc
   )
@@ -119,7 +119,7 @@ protoc --proto_path="$root" --cpp_out="$work/gen" \
 # shellcheck disable=SC2054  # the commas are in -fsanitize=...
 cflags=(
   -std=c++17 -O1 -gline-tables-only -fno-omit-frame-pointer
-  -ffp-contract=off  # as server/optim/BUILD compiles adamw.cc
+  -ffp-contract=off  # as common/optim/BUILD compiles adamw.cc
   -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
   -I"$root" -I"$work/gen"
   -Wno-unused-command-line-argument -Wno-unknown-warning-option
@@ -220,7 +220,7 @@ if [[ "${COVERAGE:-0}" == 1 ]]; then
   llvm-profdata-14 merge -sparse "$cov/replay.profraw" -o "$cov/replay.profdata"
   (cd "$root" && llvm-cov-14 report "$cov/store_fuzzer_cov" \
     -instr-profile="$cov/replay.profdata" \
-    server/shard_store.cc common/model_spec.cc common/partition.cc)
+    server/store/shard_store.cc common/model_spec.cc common/partition.cc)
   echo "store_fuzzer: line-by-line: llvm-cov-14 show $cov/store_fuzzer_cov" \
-    "-instr-profile=$cov/replay.profdata $root/server/shard_store.cc" >&2
+    "-instr-profile=$cov/replay.profdata $root/server/store/shard_store.cc" >&2
 fi

@@ -1,5 +1,5 @@
-// libFuzzer target for ShardStore (server/shard_store.h), without gRPC: the
-// input is a store configuration byte followed by a sequence of operations
+// libFuzzer target for ShardStore (server/store/shard_store.h), without gRPC:
+// the input is a store configuration byte followed by a sequence of operations
 // on one fresh store, each parsed from the bytes the way the gRPC adapter
 // (server/shard_service.cc) would receive them:
 //
@@ -55,7 +55,7 @@
 #include "common/model_spec.h"
 #include "google/protobuf/stubs/logging.h"
 #include "proto/zeroshard.pb.h"
-#include "server/shard_store.h"
+#include "server/store/shard_store.h"
 
 namespace zeroshard {
 namespace fuzz {

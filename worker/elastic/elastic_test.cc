@@ -1,5 +1,5 @@
 // Elastic workers, real processes: K=2 zeroshard-server processes
-// (--lease_ms=1500, checkpoints on) and zeroshard-train-worker --elastic
+// (--lease_ms=1500, checkpoints on) and zeroshard-worker --elastic
 // processes over UCX. A ZeRO-3 run of S steps with a global batch of 4
 // micro-batches (2 workers × 2) is run undisturbed, then again while
 //   - worker w1 is killed (SIGKILL) after step kKillAfter: w0 continues
@@ -11,7 +11,7 @@
 // Checked: w0 and the new w1 finish; every server's ledger holds steps 0..S-1,
 // each exactly once, and more than one epoch; every step's loss equals the
 // undisturbed run's up to float summation order (the step's data and global
-// batch do not depend on the group: worker/zero/trainer.h) — a skipped,
+// batch do not depend on the group: worker/train/trainer.h) — a skipped,
 // repeated or half-applied step would move it by far more; the final
 // parameters likewise (relative L2 distance). Bit-exact equality is not
 // possible: a group of 1 accumulates 4 micro-batches where a group of 2
@@ -39,17 +39,17 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "client/local_fleet.h"
 #include "client/shard_client.h"
 #include "common/subprocess.h"
+#include "fleet/local_fleet.h"
 #include "gtest/gtest.h"
+#include "worker/engine/testing.h"
 #include "worker/io/model_file.h"
-#include "worker/zero/testing.h"
 
 namespace zeroshard::elastic {
 namespace {
 
-using zero::TrainSpec;
+using train::TrainSpec;
 
 constexpr int kSteps = 40;
 constexpr int kKillAfter = 10;
@@ -62,11 +62,11 @@ std::string TempDir() {
 }
 
 TrainSpec Spec() {
-  TrainSpec s = zero::TinySpec(3, false, "elastic_test");
+  TrainSpec s = engine::TinySpec(3, false, "elastic_test");
   s.steps = kSteps;
   s.seed = 11;
   s.zero.lr_schedule.lr = 3e-3;
-  auto tokens = zero::WriteTestTokens("elastic_tokens", 1 << 16, 64, 11);
+  auto tokens = engine::WriteTestTokens("elastic_tokens", 1 << 16, 64, 11);
   EXPECT_TRUE(tokens.ok()) << tokens.status();
   if (tokens.ok()) s.data = {*tokens};
   return s;
@@ -108,13 +108,13 @@ class Job {
       : dir_(TempDir() + "/" + name) {
     std::filesystem::remove_all(dir_);  // a fresh job
     std::filesystem::create_directories(dir_ + "/ckpt");
-    auto worker = WorkspaceBinary("worker/zero/zeroshard-train-worker");
+    auto worker = WorkspaceBinary("worker/train/zeroshard-worker");
     EXPECT_TRUE(worker.ok()) << worker.status();
     if (worker.ok()) worker_ = *worker;
-    fleet_ = zero::StartTestFleet(2, {absl::StrCat("--lease_ms=", lease_ms),
-                                      "--checkpoint_dir=" + dir_ + "/ckpt"});
+    fleet_ = engine::StartTestFleet(2, {absl::StrCat("--lease_ms=", lease_ms),
+                                        "--checkpoint_dir=" + dir_ + "/ckpt"});
     EXPECT_TRUE(fleet_.ok()) << fleet_.status();
-    flags_ = zero::TrainWorkerFlags(Spec(), dir_ + "/ds_config.json");
+    flags_ = engine::TrainWorkerFlags(Spec(), dir_ + "/ds_config.json");
     for (const char* f : {"--checkpoint_interval=5", "--elastic",
                           "--start_workers=2", "--min_workers=1",
                           "--collective_timeout=20", "--elastic_timeout=60"}) {
@@ -309,7 +309,7 @@ void LeaveOnSigterm(const std::string& job_name, const std::string& leaver,
   job.proc(leaver).Signal(SIGTERM);
   job.ExpectExitsZero(leaver);
   job.ExpectExitsZero(survivor);
-  EXPECT_TRUE(LogHas(job.log(leaver), "zeroshard-train-worker: " + leaver +
+  EXPECT_TRUE(LogHas(job.log(leaver), "zeroshard-worker: " + leaver +
                                           " left the job after step "))
       << "log " << job.log(leaver);
   EXPECT_TRUE(LogHas(job.log(survivor), "rank 0 of 1"));

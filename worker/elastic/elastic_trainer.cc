@@ -12,7 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/status_macros.h"
 #include "worker/elastic/world.h"
-#include "worker/zero/engine.h"
+#include "worker/engine/engine.h"
 
 namespace zeroshard::elastic {
 namespace {
@@ -110,30 +110,30 @@ struct GroupRun {
 
 // Trains with `world` until the run is done, the membership moves on or
 // something fails.
-GroupRun TrainGroup(const zero::TrainSpec& spec, World& world,
-                    const zero::ElasticHooks& hooks, ShardClient* client,
-                    const zero::StepCallback& on_step,
-                    zero::TrainProgress* progress, zero::TrainResult* result,
+GroupRun TrainGroup(const train::TrainSpec& spec, World& world,
+                    const engine::ElasticHooks& hooks, ShardClient* client,
+                    const train::StepCallback& on_step,
+                    train::TrainProgress* progress, train::TrainResult* result,
                     int64_t* first) {
   GroupRun run;
   run.epoch = hooks.min_epoch;
   std::vector<float> init;
   if (world.rank == 0) {
-    absl::StatusOr<std::vector<float>> p = zero::InitialParams(spec);
+    absl::StatusOr<std::vector<float>> p = train::InitialParams(spec);
     if (!p.ok()) return {p.status()};
     init = std::move(*p);
   }
   absl::StatusOr<std::optional<io::DataLoader>> loader =
-      zero::OpenLoader(spec, *world.comm);
+      train::OpenLoader(spec, *world.comm);
   if (!loader.ok()) return {loader.status()};
-  absl::StatusOr<std::unique_ptr<zero::ZeroEngine>> engine =
-      zero::ZeroEngine::Create(spec.zero, spec.config, init, world.comm.get(),
-                               client, &hooks);
+  absl::StatusOr<std::unique_ptr<engine::ZeroEngine>> engine =
+      engine::ZeroEngine::Create(spec.zero, spec.config, init, world.comm.get(),
+                                 client, &hooks);
   if (!engine.ok()) return {engine.status()};
-  zero::ZeroEngine& e = **engine;
+  engine::ZeroEngine& e = **engine;
   const int64_t start = e.global_step();
   const uint64_t epoch = world.epoch;
-  run.status = zero::RunSteps(
+  run.status = train::RunSteps(
       spec, e, loader->has_value() ? &**loader : nullptr, on_step, progress,
       result, first, [&e, epoch] { return e.world_epoch() != epoch; });
   run.steps_committed = e.global_step() - start;
@@ -175,12 +175,12 @@ absl::Status ValidateElasticSpec(const ElasticSpec& s) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<ElasticResult> RunElastic(const zero::TrainSpec& spec,
+absl::StatusOr<ElasticResult> RunElastic(const train::TrainSpec& spec,
                                          const ElasticSpec& elastic,
                                          MembershipClient* member,
                                          ShardClient* client,
-                                         const zero::StepCallback& on_step,
-                                         zero::TrainProgress* progress) {
+                                         const train::StepCallback& on_step,
+                                         train::TrainProgress* progress) {
   ZS_RETURN_IF_ERROR(ValidateElasticSpec(elastic));
   auto log = elastic.log ? elastic.log : [](const std::string& line) {
     std::printf("%s\n", line.c_str());
@@ -192,10 +192,10 @@ absl::StatusOr<ElasticResult> RunElastic(const zero::TrainSpec& spec,
       elastic.global_micro_batches > 0
           ? elastic.global_micro_batches
           : start_workers * spec.zero.gradient_accumulation_steps;
-  zero::TrainProgress scratch;
+  train::TrainProgress scratch;
   if (progress == nullptr) progress = &scratch;
   ElasticResult out;
-  zero::TrainResult& result = out.train;
+  train::TrainResult& result = out.train;
   Departure departure(member, elastic.stop_requested, log);
   // Leaves (if a stop was requested) and says whether to return `out`.
   auto leaving = [&] {
@@ -244,9 +244,9 @@ absl::StatusOr<ElasticResult> RunElastic(const zero::TrainSpec& spec,
                        " micro-batches; batch policy rescale: ", *gas,
                        " each, ", *gas * world.size, " per step"));
     }
-    zero::TrainSpec group_spec = spec;
+    train::TrainSpec group_spec = spec;
     group_spec.zero.gradient_accumulation_steps = *gas;
-    zero::ElasticHooks hooks;
+    engine::ElasticHooks hooks;
     // Called by the leader once per step, after its commit. Cost: one
     // Heartbeat RPC to shard 0 per step (~a round trip on the leader's
     // critical path, small next to the step's Prepare/Commit RPCs to every

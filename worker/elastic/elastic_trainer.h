@@ -4,7 +4,7 @@
 // Every worker holds a lease on the job's membership service (shard 0,
 // client/membership_client.h). A group is the members of one membership
 // epoch, formed by a rendezvous through that service (world.h). The group
-// trains with the ZeRO engine (worker/zero/engine.h, ElasticHooks) until
+// trains with the ZeRO engine (worker/engine/engine.h, ElasticHooks) until
 //   - a member dies or leaves: the step in flight fails on every survivor
 //     (a collective with the dead peer fails, or times out after
 //     ElasticSpec::comm.op_timeout); its contributions are never applied
@@ -57,7 +57,7 @@
 #include "client/shard_client.h"
 #include "worker/collective/host_communicator.h"
 #include "worker/elastic/batch_policy.h"
-#include "worker/zero/trainer.h"
+#include "worker/train/trainer.h"
 
 namespace zeroshard::elastic {
 
@@ -93,7 +93,7 @@ struct ElasticSpec {
 struct ElasticResult {
   // The steps this worker ran (RunElastic). params: the final parameters,
   // empty when this worker left before the run was done.
-  zero::TrainResult train;
+  train::TrainResult train;
   // Stopped on request before the run was done: the worker left the job.
   bool left = false;
   // The servers' step when the last group this worker trained in ended
@@ -111,10 +111,10 @@ absl::Status ValidateElasticSpec(const ElasticSpec& spec);
 // the final ones; its losses and stats cover the steps this worker ran
 // (TrainResult), steps run by groups without it left empty.
 absl::StatusOr<ElasticResult> RunElastic(
-    const zero::TrainSpec& spec, const ElasticSpec& elastic,
+    const train::TrainSpec& spec, const ElasticSpec& elastic,
     MembershipClient* member, ShardClient* client,
-    const zero::StepCallback& on_step = nullptr,
-    zero::TrainProgress* progress = nullptr);
+    const train::StepCallback& on_step = nullptr,
+    train::TrainProgress* progress = nullptr);
 
 }  // namespace zeroshard::elastic
 

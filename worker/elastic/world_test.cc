@@ -16,9 +16,9 @@
 
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
-#include "client/local_fleet.h"
 #include "client/membership_client.h"
 #include "client/shard_client.h"
+#include "fleet/local_fleet.h"
 #include "gtest/gtest.h"
 #include "worker/collective/collective.h"
 

@@ -18,8 +18,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/optim/adamw.h"
 #include "gtest/gtest.h"
-#include "server/optim/adamw.h"
 #include "worker/gpt2/config.h"
 #include "worker/gpt2/model.h"
 #include "worker/gpt2/reference_io.h"

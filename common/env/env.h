@@ -1,0 +1,157 @@
+// Every OS call of the storage tier, behind a small interface (LevelDB's
+// Env): files with positional I/O, an asynchronous I/O queue, and the few
+// directory operations a tier needs. Implementations:
+//   PosixEnv (posix_env.h)  the real one: O_DIRECT files, io_uring queues
+//   MemEnv   (mem_env.h)    an in-memory fake for hermetic tests
+//   FaultEnv (fault_env.h)  a wrapper that injects ENOSPC, EIO, lost syncs
+//
+// Errors: every call returns a non-OK absl::Status whose message names the
+// path and the operation; codes follow errno (ENOENT -> NOT_FOUND, ENOSPC ->
+// RESOURCE_EXHAUSTED, EACCES/EROFS/EPERM -> PERMISSION_DENIED, short read
+// past the end -> DATA_LOSS, other I/O errors -> INTERNAL).
+//
+// Threading: an Env and its File objects are thread-safe (positional I/O
+// only). An IoQueue is used by one thread at a time.
+#ifndef ZEROSHARD_COMMON_ENV_ENV_H_
+#define ZEROSHARD_COMMON_ENV_ENV_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace zeroshard {
+namespace storage {
+
+// Alignment of buffers, offsets and lengths for files opened with O_DIRECT.
+inline constexpr uint64_t kIoAlign = 4096;
+
+inline constexpr uint64_t AlignUp(uint64_t x, uint64_t a) {
+  return (x + a - 1) / a * a;
+}
+
+class File {
+ public:
+  virtual ~File() = default;
+  virtual const std::string& path() const = 0;
+  // True when the file bypasses the page cache (O_DIRECT): buffers, offsets
+  // and lengths of Read/Write and IoQueue requests must be kIoAlign-aligned.
+  virtual bool direct() const = 0;
+
+  // Reads exactly n bytes at offset into buf; DATA_LOSS if the file ends
+  // first.
+  virtual absl::Status Read(uint64_t offset, void* buf, size_t n) = 0;
+  // Writes exactly n bytes at offset (extending the file if needed).
+  virtual absl::Status Write(uint64_t offset, const void* buf, size_t n) = 0;
+  // Reserves [0, size) on the device (fallocate); the file is at least
+  // `size` bytes afterwards and new bytes read as zeros. RESOURCE_EXHAUSTED
+  // when the device is full.
+  virtual absl::Status Allocate(uint64_t size) = 0;
+  // Makes written data durable (fdatasync).
+  virtual absl::Status Sync() = 0;
+  virtual absl::StatusOr<uint64_t> Size() = 0;
+};
+
+enum class IoOp { kRead, kWrite };
+
+// One asynchronous transfer of exactly `len` bytes. `file` must come from
+// the Env that made the queue; buf must stay valid until its completion.
+struct IoRequest {
+  IoOp op = IoOp::kRead;
+  File* file = nullptr;
+  uint64_t offset = 0;
+  void* buf = nullptr;
+  size_t len = 0;
+  uint64_t tag = 0;  // returned in the completion
+};
+
+struct IoCompletion {
+  uint64_t tag = 0;
+  absl::Status status;  // OK when all len bytes were transferred
+};
+
+// A submission/completion queue (io_uring, or synchronous in fakes).
+// Used by one thread at a time; destroying it waits for requests in flight.
+class IoQueue {
+ public:
+  virtual ~IoQueue() = default;
+  virtual int depth() const = 0;
+  virtual int in_flight() const = 0;
+  // Starts one request. Precondition: in_flight() < depth(). An error here
+  // means the request was not started (no completion will come).
+  virtual absl::Status Submit(const IoRequest& request) = 0;
+  // Collects up to `max` completions into `out`; with `wait` blocks until at
+  // least one is available (returns 0 at once when nothing is in flight).
+  virtual absl::StatusOr<int> Reap(bool wait, IoCompletion* out, int max) = 0;
+};
+
+struct OpenOptions {
+  bool create = false;     // create if missing (never truncates)
+  bool exclusive = false;  // with create: ALREADY_EXISTS if present
+  bool direct = false;     // ask for O_DIRECT (see Env::OpenFile)
+  bool read_only = false;
+};
+
+class Env {
+ public:
+  virtual ~Env() = default;
+
+  // Opens `path`. With options.direct the file bypasses the page cache when
+  // the file system allows; when it refuses O_DIRECT (EINVAL: tmpfs on old
+  // kernels, overlayfs, ...) the file is opened buffered and direct() is
+  // false (PosixEnv logs this once per Env).
+  virtual absl::StatusOr<std::unique_ptr<File>> OpenFile(
+      const std::string& path, const OpenOptions& options) = 0;
+  // A queue with room for `depth` requests in flight.
+  virtual absl::StatusOr<std::unique_ptr<IoQueue>> NewIoQueue(int depth) = 0;
+
+  // Creates one directory level; OK if it already exists as a directory.
+  virtual absl::Status CreateDir(const std::string& path) = 0;
+  virtual absl::Status RemoveFile(const std::string& path) = 0;
+  // Atomically replaces `to` (rename(2)).
+  virtual absl::Status RenameFile(const std::string& from,
+                                  const std::string& to) = 0;
+  // Hard link; UNIMPLEMENTED when `to` is on another file system (EXDEV) or
+  // links are not supported, so callers can fall back to CopyFile.
+  virtual absl::Status LinkFile(const std::string& from,
+                                const std::string& to) = 0;
+  // Copies a whole file without passing it through user-space memory where
+  // the OS can (reflink via FICLONE, else copy_file_range).
+  virtual absl::Status CopyFile(const std::string& from,
+                                const std::string& to) = 0;
+  // Names (not paths) of the entries of a directory, without "." and "..".
+  virtual absl::StatusOr<std::vector<std::string>> ListDir(
+      const std::string& path) = 0;
+  // Makes renames and creations inside `path` durable.
+  virtual absl::Status SyncDir(const std::string& path) = 0;
+  virtual bool FileExists(const std::string& path) = 0;
+  // Bytes available to this process on the file system holding `path`.
+  virtual absl::StatusOr<uint64_t> FreeBytes(const std::string& path) = 0;
+};
+
+// The process-wide PosixEnv (never destroyed).
+Env* DefaultEnv();
+
+// Small-file helpers (buffered, not O_DIRECT): WriteFileAtomic writes
+// `path`.tmp, syncs it, renames it over `path` and syncs the directory, so a
+// crash leaves either the old or the new contents.
+absl::Status WriteFileAtomic(Env* env, const std::string& path,
+                             const std::string& contents);
+absl::StatusOr<std::string> ReadSmallFile(Env* env, const std::string& path);
+
+// "dir/name".
+std::string JoinPath(const std::string& dir, const std::string& name);
+
+// A queue that performs each request synchronously inside Submit() with
+// File::Read/Write; completions are returned by Reap(). Works with any File
+// (used by MemEnv and as PosixEnv's fallback when io_uring is unavailable).
+std::unique_ptr<IoQueue> NewSyncIoQueue(int depth);
+
+}  // namespace storage
+}  // namespace zeroshard
+
+#endif  // ZEROSHARD_COMMON_ENV_ENV_H_

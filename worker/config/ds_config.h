@@ -1,0 +1,175 @@
+// The engine's configuration: the part of DeepSpeed's JSON config
+// (https://www.deepspeed.ai/docs/config-json/) that zeroshard implements,
+// with DeepSpeed's defaults and rules, plus a `zeroshard` section.
+//
+//   {
+//     "train_batch_size": 32,                  // any two of these three
+//     "train_micro_batch_size_per_gpu": 4,     // determine the third:
+//     "gradient_accumulation_steps": 2,        // train = micro * gas * world
+//     "gradient_clipping": 1.0,                // global L2 norm; 0 = off
+//     "optimizer": {"type": "AdamW", "params": {"lr": 3e-4,
+//         "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1}},
+//     "scheduler": {"type": "WarmupCosineLR", "params": {...}},
+//     "bf16": {"enabled": true},               // or "fp16": {...}
+//     "zero_optimization": {"stage": 3, "offload_param": {"device": "server"}},
+//     "zeroshard": {"servers": ["10.0.0.1:7000", "10.0.0.2:7000"],
+//                   "server_aggregation": false, "alignment": 64}
+//   }
+//
+// Rules (DeepSpeed's unless said otherwise):
+// - Batch sizes resolve as DeepSpeed's _configure_train_batch_size (see
+//   ResolveBatchSizes): train_batch_size = micro * gas * world_size; any two
+//   determine the third; train alone means gas 1; micro alone means gas 1;
+//   all three must agree; a derived value must divide exactly.
+// - optimizer.type is "Adam" or "AdamW" (any case). Like DeepSpeed, "Adam"
+//   means AdamW (decoupled weight decay) unless params.adam_w_mode is false;
+//   Adam with L2-coupled weight decay (adam_w_mode false, weight_decay > 0)
+//   is an error, since the shard servers run AdamW only. Defaults: lr 1e-3,
+//   betas [0.9, 0.999], eps 1e-8, weight_decay 0 (DeepSpeed's FusedAdam).
+//   bias_correction false and amsgrad true are errors.
+// - scheduler.type: WarmupLR, WarmupDecayLR, WarmupCosineLR (see
+//   lr_schedule.h); total_num_steps is required by the last two; without a
+//   scheduler the rate is optimizer.params.lr throughout.
+// - fp16: loss_scale 0 = dynamic (initial 2^initial_scale_power, default
+//   16; loss_scale_window 1000; hysteresis 2; consecutive_hysteresis false;
+//   min_loss_scale 1), > 0 = static. DeepSpeed's ZeRO optimizers fall back
+//   to their own constructor defaults (2^32, hysteresis 1) when the fp16
+//   section names none of these keys; zeroshard always uses the documented
+//   defaults above. bf16 ("bfloat16" is an alias) has no loss scaling.
+//   fp16 and bf16 both enabled is an error.
+// - zero_optimization: stage 0–3 (anything else is an error); overlap_comm
+//   defaults to (stage == 3); contiguous_gradients and reduce_scatter true;
+//   reduce_bucket_size and allgather_bucket_size 5e8,
+//   stage3_prefetch_bucket_size 5e7, stage3_max_live_parameters 1e9,
+//   stage3_max_reuse_distance 1e9, stage3_param_persistence_threshold 1e5,
+//   sub_group_size 1e9 (elements; non-negative integers).
+//   offload_param.device: "none" or "server" ("cpu" is read as "server",
+//   with a warning; "nvme" is an error); "server" requires stage 3.
+//   offload_optimizer is ignored with a warning: optimizer state always
+//   lives on the shard servers.
+// - zeroshard (this project's section):
+//     servers: an array of distinct "host:port" strings (an existing fleet),
+//              or a positive count K (the launcher starts K servers on this
+//              machine). Absent: num_servers 0, the launcher decides.
+//     server_aggregation: false (default): workers reduce gradients among
+//              themselves and each range is pushed once per step; true: each
+//              worker pushes its partial gradient and the server sums them
+//              (ModelSpec.contributions_per_step = world size).
+//     alignment: partition-range alignment in elements (default 64).
+//     checkpoint_interval: the servers checkpoint every this many steps
+//              (0, the default: never); needs servers started with
+//              --checkpoint_dir (zeroshard train --checkpoint-dir). Turns on
+//              recovery: resume from the newest checkpoint, roll back when a
+//              server restarts.
+// - Numbers: integers may be written as floats when integral (5e8); a
+//   non-integral, negative (where sizes are meant) or wrongly typed value is
+//   an error naming its full path: "zero_optimization.reduce_bucket_size:
+//   must be a non-negative integer, got -1".
+// - "auto" (as written by Hugging Face integrations) and null mean "not
+//   given": the default, or derived for batch sizes. Their paths are listed
+//   in EngineConfig::auto_keys.
+// - Unknown keys at any level: a warning "unknown key <path> ignored".
+//   DeepSpeed keys that zeroshard has no use for (steps_per_print,
+//   round_robin_gradients, ...): a warning "<path>: not used by zeroshard
+//   (<why>); ignored". Duplicate keys are an error.
+//
+// All errors are INVALID_ARGUMENT (NOT_FOUND for a file that cannot be
+// opened, DATA_LOSS for a read error). Pure functions on value types;
+// thread-safe.
+#ifndef ZEROSHARD_WORKER_CONFIG_DS_CONFIG_H_
+#define ZEROSHARD_WORKER_CONFIG_DS_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "worker/engine/loss_scaler.h"
+#include "worker/engine/lr_schedule.h"
+#include "worker/engine/precision.h"
+
+namespace zeroshard::config {
+
+struct BatchSizes {
+  int64_t train_batch_size = 0;  // samples per optimizer step, all workers
+  int64_t micro_batch_per_worker = 0;  // train_micro_batch_size_per_gpu
+  int64_t gradient_accumulation_steps = 0;
+  int world_size = 0;  // data-parallel workers
+};
+
+// DeepSpeed's _configure_train_batch_size; -1 means "not given". Errors
+// name the keys and numbers: "train_batch_size (32) must equal
+// train_micro_batch_size_per_gpu (4) * gradient_accumulation_steps (2) *
+// world size (2) = 16". Also the rule for re-resolving after the world size
+// changes.
+absl::StatusOr<BatchSizes> ResolveBatchSizes(
+    int64_t train_batch_size, int64_t micro_batch_per_worker,
+    int64_t gradient_accumulation_steps, int world_size);
+
+struct AdamWConfig {
+  std::string type = "AdamW";  // as written: Adam or AdamW, any case
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;  // decoupled (AdamW)
+};
+
+enum class OffloadDevice { kNone, kServer };
+
+struct ZeroConfig {
+  int stage = 0;
+  bool overlap_comm = false;
+  bool contiguous_gradients = true;
+  bool reduce_scatter = true;
+  int64_t reduce_bucket_size = 500000000;  // elements
+  int64_t allgather_bucket_size = 500000000;
+  int64_t stage3_prefetch_bucket_size = 50000000;
+  int64_t stage3_max_live_parameters = 1000000000;
+  int64_t stage3_max_reuse_distance = 1000000000;
+  int64_t stage3_param_persistence_threshold = 100000;
+  int64_t sub_group_size = 1000000000;
+  OffloadDevice offload_param = OffloadDevice::kNone;
+};
+
+struct ZeroShardConfig {
+  std::vector<std::string> server_addresses;  // "host:port"; may be empty
+  int num_servers = 0;  // addresses.size(), the count given, or 0 (unset)
+  bool server_aggregation = false;
+  uint32_t alignment = 64;
+  int checkpoint_interval = 0;  // steps; 0 = no checkpoints
+};
+
+struct EngineConfig {
+  BatchSizes batch;
+  double gradient_clipping = 0.0;  // max global L2 norm; 0 = no clipping
+  AdamWConfig optimizer;
+  engine::LrSchedule lr_schedule;
+  engine::Precision precision = engine::Precision::kFp32;
+  engine::LossScalerOptions loss_scaler;  // static scale 1 unless fp16
+  ZeroConfig zero;
+  ZeroShardConfig zeroshard;
+  std::vector<std::string> auto_keys;  // paths given as "auto"
+};
+
+// Parses a DeepSpeed JSON config for `world_size` data-parallel workers.
+// Appends warnings (unknown or unused keys, DeepSpeed's own warnings) to
+// `warnings` when it is not null. Invalid JSON is an error with the line
+// and column: "invalid JSON at line 3, column 5: Expected , or } after
+// key:value pair.".
+absl::StatusOr<EngineConfig> ParseDeepSpeedConfig(
+    absl::string_view json, int world_size, std::vector<std::string>* warnings);
+
+// The same for a file; errors and warnings begin with "<path>: ".
+absl::StatusOr<EngineConfig> ParseDeepSpeedConfigFile(
+    const std::string& path, int world_size,
+    std::vector<std::string>* warnings);
+
+// One line for logs: "stage 3 (offload_param=server), bf16, batch 32 = 4 x 2
+// x 4 workers, AdamW lr 0.0003 wd 0.1, WarmupCosineLR, clip 1, 2 servers".
+std::string DescribeEngineConfig(const EngineConfig& config);
+
+}  // namespace zeroshard::config
+
+#endif  // ZEROSHARD_WORKER_CONFIG_DS_CONFIG_H_

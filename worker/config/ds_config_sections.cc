@@ -1,0 +1,389 @@
+// The sections of a DeepSpeed config other than the batch sizes; see
+// ds_config.h for the rules.
+#include "worker/config/ds_config_sections.h"
+
+#include <cmath>
+#include <set>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "google/protobuf/struct.pb.h"
+
+namespace zeroshard::config::internal {
+namespace {
+
+using Bound = ObjectReader::Bound;
+
+struct Unused {
+  const char* key;
+  const char* why;
+};
+
+// DeepSpeed keys that have no meaning here; present ones draw a warning.
+constexpr Unused kUnusedTopLevel[] = {
+    {"steps_per_print", "the launcher reports progress"},
+    {"wall_clock_breakdown", "no DeepSpeed timers"},
+    {"memory_breakdown", "no DeepSpeed timers"},
+    {"dump_state", "no DeepSpeed engine"},
+    {"zero_allow_untested_optimizer", "the servers run AdamW"},
+    {"zero_force_ds_cpu_optimizer", "the servers run AdamW"},
+    {"prescale_gradients", "gradients are averaged once, in fp32"},
+    {"gradient_predivide_factor", "gradients are averaged once, in fp32"},
+    {"communication_data_type", "gradients travel in the training dtype"},
+    {"sparse_gradients", "gradients are dense"},
+    {"amp", "use fp16 or bf16"},
+    {"activation_checkpointing", "a model setting, not the engine's"},
+    {"flops_profiler", "no DeepSpeed profiler"},
+    {"tensorboard", "no DeepSpeed monitor"},
+    {"wandb", "no DeepSpeed monitor"},
+    {"csv_monitor", "no DeepSpeed monitor"},
+    {"comms_logger", "no DeepSpeed monitor"},
+    {"checkpoint", "the shard servers checkpoint themselves"},
+    {"elasticity", "workers join and leave without it"},
+};
+
+constexpr Unused kUnusedZero[] = {
+    {"offload_optimizer", "optimizer state always lives on the shard servers"},
+    {"allgather_partitions", "a DeepSpeed implementation detail"},
+    {"load_from_fp32_weights", "the servers keep fp32 master weights"},
+    {"elastic_checkpoint", "the servers own the optimizer state"},
+    {"round_robin_gradients", "a DeepSpeed implementation detail"},
+    {"ignore_unused_parameters", "a DeepSpeed implementation detail"},
+    {"use_multi_rank_bucket_allreduce", "a DeepSpeed implementation detail"},
+    {"memory_efficient_linear", "a DeepSpeed implementation detail"},
+    {"stage3_gather_16bit_weights_on_model_save",
+     "models are saved from the servers"},
+    {"stage3_gather_fp16_weights_on_model_save",
+     "models are saved from the servers"},
+    {"stage3_model_persistence_threshold", "a DeepSpeed implementation detail"},
+    {"zero_hpz_partition_size", "no hierarchical partitioning"},
+    {"zero_quantized_weights", "no quantized communication"},
+    {"zero_quantized_nontrainable_weights", "no quantized communication"},
+    {"zero_quantized_gradients", "no quantized communication"},
+    {"mics_shard_size", "no MiCS"},
+    {"mics_hierarchical_params_gather", "no MiCS"},
+    {"cpu_offload", "deprecated; optimizer state lives on the servers"},
+    {"cpu_offload_param", "deprecated; use offload_param"},
+    {"cpu_offload_use_pin_memory", "deprecated"},
+};
+
+constexpr Unused kUnusedOffloadParam[] = {
+    {"pin_memory", "a DeepSpeed implementation detail"},
+    {"buffer_count", "a DeepSpeed implementation detail"},
+    {"buffer_size", "a DeepSpeed implementation detail"},
+    {"max_in_cpu", "a DeepSpeed implementation detail"},
+    {"nvme_path", "parameters are offloaded to servers, not NVMe"},
+};
+
+template <size_t N>
+void IgnoreAll(ObjectReader& reader, const Unused (&keys)[N]) {
+  for (const Unused& u : keys) reader.Ignore(u.key, u.why);
+}
+
+absl::StatusOr<engine::WarmupType> ParseWarmupType(ObjectReader& params) {
+  ZS_ASSIGN_OR_RETURN(std::string type, params.String("warmup_type", "log"));
+  if (type == "log") return engine::WarmupType::kLog;
+  if (type == "linear") return engine::WarmupType::kLinear;
+  return params.Error("warmup_type", absl::StrCat("must be \"log\" or "
+                                                  "\"linear\", got \"",
+                                                  type, "\""));
+}
+
+// total_num_steps of WarmupDecayLR / WarmupCosineLR: required, and
+// DeepSpeed's warning when it is shorter than the warmup.
+absl::Status ParseTotalSteps(ObjectReader& params, const std::string& type,
+                             engine::LrSchedule* s, ReadLog* log) {
+  ZS_ASSIGN_OR_RETURN(s->total_num_steps,
+                      params.IntOrUnset("total_num_steps", 1));
+  if (s->total_num_steps < 0) {
+    return params.Error("total_num_steps", absl::StrCat("required by ", type));
+  }
+  if (s->total_num_steps < engine::EffectiveWarmupSteps(*s)) {
+    log->warnings.push_back(
+        absl::StrCat(params.PathOf("total_num_steps"), " (", s->total_num_steps,
+                     ") is less than warmup_num_steps (",
+                     engine::EffectiveWarmupSteps(*s), ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseFp16(ObjectReader& fp16, engine::LossScalerOptions* out) {
+  ZS_ASSIGN_OR_RETURN(double loss_scale,
+                      fp16.Number("loss_scale", 0.0, Bound::kNonNegative));
+  ZS_ASSIGN_OR_RETURN(int64_t power,
+                      fp16.Int("initial_scale_power", 16, 0, 127));
+  out->dynamic = loss_scale == 0;
+  out->static_scale = loss_scale;
+  out->initial_scale = std::ldexp(1.0, static_cast<int>(power));
+  ZS_ASSIGN_OR_RETURN(out->scale_window,
+                      fp16.Int("loss_scale_window", 1000, 1));
+  ZS_ASSIGN_OR_RETURN(out->hysteresis, fp16.Int("hysteresis", 2, 1));
+  ZS_ASSIGN_OR_RETURN(out->consecutive_hysteresis,
+                      fp16.Bool("consecutive_hysteresis", false));
+  ZS_ASSIGN_OR_RETURN(out->min_scale,
+                      fp16.Number("min_loss_scale", 1.0, Bound::kPositive));
+  fp16.Ignore("auto_cast", "workers choose the compute dtype");
+  fp16.Ignore("fp16_master_weights_and_grads",
+              "master weights are fp32 on the servers");
+  return absl::OkStatus();
+}
+
+absl::Status ParseOffloadParam(ObjectReader& zero, ZeroConfig* out,
+                               ReadLog* log) {
+  ZS_ASSIGN_OR_RETURN(ObjectReader offload, zero.Object("offload_param"));
+  ZS_ASSIGN_OR_RETURN(std::string device, offload.String("device", "none"));
+  if (device == "cpu") {
+    log->warnings.push_back(absl::StrCat(offload.PathOf("device"),
+                                         ": \"cpu\" is read as \"server\""));
+    device = "server";
+  }
+  if (device == "server") {
+    out->offload_param = OffloadDevice::kServer;
+  } else if (device != "none") {
+    return offload.Error("device", absl::StrCat("must be \"none\" or "
+                                                "\"server\", got \"",
+                                                device, "\""));
+  }
+  if (out->offload_param == OffloadDevice::kServer && out->stage != 3) {
+    return offload.Error("device", absl::StrCat("\"server\" requires "
+                                                "zero_optimization.stage 3, "
+                                                "got stage ",
+                                                out->stage));
+  }
+  IgnoreAll(offload, kUnusedOffloadParam);
+  offload.WarnUnknown();
+  return absl::OkStatus();
+}
+
+// "host:port" with a non-empty host (IPv6 in brackets) and port 1..65535.
+bool IsHostPort(absl::string_view address) {
+  const size_t colon = address.rfind(':');
+  if (colon == absl::string_view::npos || colon == 0) return false;
+  const absl::string_view host = address.substr(0, colon);
+  if (host.front() == '[' && host.back() != ']') return false;
+  if (host.front() != '[' && host.find(':') != absl::string_view::npos) {
+    return false;
+  }
+  int port = 0;
+  const absl::string_view port_text = address.substr(colon + 1);
+  return !port_text.empty() && port_text.size() <= 5 &&
+         port_text.find_first_not_of("0123456789") == absl::string_view::npos &&
+         absl::SimpleAtoi(port_text, &port) && port >= 1 && port <= 65535;
+}
+
+absl::Status ParseServers(ObjectReader& zs, ZeroShardConfig* out) {
+  const google::protobuf::Value* v = zs.Raw("servers");
+  if (v == nullptr || !zs.Has("servers") ||
+      v->kind_case() == google::protobuf::Value::kNumberValue) {
+    // A count; absent, null and "auto" (logged by Int) leave it at 0.
+    ZS_ASSIGN_OR_RETURN(int64_t count, zs.Int("servers", 0, 1, 1 << 20));
+    out->num_servers = static_cast<int>(count);
+    return absl::OkStatus();
+  }
+  const std::string what =
+      "must be a positive count or a non-empty array of \"host:port\" "
+      "strings, got ";
+  if (v->kind_case() != google::protobuf::Value::kListValue ||
+      v->list_value().values_size() == 0) {
+    return zs.Error("servers", what + internal::DescribeValue(*v));
+  }
+  std::set<std::string> seen;
+  for (int i = 0; i < v->list_value().values_size(); ++i) {
+    const google::protobuf::Value& item = v->list_value().values(i);
+    const std::string key = absl::StrCat("servers[", i, "]");
+    if (item.kind_case() != google::protobuf::Value::kStringValue ||
+        !IsHostPort(item.string_value())) {
+      return zs.Error(key, "must be a \"host:port\" string, got " +
+                               internal::DescribeValue(item));
+    }
+    if (!seen.insert(item.string_value()).second) {
+      return zs.Error(
+          key, absl::StrCat("duplicate address \"", item.string_value(), "\""));
+    }
+    out->server_addresses.push_back(item.string_value());
+  }
+  out->num_servers = static_cast<int>(out->server_addresses.size());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ParseOptimizer(ObjectReader& root, AdamWConfig* out) {
+  ZS_ASSIGN_OR_RETURN(ObjectReader opt, root.Object("optimizer"));
+  ZS_ASSIGN_OR_RETURN(out->type, opt.String("type", "AdamW"));
+  const std::string type = absl::AsciiStrToLower(out->type);
+  if (type != "adam" && type != "adamw") {
+    return opt.Error("type", absl::StrCat("must be Adam or AdamW (the shard "
+                                          "servers run AdamW), got \"",
+                                          out->type, "\""));
+  }
+  ZS_ASSIGN_OR_RETURN(ObjectReader params, opt.Object("params"));
+  ZS_ASSIGN_OR_RETURN(out->lr, params.Number("lr", 1e-3, Bound::kNonNegative));
+  ZS_ASSIGN_OR_RETURN(std::vector<double> betas,
+                      params.NumberArray("betas", {0.9, 0.999}));
+  for (double beta : betas) {
+    if (!(beta >= 0 && beta < 1)) {
+      return params.Error("betas",
+                          absl::StrCat("must be two numbers in [0, 1), got [",
+                                       betas[0], ", ", betas[1], "]"));
+    }
+  }
+  out->beta1 = betas[0];
+  out->beta2 = betas[1];
+  ZS_ASSIGN_OR_RETURN(out->eps,
+                      params.Number("eps", 1e-8, Bound::kNonNegative));
+  ZS_ASSIGN_OR_RETURN(out->weight_decay,
+                      params.Number("weight_decay", 0.0, Bound::kNonNegative));
+  ZS_ASSIGN_OR_RETURN(bool adam_w_mode, params.Bool("adam_w_mode", true));
+  if (type == "adam" && !adam_w_mode && out->weight_decay != 0) {
+    return params.Error(
+        "adam_w_mode",
+        "false (Adam with L2 weight decay) is not supported: the shard "
+        "servers run AdamW (decoupled weight decay)");
+  }
+  ZS_ASSIGN_OR_RETURN(bool bias_correction,
+                      params.Bool("bias_correction", true));
+  if (!bias_correction) {
+    return params.Error("bias_correction", "only true is supported");
+  }
+  ZS_ASSIGN_OR_RETURN(bool amsgrad, params.Bool("amsgrad", false));
+  if (amsgrad) return params.Error("amsgrad", "only false is supported");
+  ZS_RETURN_IF_ERROR(params.Bool("torch_adam", false).status());
+  params.Ignore("max_grad_norm", "use the top-level gradient_clipping");
+  params.WarnUnknown();
+  opt.WarnUnknown();
+  return absl::OkStatus();
+}
+
+absl::Status ParseScheduler(ObjectReader& root, double optimizer_lr,
+                            engine::LrSchedule* s, ReadLog* log) {
+  s->lr = optimizer_lr;
+  ZS_ASSIGN_OR_RETURN(ObjectReader sched, root.Object("scheduler"));
+  if (!sched.present()) return absl::OkStatus();  // constant lr
+  ZS_ASSIGN_OR_RETURN(std::string type, sched.String("type", ""));
+  ZS_ASSIGN_OR_RETURN(ObjectReader params, sched.Object("params"));
+  if (type == "WarmupLR" || type == "WarmupDecayLR") {
+    s->type = type == "WarmupLR" ? engine::LrScheduleType::kWarmupLR
+                                 : engine::LrScheduleType::kWarmupDecayLR;
+    ZS_ASSIGN_OR_RETURN(s->warmup_min_lr, params.Number("warmup_min_lr", 0.0,
+                                                        Bound::kNonNegative));
+    ZS_ASSIGN_OR_RETURN(s->warmup_max_lr, params.Number("warmup_max_lr", 1e-3,
+                                                        Bound::kNonNegative));
+  } else if (type == "WarmupCosineLR") {
+    s->type = engine::LrScheduleType::kWarmupCosineLR;
+    ZS_ASSIGN_OR_RETURN(
+        s->warmup_min_ratio,
+        params.Number("warmup_min_ratio", 0.0, Bound::kNonNegative));
+    ZS_ASSIGN_OR_RETURN(s->cos_min_ratio, params.Number("cos_min_ratio", 1e-4,
+                                                        Bound::kNonNegative));
+  } else if (type.empty()) {
+    return sched.Error("type",
+                       "required: WarmupLR, WarmupDecayLR or "
+                       "WarmupCosineLR");
+  } else {
+    return sched.Error("type", absl::StrCat("must be WarmupLR, WarmupDecayLR "
+                                            "or WarmupCosineLR, got \"",
+                                            type, "\""));
+  }
+  ZS_ASSIGN_OR_RETURN(s->warmup_num_steps,
+                      params.Int("warmup_num_steps", 1000, 0));
+  ZS_ASSIGN_OR_RETURN(s->warmup_type, ParseWarmupType(params));
+  if (s->type != engine::LrScheduleType::kWarmupLR) {
+    ZS_RETURN_IF_ERROR(ParseTotalSteps(params, type, s, log));
+  }
+  if (s->type == engine::LrScheduleType::kWarmupCosineLR &&
+      s->total_num_steps == engine::EffectiveWarmupSteps(*s)) {
+    return params.Error("total_num_steps",
+                        absl::StrCat("must differ from the warmup length ",
+                                     engine::EffectiveWarmupSteps(*s),
+                                     " (WarmupCosineLR divides by their "
+                                     "difference)"));
+  }
+  ZS_ASSIGN_OR_RETURN(int64_t last, params.Int("last_batch_iteration", -1, -1));
+  if (last != -1) {
+    return params.Error("last_batch_iteration",
+                        "only -1 is supported: the engine's step counter "
+                        "resumes the schedule");
+  }
+  params.WarnUnknown();
+  sched.WarnUnknown();
+  return absl::OkStatus();
+}
+
+absl::Status ParsePrecision(ObjectReader& root, EngineConfig* out) {
+  ZS_ASSIGN_OR_RETURN(ObjectReader fp16, root.Object("fp16"));
+  ZS_ASSIGN_OR_RETURN(bool fp16_enabled, fp16.Bool("enabled", false));
+  engine::LossScalerOptions fp16_scaler;
+  ZS_RETURN_IF_ERROR(ParseFp16(fp16, &fp16_scaler));
+  fp16.WarnUnknown();
+  // "bfloat16" is DeepSpeed's old name for the section.
+  const char* bf16_key =
+      root.Has("bf16") || !root.Has("bfloat16") ? "bf16" : "bfloat16";
+  ZS_ASSIGN_OR_RETURN(ObjectReader bf16, root.Object(bf16_key));
+  ZS_ASSIGN_OR_RETURN(bool bf16_enabled, bf16.Bool("enabled", false));
+  bf16.WarnUnknown();
+  if (fp16_enabled && bf16_enabled) {
+    return bf16.Error("enabled", "fp16 and bf16 cannot both be enabled");
+  }
+  out->precision = fp16_enabled   ? engine::Precision::kFp16
+                   : bf16_enabled ? engine::Precision::kBf16
+                                  : engine::Precision::kFp32;
+  if (fp16_enabled) out->loss_scaler = fp16_scaler;
+  return absl::OkStatus();
+}
+
+absl::Status ParseZero(ObjectReader& root, ZeroConfig* out, ReadLog* log) {
+  ZS_ASSIGN_OR_RETURN(ObjectReader zero, root.Object("zero_optimization"));
+  ZS_ASSIGN_OR_RETURN(int64_t stage, zero.Int("stage", 0, 0, 3));
+  out->stage = static_cast<int>(stage);
+  ZS_ASSIGN_OR_RETURN(out->overlap_comm,
+                      zero.Bool("overlap_comm", out->stage == 3));
+  ZS_ASSIGN_OR_RETURN(out->contiguous_gradients,
+                      zero.Bool("contiguous_gradients", true));
+  ZS_ASSIGN_OR_RETURN(out->reduce_scatter, zero.Bool("reduce_scatter", true));
+  struct SizeKey {
+    const char* key;
+    int64_t* field;
+  };
+  const SizeKey sizes[] = {
+      {"reduce_bucket_size", &out->reduce_bucket_size},
+      {"allgather_bucket_size", &out->allgather_bucket_size},
+      {"stage3_prefetch_bucket_size", &out->stage3_prefetch_bucket_size},
+      {"stage3_max_live_parameters", &out->stage3_max_live_parameters},
+      {"stage3_max_reuse_distance", &out->stage3_max_reuse_distance},
+      {"stage3_param_persistence_threshold",
+       &out->stage3_param_persistence_threshold},
+      {"sub_group_size", &out->sub_group_size},
+  };
+  for (const SizeKey& s : sizes) {
+    ZS_ASSIGN_OR_RETURN(*s.field, zero.Int(s.key, *s.field, 0));
+  }
+  ZS_RETURN_IF_ERROR(ParseOffloadParam(zero, out, log));
+  IgnoreAll(zero, kUnusedZero);
+  zero.WarnUnknown();
+  return absl::OkStatus();
+}
+
+absl::Status ParseZeroShard(ObjectReader& root, ZeroShardConfig* out) {
+  ZS_ASSIGN_OR_RETURN(ObjectReader zs, root.Object("zeroshard"));
+  ZS_RETURN_IF_ERROR(ParseServers(zs, out));
+  ZS_ASSIGN_OR_RETURN(out->server_aggregation,
+                      zs.Bool("server_aggregation", false));
+  ZS_ASSIGN_OR_RETURN(int64_t alignment,
+                      zs.Int("alignment", 64, 1, uint32_t{0xFFFFFFFF}));
+  out->alignment = static_cast<uint32_t>(alignment);
+  ZS_ASSIGN_OR_RETURN(int64_t interval,
+                      zs.Int("checkpoint_interval", 0, 0, int64_t{1} << 31));
+  out->checkpoint_interval = static_cast<int>(interval);
+  zs.WarnUnknown();
+  return absl::OkStatus();
+}
+
+void IgnoreUnusedTopLevel(ObjectReader& root) {
+  IgnoreAll(root, kUnusedTopLevel);
+}
+
+}  // namespace zeroshard::config::internal

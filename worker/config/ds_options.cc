@@ -1,0 +1,71 @@
+#include "worker/config/ds_options.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "worker/engine/zero_plan.h"
+
+namespace zeroshard::config {
+namespace {
+
+void Warn(std::vector<std::string>* warnings, std::string text) {
+  if (warnings != nullptr) warnings->push_back(std::move(text));
+}
+
+}  // namespace
+
+absl::StatusOr<engine::ZeroOptions> ZeroOptionsFromConfig(
+    const config::EngineConfig& config, const gpt2::Config& model, int seq_len,
+    std::vector<std::string>* warnings) {
+  ZS_ASSIGN_OR_RETURN(gpt2::ParamLayout layout,
+                      gpt2::ParamLayout::Create(model));
+  const config::ZeroConfig& z = config.zero;
+  engine::ZeroOptions o;
+  o.stage = z.stage;
+  o.micro_batch = static_cast<int>(config.batch.micro_batch_per_worker);
+  o.seq_len = seq_len;
+  o.gradient_accumulation_steps =
+      static_cast<int>(config.batch.gradient_accumulation_steps);
+  o.gradient_clipping = config.gradient_clipping;
+  o.lr_schedule = config.lr_schedule;
+  o.beta1 = config.optimizer.beta1;
+  o.beta2 = config.optimizer.beta2;
+  o.eps = config.optimizer.eps;
+  o.weight_decay = config.optimizer.weight_decay;
+  o.precision = config.precision;
+  o.loss_scaler = config.loss_scaler;
+  o.overlap_comm = z.overlap_comm;
+  o.reduce_bucket_size =
+      static_cast<uint64_t>(std::max<int64_t>(1, z.reduce_bucket_size));
+  o.offload_param_server = z.offload_param == config::OffloadDevice::kServer;
+  o.checkpoint_interval = config.zeroshard.checkpoint_interval;
+  o.server_aggregation = config.zeroshard.server_aggregation;
+
+  // The parser rejects a negative threshold (INVALID_ARGUMENT naming it).
+  o.stage3_param_persistence_threshold =
+      static_cast<uint64_t>(z.stage3_param_persistence_threshold);
+
+  const std::vector<engine::ParamUnit> units = engine::ParamUnits(layout);
+  uint64_t largest = 1;
+  for (const engine::ParamUnit& u : units) {
+    largest = std::max(largest, u.range.size());
+  }
+  if (o.stage == 3 && largest <= o.stage3_param_persistence_threshold) {
+    Warn(warnings,
+         absl::StrCat("zero_optimization.stage3_param_persistence_threshold (",
+                      o.stage3_param_persistence_threshold,
+                      "): every parameter unit is persistent (the largest has ",
+                      largest, " elements); stage 3 partitions no parameters"));
+  }
+  const uint64_t fit =
+      static_cast<uint64_t>(z.stage3_prefetch_bucket_size) / largest;
+  o.stage3_prefetch_units =
+      z.stage3_prefetch_bucket_size == 0
+          ? 0
+          : static_cast<int>(std::clamp<uint64_t>(fit, 1, units.size()));
+  ZS_RETURN_IF_ERROR(engine::ValidateZeroOptions(o));
+  return o;
+}
+
+}  // namespace zeroshard::config

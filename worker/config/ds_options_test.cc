@@ -1,0 +1,206 @@
+// ds_options.h: a DeepSpeed JSON config onto ZeroOptions — round trips of
+// the tests' specs, the prefetch mapping, and the clear errors for what the
+// engine does not implement.
+#include "worker/config/ds_options.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "worker/config/ds_config.h"
+#include "worker/engine/testing.h"
+
+namespace zeroshard::config {
+namespace {
+
+absl::StatusOr<engine::ZeroOptions> FromJson(
+    const std::string& json, int world, std::vector<std::string>* warnings) {
+  auto config = config::ParseDeepSpeedConfig(json, world, warnings);
+  if (!config.ok()) return config.status();
+  return ZeroOptionsFromConfig(*config, engine::TinyConfig(), 16, warnings);
+}
+
+bool PersistenceWarned(const std::vector<std::string>& warnings) {
+  for (const std::string& w : warnings) {
+    if (absl::StrContains(w, "stage3_param_persistence_threshold")) {
+      return true;
+    }
+  }
+  return false;
+}
+
+TEST(DsOptionsTest, TheTestSpecsRoundTrip) {
+  for (int stage : {0, 1, 2, 3}) {
+    for (bool offload : {false, true}) {
+      if (offload && stage != 3) continue;
+      for (int prefetch : {0, 1, 3}) {
+        train::TrainSpec spec =
+            engine::TinySpec(stage, offload, "ds_options_test");
+        spec.zero.overlap_comm = prefetch != 3;
+        spec.zero.stage3_prefetch_units = prefetch;
+        spec.zero.stage3_param_persistence_threshold = 1000u * prefetch;
+        // fp32, then fp16 with a dynamic scaler, then bf16.
+        spec.zero.precision = static_cast<engine::Precision>(prefetch % 3);
+        spec.zero.loss_scaler.dynamic = prefetch == 1;
+        spec.zero.loss_scaler.initial_scale = 1 << 12;
+        spec.zero.loss_scaler.scale_window = 7;
+        spec.zero.loss_scaler.hysteresis = 3;
+        spec.zero.loss_scaler.min_scale = 0.5;
+        SCOPED_TRACE(engine::DeepSpeedJson(spec, 64));
+        std::vector<std::string> warnings;
+        auto got = FromJson(engine::DeepSpeedJson(spec, 64), 2, &warnings);
+        ASSERT_TRUE(got.ok()) << got.status();
+        const engine::ZeroOptions& want = spec.zero;
+        EXPECT_EQ(got->stage, want.stage);
+        EXPECT_EQ(got->micro_batch, want.micro_batch);
+        EXPECT_EQ(got->seq_len, want.seq_len);
+        EXPECT_EQ(got->gradient_accumulation_steps,
+                  want.gradient_accumulation_steps);
+        EXPECT_EQ(got->gradient_clipping, want.gradient_clipping);
+        EXPECT_EQ(got->lr_schedule.type, engine::LrScheduleType::kConstant);
+        EXPECT_EQ(got->lr_schedule.lr, want.lr_schedule.lr);
+        EXPECT_EQ(got->beta1, want.beta1);
+        EXPECT_EQ(got->beta2, want.beta2);
+        EXPECT_EQ(got->eps, want.eps);
+        EXPECT_EQ(got->weight_decay, want.weight_decay);
+        EXPECT_EQ(got->reduce_bucket_size, want.reduce_bucket_size);
+        EXPECT_EQ(got->stage3_prefetch_units, want.stage3_prefetch_units);
+        EXPECT_EQ(got->offload_param_server, want.offload_param_server);
+        EXPECT_EQ(got->overlap_comm, want.overlap_comm);
+        EXPECT_EQ(got->stage3_param_persistence_threshold,
+                  want.stage3_param_persistence_threshold);
+        EXPECT_EQ(got->precision, want.precision);
+        if (want.precision == engine::Precision::kFp16) {
+          const engine::LossScalerOptions& a = got->loss_scaler;
+          const engine::LossScalerOptions& b = want.loss_scaler;
+          EXPECT_EQ(a.dynamic, b.dynamic);
+          EXPECT_EQ(a.initial_scale, b.initial_scale);
+          EXPECT_EQ(a.scale_window, b.scale_window);
+          EXPECT_EQ(a.hysteresis, b.hysteresis);
+          EXPECT_EQ(a.min_scale, b.min_scale);
+        }
+        for (const std::string& w : warnings) std::printf("%s\n", w.c_str());
+      }
+    }
+  }
+}
+
+TEST(DsOptionsTest, SchedulerBatchAndPrefetch) {
+  std::vector<std::string> warnings;
+  auto got =
+      FromJson(R"({"train_batch_size": 16, "gradient_accumulation_steps": 2,
+      "optimizer": {"type": "Adam", "params": {"lr": 6e-4}},
+      "scheduler": {"type": "WarmupCosineLR",
+                    "params": {"total_num_steps": 100, "warmup_num_steps": 5}},
+      "zero_optimization": {"stage": 3, "stage3_prefetch_bucket_size": 2e7}})",
+               4, &warnings);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->micro_batch, 2);  // 16 / (2 * 4)
+  EXPECT_EQ(got->gradient_accumulation_steps, 2);
+  EXPECT_EQ(got->lr_schedule.type, engine::LrScheduleType::kWarmupCosineLR);
+  EXPECT_EQ(got->lr_schedule.lr, 6e-4);
+  EXPECT_EQ(got->lr_schedule.total_num_steps, 100);
+  EXPECT_TRUE(got->overlap_comm);            // DeepSpeed's default for stage 3
+  EXPECT_EQ(got->stage3_prefetch_units, 4);  // every unit (L + 2) at most
+  // DeepSpeed's default, 1e5, exceeds every unit of the tiny model.
+  EXPECT_EQ(got->stage3_param_persistence_threshold, 100000u);
+  EXPECT_TRUE(PersistenceWarned(warnings));
+
+  // Smaller than one unit still prefetches one; 0 prefetches none.
+  got = FromJson(R"({"train_micro_batch_size_per_gpu": 1,
+      "zero_optimization": {"stage": 3, "stage3_prefetch_bucket_size": 10}})",
+                 1, nullptr);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->stage3_prefetch_units, 1);
+  got = FromJson(R"({"train_micro_batch_size_per_gpu": 1,
+      "zero_optimization": {"stage": 3, "stage3_prefetch_bucket_size": 0}})",
+                 1, nullptr);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->stage3_prefetch_units, 0);
+}
+
+TEST(DsOptionsTest, MixedPrecisionAndTheLossScaler) {
+  auto fp16 = FromJson(R"({"train_micro_batch_size_per_gpu": 1,
+      "fp16": {"enabled": true, "initial_scale_power": 12,
+               "loss_scale_window": 50, "hysteresis": 3,
+               "min_loss_scale": 0.25}})",
+                       1, nullptr);
+  ASSERT_TRUE(fp16.ok()) << fp16.status();
+  EXPECT_EQ(fp16->precision, engine::Precision::kFp16);
+  EXPECT_TRUE(fp16->loss_scaler.dynamic);
+  EXPECT_EQ(fp16->loss_scaler.initial_scale, 4096.0);
+  EXPECT_EQ(fp16->loss_scaler.scale_window, 50);
+  EXPECT_EQ(fp16->loss_scaler.hysteresis, 3);
+  EXPECT_EQ(fp16->loss_scaler.min_scale, 0.25);
+
+  auto fixed = FromJson(R"({"train_micro_batch_size_per_gpu": 1,
+      "fp16": {"enabled": true, "loss_scale": 128}})",
+                        1, nullptr);
+  ASSERT_TRUE(fixed.ok()) << fixed.status();
+  EXPECT_FALSE(fixed->loss_scaler.dynamic);
+  EXPECT_EQ(fixed->loss_scaler.static_scale, 128.0);
+
+  auto bf16 = FromJson(R"({"train_micro_batch_size_per_gpu": 1,
+      "bf16": {"enabled": true}})",
+                       1, nullptr);
+  ASSERT_TRUE(bf16.ok()) << bf16.status();
+  EXPECT_EQ(bf16->precision, engine::Precision::kBf16);
+
+  auto bad = FromJson(R"({"train_micro_batch_size_per_gpu": 1,
+      "fp16": {"enabled": true, "hysteresis": 0}})",
+                      1, nullptr);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "hysteresis"))
+      << bad.status();
+}
+
+// TinyConfig's units: embeddings 2560 elements, blocks 12704, final norm 64.
+TEST(DsOptionsTest, PersistenceThreshold) {
+  auto json = [](int stage, const char* threshold) {
+    return absl::StrCat(R"({"train_micro_batch_size_per_gpu": 1,
+        "zero_optimization": {"stage": )",
+                        stage, R"(, "stage3_param_persistence_threshold": )",
+                        threshold, "}}");
+  };
+  struct Case {
+    int stage;
+    const char* threshold;
+    uint64_t want;
+    bool warned;  // every unit persistent
+  };
+  for (const Case& c :
+       {Case{3, "0", 0, false}, Case{3, "3000", 3000, false},
+        Case{3, "12704", 12704, true}, Case{2, "1e5", 100000, false}}) {
+    SCOPED_TRACE(c.threshold);
+    std::vector<std::string> warnings;
+    auto got = FromJson(json(c.stage, c.threshold), 1, &warnings);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->stage3_param_persistence_threshold, c.want);
+    EXPECT_EQ(PersistenceWarned(warnings), c.warned);
+  }
+  // Rejected by the parser.
+  auto negative = FromJson(json(3, "-1"), 1, nullptr);
+  ASSERT_FALSE(negative.ok());
+  EXPECT_EQ(negative.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(negative.status().message(),
+                                "stage3_param_persistence_threshold"))
+      << negative.status();
+}
+
+TEST(DsOptionsTest, ServerAggregationIsMapped) {
+  auto got = FromJson(R"({"train_micro_batch_size_per_gpu": 1,
+                          "zero_optimization": {"stage": 2},
+                          "zeroshard": {"server_aggregation": true}})",
+                      1, nullptr);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE(got->server_aggregation);
+  auto off = FromJson(R"({"train_micro_batch_size_per_gpu": 1})", 1, nullptr);
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_FALSE(off->server_aggregation);
+}
+
+}  // namespace
+}  // namespace zeroshard::config

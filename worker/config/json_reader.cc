@@ -1,0 +1,196 @@
+#include "worker/config/json_reader.h"
+
+#include <cmath>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace zeroshard::config::internal {
+namespace {
+
+using google::protobuf::Value;
+
+bool IsAuto(const Value& v) {
+  return v.kind_case() == Value::kStringValue && v.string_value() == "auto";
+}
+
+// "a non-negative integer", "an integer in [2, 7]", ...
+std::string IntegerWhat(int64_t min, int64_t max) {
+  if (max == kMaxExactInt) {
+    if (min == 0) return "a non-negative integer";
+    if (min == 1) return "a positive integer";
+    return absl::StrCat("an integer >= ", min);
+  }
+  return absl::StrCat("an integer in [", min, ", ", max, "]");
+}
+
+}  // namespace
+
+std::string DescribeValue(const Value& value) {
+  switch (value.kind_case()) {
+    case Value::kNumberValue: {
+      const double d = value.number_value();
+      if (d == std::trunc(d) && std::fabs(d) < 1e15) {
+        return absl::StrCat(static_cast<int64_t>(d));
+      }
+      return absl::StrCat(d);
+    }
+    case Value::kStringValue:
+      return absl::StrCat("\"", value.string_value(), "\"");
+    case Value::kBoolValue:
+      return value.bool_value() ? "true" : "false";
+    case Value::kStructValue:
+      return "an object";
+    case Value::kListValue: {
+      std::string out = "[";
+      for (const Value& item : value.list_value().values()) {
+        absl::StrAppend(&out, out.size() > 1 ? ", " : "", DescribeValue(item));
+      }
+      return out + "]";
+    }
+    default:
+      return "null";
+  }
+}
+
+ObjectReader::ObjectReader(const google::protobuf::Struct* object,
+                           std::string path, ReadLog* log)
+    : object_(object), path_(std::move(path)), log_(log) {}
+
+std::string ObjectReader::PathOf(absl::string_view key) const {
+  return path_.empty() ? std::string(key) : absl::StrCat(path_, ".", key);
+}
+
+absl::Status ObjectReader::Error(absl::string_view key,
+                                 absl::string_view message) const {
+  return absl::InvalidArgumentError(absl::StrCat(PathOf(key), ": ", message));
+}
+
+absl::Status ObjectReader::MustBe(absl::string_view key, absl::string_view what,
+                                  const Value& got) const {
+  return Error(key,
+               absl::StrCat("must be ", what, ", got ", DescribeValue(got)));
+}
+
+const Value* ObjectReader::Raw(absl::string_view key) {
+  known_.insert(std::string(key));
+  if (object_ == nullptr) return nullptr;
+  auto it = object_->fields().find(std::string(key));
+  if (it == object_->fields().end()) return nullptr;
+  if (it->second.kind_case() == Value::kNullValue) return nullptr;
+  return &it->second;
+}
+
+const Value* ObjectReader::Get(absl::string_view key) {
+  const Value* v = Raw(key);
+  if (v != nullptr && IsAuto(*v)) {
+    log_->auto_keys.push_back(PathOf(key));
+    return nullptr;
+  }
+  return v;
+}
+
+bool ObjectReader::Has(absl::string_view key) {
+  const Value* v = Raw(key);
+  return v != nullptr && !IsAuto(*v);
+}
+
+absl::StatusOr<int64_t> ObjectReader::Int(absl::string_view key, int64_t def,
+                                          int64_t min, int64_t max) {
+  const Value* v = Get(key);
+  if (v == nullptr) return def;
+  const double d = v->number_value();
+  if (v->kind_case() != Value::kNumberValue || d != std::trunc(d) ||
+      d < static_cast<double>(min) || d > static_cast<double>(max)) {
+    return MustBe(key, IntegerWhat(min, max), *v);
+  }
+  return static_cast<int64_t>(d);
+}
+
+absl::StatusOr<int64_t> ObjectReader::IntOrUnset(absl::string_view key,
+                                                 int64_t min) {
+  return Int(key, -1, min);
+}
+
+absl::StatusOr<double> ObjectReader::Number(absl::string_view key, double def,
+                                            Bound bound) {
+  const Value* v = Get(key);
+  if (v == nullptr) return def;
+  const double d = v->number_value();
+  const bool in_bound = bound == Bound::kAny ||
+                        (bound == Bound::kNonNegative && d >= 0) ||
+                        (bound == Bound::kPositive && d > 0);
+  if (v->kind_case() != Value::kNumberValue || !std::isfinite(d) || !in_bound) {
+    const char* what = bound == Bound::kAny           ? "a number"
+                       : bound == Bound::kNonNegative ? "a non-negative number"
+                                                      : "a positive number";
+    return MustBe(key, what, *v);
+  }
+  return d;
+}
+
+absl::StatusOr<std::vector<double>> ObjectReader::NumberArray(
+    absl::string_view key, std::vector<double> def) {
+  const Value* v = Get(key);
+  if (v == nullptr) return def;
+  const std::string what = absl::StrCat("an array of ", def.size(), " numbers");
+  if (v->kind_case() != Value::kListValue ||
+      v->list_value().values_size() != static_cast<int>(def.size())) {
+    return MustBe(key, what, *v);
+  }
+  std::vector<double> out;
+  for (const Value& item : v->list_value().values()) {
+    if (item.kind_case() != Value::kNumberValue) return MustBe(key, what, *v);
+    out.push_back(item.number_value());
+  }
+  return out;
+}
+
+absl::StatusOr<bool> ObjectReader::Bool(absl::string_view key, bool def) {
+  const Value* v = Get(key);
+  if (v == nullptr) return def;
+  if (v->kind_case() != Value::kBoolValue) {
+    return MustBe(key, "true or false", *v);
+  }
+  return v->bool_value();
+}
+
+absl::StatusOr<std::string> ObjectReader::String(absl::string_view key,
+                                                 std::string def) {
+  const Value* v = Get(key);
+  if (v == nullptr) return def;
+  if (v->kind_case() != Value::kStringValue) {
+    return MustBe(key, "a string", *v);
+  }
+  return v->string_value();
+}
+
+absl::StatusOr<ObjectReader> ObjectReader::Object(absl::string_view key) {
+  const Value* v = Get(key);
+  if (v == nullptr) return ObjectReader(nullptr, PathOf(key), log_);
+  if (v->kind_case() != Value::kStructValue) {
+    return MustBe(key, "an object", *v);
+  }
+  return ObjectReader(&v->struct_value(), PathOf(key), log_);
+}
+
+void ObjectReader::Ignore(absl::string_view key, absl::string_view why) {
+  if (Raw(key) == nullptr) return;
+  log_->warnings.push_back(absl::StrCat(
+      PathOf(key), ": not used by zeroshard (", why, "); ignored"));
+}
+
+void ObjectReader::WarnUnknown() {
+  if (object_ == nullptr) return;
+  std::set<std::string> unknown;
+  for (const auto& [key, value] : object_->fields()) {
+    if (known_.count(key) == 0) unknown.insert(key);
+  }
+  for (const std::string& key : unknown) {
+    log_->warnings.push_back(
+        absl::StrCat("unknown key ", PathOf(key), " ignored"));
+  }
+}
+
+}  // namespace zeroshard::config::internal

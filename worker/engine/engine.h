@@ -1,0 +1,278 @@
+// ZeroEngine: ZeRO-style data-parallel training of the GPT-2 model
+// (worker/gpt2/model.h) in DeepSpeed's shape:
+//
+//   ZS_ASSIGN_OR_RETURN(auto engine, ZeroEngine::Create(options, config,
+//                                                        init, comm, client));
+//   for (...) {                       // every micro-batch
+//     ZS_ASSIGN_OR_RETURN(float loss, engine->Forward(inputs, targets));
+//     ZS_RETURN_IF_ERROR(engine->Backward());
+//     ZS_RETURN_IF_ERROR(engine->Step());  // updates every gas-th call
+//   }
+//
+// Stages (ZeroOptions::stage), W ranks of `comm`, K shard servers:
+//   0  DDP: per-bucket all-reduce, local AdamW (optimizer.h); no servers.
+//   1  gradients reduce-scattered per bucket while backward runs; each rank
+//      pushes its reduced parts to the servers that own them; the leader
+//      (rank 0) prepares and commits; each rank gathers its slice of the
+//      updated parameters from the servers and the slices are all-gathered.
+//      The full-size gradient buffer is kept through the step.
+//   2  as 1, keeping only this rank's gradient parts.
+//   3  as 2, and parameters partitioned by unit (param_window.h): gathered
+//      just in time for forward and backward, released after use, the next
+//      unit prefetched; after the commit each rank gathers its parts from
+//      the servers. offload_param_server: no parts kept; every use fetches
+//      this rank's part of the unit from the servers, then all-gathers.
+//      Units of at most stage3_param_persistence_threshold elements are
+//      persistent: every rank fetches them whole after each commit and
+//      never gathers or releases them.
+//
+// Gradient norm and clipping, the same bits on every stage and K:
+// grad_reducer.h accumulates and scales identical parts; each rank sums the
+// squares of its parts in fp64; the W partials (with each rank's loss sum)
+// are all-gathered (a bit copy) and added in rank order on every rank;
+// engine::DecideStep (worker/engine/clip.h) turns them into the norm and
+// torch 1.13's clip coefficient, applied as AdamW's grad_scale. The servers'
+// own partial norms (which depend on K) are not used.
+//
+// Server-side aggregation (ZeroOptions::server_aggregation, stages 1-3):
+// no gradient collective; each rank pushes every micro-batch's scaled
+// gradient (grad_pusher.h) and the servers sum the W·gas contributions in
+// a fixed order. The norm then comes from the servers' prepare (their fp64
+// partials, added in shard order), so the leader decides clip and skip and
+// broadcasts them. Deterministic for a given W and K, but not bit-identical
+// to reduction among workers (the sums associate differently).
+//
+// Non-finite gradients (a NaN/Inf norm, seen identically by every rank):
+// the update is skipped — stage 0 leaves its parameters and moments alone,
+// stages 1-3 push and commit the step with skip — and the learning-rate
+// schedule does not advance: update k (0-based, skipped steps not counted)
+// uses engine::LearningRate(options.lr_schedule, k).
+//
+// Mixed precision (ZeroOptions::precision fp16 / bf16; engine/precision.h):
+// the model reads the master weights rounded to the type — stages 1-2
+// round the all-gathered copy after each fetch, stage 3 each unit when the
+// model needs it, stage 0 keeps an fp32 master copy (counted with the
+// optimizer's bytes) that AdamW updates and the model reads rounded — and
+// the gradient hook multiplies each part's gradients by the loss scale and
+// rounds them to the type before they are reduced or pushed. Reduction,
+// norm and optimizer stay fp32. An fp16 overflow is a non-finite norm (or
+// the servers' overflow flag): the step is skipped on every shard as above.
+// Every rank keeps the same loss scaler (engine/loss_scaler.h) and updates
+// it from the decision all ranks share, so their scales never differ; its
+// state goes into every commit's and checkpoint's TrainerState and comes
+// back with a roll back or a continued start.
+//
+// Step synchronisation (stages 1-3): pushes → leader Prepare + Commit →
+// Broadcast of {status, committed step} from the leader → gathers.
+//
+// Initialisation: stage 0 copies `initial_params`; stages 1-3 register the
+// model's spec (optimizer.h) on the servers from every rank, rank 0 writes
+// `initial_params`, a barrier, then every rank fetches what it keeps. The
+// servers must be fresh (step 0) for this job, unless checkpoints are on
+// (ZeroOptions::checkpoint_interval): then a job whose servers hold
+// checkpoints resumes from the newest common one instead, and a fresh job
+// checkpoints step 0.
+//
+// Recovery (checkpoints on): after the pushes and after the parameter
+// fetch every rank learns whether any failed; on a failure the leader
+// looks at the servers (client/rollback.h): a restarted server or a commit that
+// reached only some servers rolls every rank back to the newest checkpoint
+// (new epoch; step, updates and data position restored, rollbacks()
+// counts it); servers all up and consistent: the fetch is retried, a
+// failed step is an error.
+//
+// Elastic groups (ElasticHooks; worker/elastic/elastic_trainer.h): the
+// engine of a worker group formed after a worker left or joined starts
+// from the servers' last commit when they are consistent (client/
+// rollback.h ContinueState) — step, updates and data position from the
+// commit's trainer state, a new epoch above every server's and the previous
+// group's, so that contributions of the step the old group left unfinished
+// are discarded — and from the newest checkpoint otherwise. Every step's
+// outcome word from the leader also carries the newest membership epoch
+// the leader knows (world_epoch()); the trainer leaves the group at that
+// step boundary when it differs from the group's.
+//
+// The engine creates and owns the model (it needs the engine's parameter
+// hook). Threading: one thread calls the engine; the communicator's progress
+// thread and the client's RPC threads work in the background. Errors: a
+// collective, server or model error is returned; afterwards the engine (and
+// the communicator) must be considered broken.
+#ifndef ZEROSHARD_WORKER_ENGINE_ENGINE_H_
+#define ZEROSHARD_WORKER_ENGINE_ENGINE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "client/shard_client.h"
+#include "worker/collective/collective.h"
+#include "worker/engine/clip.h"
+#include "worker/engine/grad_pusher.h"
+#include "worker/engine/grad_reducer.h"
+#include "worker/engine/loss_scaler.h"
+#include "worker/engine/optimizer.h"
+#include "worker/engine/param_window.h"
+#include "worker/engine/step_stats.h"
+#include "worker/engine/zero_options.h"
+#include "worker/gpt2/model.h"
+
+namespace zeroshard::engine {
+
+struct ElasticHooks {
+  // The newest membership epoch this process knows; the leader calls it
+  // once per step (any thread may update what it returns).
+  std::function<uint64_t()> world_epoch;
+  // Pushes and commits use an epoch above this: the previous group's.
+  uint64_t min_epoch = 0;
+};
+
+class ZeroEngine {
+ public:
+  // Collective: every rank calls it. `initial_params` (num_params floats)
+  // is read on every rank for stage 0 and on rank 0 for stages 1-3 (others
+  // may pass an empty span). `comm` must outlive the engine; `client` too
+  // (stages 1-3; may be null for stage 0). INVALID_ARGUMENT for bad options
+  // or sizes; server and collective errors as they come.
+  static absl::StatusOr<std::unique_ptr<ZeroEngine>> Create(
+      const ZeroOptions& options, const gpt2::Config& config,
+      absl::Span<const float> initial_params, collective::Communicator* comm,
+      ShardClient* client, const ElasticHooks* elastic = nullptr);
+  ~ZeroEngine();
+
+  // One micro-batch (B·T tokens each). Returns the micro-batch's mean loss.
+  absl::StatusOr<float> Forward(absl::Span<const int> inputs,
+                                absl::Span<const int> targets);
+  // Backward of the last Forward, reducing gradient buckets as they finish.
+  absl::Status Backward();
+  // Ends a micro-batch; the gradient_accumulation_steps-th call of a step
+  // runs the optimizer step (collective). Sets *stepped (if not null).
+  absl::Status Step(bool* stepped = nullptr);
+
+  // Optimizer steps done (skipped ones included).
+  int64_t global_step() const { return step_; }
+  // Updates applied (steps less skipped ones): the lr schedule's step.
+  int64_t updates() const { return updates_; }
+  // The loss scale of the next step's gradients (1 unless fp16).
+  double loss_scale() const { return scaler_.scale(); }
+  // Stats of the last optimizer step.
+  const StepStats& last_step_stats() const { return last_stats_; }
+  // The current parameters (num_params floats): stages 0-2 from the local
+  // copy; stage 3 read from the servers. Not collective.
+  absl::Status ReadParameters(absl::Span<float> out);
+
+  // Recorded in checkpoints (ZeroOptions::checkpoint_interval): the data
+  // loader's position of the next step and the run's seed; the trainer sets
+  // them before each Step().
+  void set_data_position(int64_t epoch, int64_t shard, int64_t offset);
+  void set_seed(uint64_t seed) { seed_ = seed; }
+  // Times every rank rolled back to a checkpoint, counting a start from
+  // one. Afterwards global_step() is the checkpoint's step and
+  // restored_state() the workers' state recorded with it.
+  int rollbacks() const { return rollbacks_; }
+  const v1::TrainerState& restored_state() const { return restored_; }
+  // Elastic: the engine started from the servers' last commit (then
+  // restored_state() is that commit's state); the membership epoch of the
+  // leader's last step word; the epoch of pushes and commits.
+  bool continued() const { return continued_; }
+  uint64_t world_epoch() const { return world_epoch_; }
+  uint64_t epoch() const { return epoch_; }
+
+  gpt2::Model& model() { return *model_; }
+  const gpt2::ParamLayout& layout() const { return model_->layout(); }
+  const ZeroOptions& options() const { return options_; }
+  const collective::Communicator& comm() const { return *comm_; }
+
+ private:
+  ZeroEngine(const ZeroOptions& options, collective::Communicator* comm,
+             ShardClient* client, const ElasticHooks* elastic)
+      : options_(options),
+        comm_(comm),
+        client_(client),
+        elastic_(elastic != nullptr ? std::optional<ElasticHooks>(*elastic)
+                                    : std::nullopt),
+        scaler_(ScalerOptions(options)) {}
+  static engine::LossScalerOptions ScalerOptions(const ZeroOptions& options);
+  bool mixed() const { return options_.precision != engine::Precision::kFp32; }
+  // The scaler continues from `state`'s record of it (a roll back or a
+  // continued start).
+  absl::Status RestoreScaler(const v1::TrainerState& state);
+  absl::Status Init(const gpt2::Config& config,
+                    absl::Span<const float> initial_params);
+  absl::Status OptimizerStep();
+  // Rank 0 of a fresh job: the initial parameters to the servers (and,
+  // with recovery, a checkpoint of step 0).
+  absl::Status WriteInitial(const v1::ModelSpec& spec,
+                            absl::Span<const float> initial);
+  // All-gathers each rank's sum of squares and loss sum; `partials` in rank
+  // order, `loss_sum` added in rank order.
+  absl::Status ExchangeNormAndLoss(std::vector<double>* partials,
+                                   double* loss_sum);
+  // Server-side aggregation: waits for this rank's pushes; the leader
+  // prepares the step and decides norm, clip and skip from the servers'
+  // answer; every rank receives the decision (or rolls back: *rolled_back).
+  absl::Status ServerDecision(engine::StepDecision* d, bool* rolled_back);
+  // Pushes this rank's reduced parts (none with server-side aggregation:
+  // they are pushed during backward), then the leader commits.
+  absl::Status PushAndCommit(float clip_coef, double lr, bool skip,
+                             bool* rolled_back);
+  // Leader: prepare (unless ServerDecision did) and commit `step` (with
+  // the workers' state after it).
+  absl::Status LeaderCommit(uint64_t step, float clip_coef, double lr,
+                            bool skip, const v1::TrainerState* after);
+  // Fetches what this rank keeps from the servers, then (stages 0-2)
+  // all-gathers it; with recovery on, a failure anywhere rolls back.
+  absl::Status Refresh();
+  absl::Status FetchOwn();
+  bool recovery() const { return options_.checkpoint_interval > 0; }
+  // The workers' state now (step_, updates_, data position, seed).
+  v1::TrainerState StateNow() const;
+  // Collective: whether every rank's `mine` is OK.
+  absl::StatusOr<bool> AllOk(const absl::Status& mine);
+  // Collective, after a phase whose outcome the leader knows: OK, a roll
+  // back (every rank applies the checkpoint's state; *rolled_back), or the
+  // error. `at_start`: resume from the newest checkpoint if the servers
+  // hold any. *healthy (if not null): the leader found every server up,
+  // none restarted and all at one step, so the phase may be retried.
+  absl::Status Decide(const absl::Status& leader_status, bool at_start,
+                      bool* rolled_back, bool* healthy = nullptr);
+  // Collective: `bytes` of raw bits at `word` replaced by rank 0's.
+  absl::Status BroadcastFromLeader(void* word, size_t bytes);
+  void ResetStats();
+
+  const ZeroOptions options_;
+  collective::Communicator* comm_;
+  ShardClient* client_;
+  std::vector<float> params_, grads_;  // the model's buffers
+  std::unique_ptr<gpt2::Model> model_;
+  std::unique_ptr<GradReducer> reducer_;  // or, with server_aggregation:
+  std::unique_ptr<GradPusher> pusher_;
+  std::unique_ptr<ParamWindow> window_;  // stage 3
+  std::unique_ptr<LocalAdamW> adamw_;    // stage 0
+  std::vector<float> master_;            // stage 0, fp16/bf16: the fp32 weights
+  int micro_ = 0;                        // micro-batches done in this step
+  int64_t step_ = 0;                     // steps done: the servers' step
+  int64_t updates_ = 0;                  // steps applied
+  double loss_sum_ = 0;
+  double step_start_ = -1;
+  StepStats stats_, last_stats_;
+  // Recovery (checkpoint_interval > 0).
+  uint64_t epoch_ = 0;  // of pushes and commits; +1 per roll back
+  uint64_t seed_ = 0;
+  v1::TrainerState data_position_;  // data_* fields only
+  int rollbacks_ = 0;
+  v1::TrainerState restored_;
+  std::vector<uint64_t> incarnations_;  // leader: servers' at last view
+  // Elastic.
+  const std::optional<ElasticHooks> elastic_;
+  bool continued_ = false;
+  uint64_t world_epoch_ = 0;
+  engine::LossScaler scaler_;
+};
+
+}  // namespace zeroshard::engine
+
+#endif  // ZEROSHARD_WORKER_ENGINE_ENGINE_H_

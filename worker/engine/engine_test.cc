@@ -1,0 +1,94 @@
+// Engine behaviour beyond the numbers: the overlap of gradient reduction
+// with backward (an ORDER of events the engine records, never a duration),
+// and the skip of steps whose gradients are not finite.
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "worker/engine/testing.h"
+#include "worker/io/model_file.h"
+
+namespace zeroshard::engine {
+namespace {
+
+// With overlap_comm, the first bucket in reduction order (final norm and the
+// last block) is issued from the gradient hook while backward still has the
+// other blocks and the embeddings to do; without, every bucket is issued
+// after backward returned.
+TEST(EngineTest, OverlapIssuesEarlyBucketsBeforeBackwardEnds) {
+  for (int stage : {0, 2, 3}) {
+    for (bool overlap : {true, false}) {
+      SCOPED_TRACE("stage " + std::to_string(stage) +
+                   (overlap ? " overlap" : " no overlap"));
+      train::TrainSpec spec = TinySpec(stage, false, "engine_test");
+      spec.zero.overlap_comm = overlap;
+      spec.steps = 1;
+      auto got = RunInProcess(spec, 2, 1);
+      ASSERT_TRUE(got.ok()) << got.status();
+      for (int r = 0; r < 2; ++r) {
+        const StepStats& s = (*got)[r].stats.back();
+        const std::vector<double>& issued = s.bucket_issue_seconds;
+        ASSERT_GE(issued.size(), 3u) << "want several buckets";
+        int before = 0;
+        for (double t : issued) before += t < s.backward_end_seconds;
+        std::printf(
+            "stage %d overlap %d rank %d: %d of %zu buckets issued "
+            "before backward ended\n",
+            stage, overlap, r, before, issued.size());
+        if (overlap) {
+          EXPECT_LT(issued[0], s.backward_end_seconds);
+          EXPECT_LT(issued[1], s.backward_end_seconds);
+        } else {
+          EXPECT_EQ(before, 0);
+        }
+        for (size_t k = 1; k < issued.size(); ++k) {
+          EXPECT_LE(issued[k - 1], issued[k]) << "issue order, bucket " << k;
+        }
+      }
+    }
+  }
+}
+
+bool SameOrBothNan(float a, float b) {
+  return (std::isnan(a) && std::isnan(b)) || std::memcmp(&a, &b, 4) == 0;
+}
+
+// A NaN weight makes every gradient non-finite: every step is skipped on
+// every stage, the parameters stay as they were and no rate is used.
+TEST(EngineTest, NonFiniteGradientsSkipTheUpdate) {
+  train::TrainSpec base = TinySpec(0, false, "engine_test_skip");
+  auto layout = gpt2::ParamLayout::Create(base.config);
+  ASSERT_TRUE(layout.ok());
+  std::vector<float> init =
+      train::SeededGpt2Init(*layout, base.seed, base.init_std);
+  init[layout->FinalNormRange().begin] = std::nanf("");
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string path =
+      std::string(tmp != nullptr ? tmp : "/tmp") + "/nan_init.bin";
+  ASSERT_TRUE(io::WriteModelFile(path, *layout, init.data()).ok());
+  for (int stage : {0, 1, 3}) {
+    SCOPED_TRACE("stage " + std::to_string(stage));
+    train::TrainSpec spec = TinySpec(stage, false, "engine_test_skip");
+    spec.init_file = path;
+    spec.steps = 2;
+    auto got = RunInProcess(spec, 2, 2);
+    ASSERT_TRUE(got.ok()) << got.status();
+    for (const train::TrainResult& r : *got) {
+      for (const StepStats& s : r.stats) {
+        EXPECT_TRUE(s.skipped);
+        EXPECT_EQ(s.lr, 0.0);
+      }
+      EXPECT_EQ(r.stats.back().step, 2);
+      ASSERT_EQ(r.params.size(), init.size());
+      for (size_t i = 0; i < init.size(); ++i) {
+        ASSERT_TRUE(SameOrBothNan(r.params[i], init[i])) << "index " << i;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace zeroshard::engine

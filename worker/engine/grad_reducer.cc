@@ -1,0 +1,116 @@
+#include "worker/engine/grad_reducer.h"
+
+#include <algorithm>
+
+#include "common/status_macros.h"
+#include "worker/engine/op_wait.h"
+#include "worker/engine/zero_plan.h"
+
+namespace zeroshard::engine {
+
+GradReducer::GradReducer(int stage, uint64_t bucket_size, bool overlap,
+                         collective::Communicator* comm,
+                         absl::Span<float> grads)
+    : stage_(stage), overlap_(overlap), comm_(comm), grads_(grads) {
+  const uint32_t align = comm->part_alignment();
+  buckets_ = GradientBuckets(grads.size(), bucket_size, align);
+  uint64_t packed = 0;
+  for (const Range& b : buckets_) {
+    const Range p = PartOf(b, comm->size(), comm->rank(), align);
+    parts_.push_back(p);
+    if (stage_ <= 1) {
+      acc_offset_.push_back(stage_ == 0 ? b.begin : p.begin);
+    } else {
+      acc_offset_.push_back(packed);
+      packed += p.size();
+    }
+  }
+  acc_.assign(stage_ <= 1 ? grads.size() : packed, 0.0f);
+  ops_.resize(buckets_.size());
+}
+
+Range GradReducer::Accumulated(size_t k) const {
+  return stage_ == 0 ? buckets_[k] : parts_[k];
+}
+
+void GradReducer::BeginMicroBatch(bool first) {
+  first_ = first;
+  next_ = 0;
+  stats_->bucket_issue_seconds.assign(buckets_.size(), 0.0);
+}
+
+void GradReducer::Issue(size_t k) {
+  stats_->bucket_issue_seconds[k] = NowSeconds();
+  const Range& b = buckets_[k];
+  float* data = grads_.data() + b.begin;
+  ops_[k] =
+      stage_ == 0
+          ? comm_->AllReduce(data, b.size(), collective::DType::kFloat32)
+          : comm_->ReduceScatter(data, b.size(), collective::DType::kFloat32);
+}
+
+void GradReducer::OnSegment(const gpt2::GradSegment& segment) {
+  if (!overlap_) return;
+  const size_t end = FinalBuckets(buckets_, next_, segment.range.begin);
+  while (next_ < end) Issue(next_++);
+}
+
+absl::Status GradReducer::EndMicroBatch() {
+  absl::Status first_error;
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    if (k >= next_) Issue(k);  // not overlapped (or not announced)
+    Traffic& t = stage_ == 0 ? stats_->all_reduce : stats_->reduce_scatter;
+    absl::Status s = WaitOp(ops_[k], &t, &stats_->comm_wait_seconds);
+    ops_[k] = collective::CollectiveOp();
+    if (!s.ok()) {
+      if (first_error.ok()) first_error = s;
+      continue;
+    }
+    const Range r = Accumulated(k);
+    const float* src = grads_.data() + r.begin;
+    float* dst = acc_.data() + acc_offset_[k];
+    if (first_) {
+      std::copy(src, src + r.size(), dst);
+    } else {
+      for (uint64_t i = 0; i < r.size(); ++i) dst[i] += src[i];
+    }
+  }
+  next_ = buckets_.size();
+  return first_error;
+}
+
+void GradReducer::Scale(float s) {
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    float* dst = acc_.data() + acc_offset_[k];
+    const uint64_t n = Accumulated(k).size();
+    for (uint64_t i = 0; i < n; ++i) dst[i] *= s;
+  }
+}
+
+double GradReducer::SumSquares(int r) const {
+  const uint32_t align = comm_->part_alignment();
+  double sum = 0;
+  // Buckets in index order: reduction order reversed.
+  for (size_t k = buckets_.size(); k-- > 0;) {
+    const Range p = PartOf(buckets_[k], comm_->size(), r, align);
+    const float* x =
+        stage_ == 0 ? acc_.data() + p.begin : acc_.data() + acc_offset_[k];
+    for (uint64_t i = 0; i < p.size(); ++i) {
+      sum += static_cast<double>(x[i]) * x[i];
+    }
+  }
+  return sum;
+}
+
+std::vector<GradReducer::Part> GradReducer::OwnParts() const {
+  std::vector<Part> out;
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    if (parts_[k].empty()) continue;
+    const float* data = stage_ == 0 ? acc_.data() + parts_[k].begin
+                                    : acc_.data() + acc_offset_[k];
+    out.push_back(Part{parts_[k], data});
+  }
+  return out;
+}
+
+}  // namespace zeroshard::engine

@@ -1,0 +1,94 @@
+// GradReducer: reduces each micro-batch's gradients bucket by bucket
+// (zero_plan.h) and accumulates this rank's reduced parts over the
+// micro-batches of a step. The arithmetic is the same in every stage, so the
+// accumulated parts are bit-identical across stages:
+//
+//   per micro-batch m, per bucket (backward order): reduce-scatter (stage 0:
+//   all-reduce, which equals reduce-scatter + all-gather bit for bit) of the
+//   model's gradient buffer in place, then acc = part (m = 0) or
+//   acc += part (m > 0), in fp32;
+//   at the step: acc *= 1/(W·gas) (one fp32 multiply);
+//   sum of squares of part r: fp64, buckets in index order, elements in
+//   ascending order.
+//
+// With overlap, a bucket's collective is issued from the gradient hook as
+// soon as backward has finished every gradient in it, and all are waited for
+// after backward; without, they run one at a time after backward.
+//
+// Where the accumulator lives: stages 0 and 1 keep a full-size buffer
+// (stage 0 accumulates whole buckets; stage 1 only its parts, but holds the
+// full-size buffer for the step, as ZeRO-1 does); stages 2 and 3 keep only
+// their parts, packed.
+//
+// Threading: one thread (the engine's).
+#ifndef ZEROSHARD_WORKER_ENGINE_GRAD_REDUCER_H_
+#define ZEROSHARD_WORKER_ENGINE_GRAD_REDUCER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "worker/collective/collective.h"
+#include "worker/engine/step_stats.h"
+#include "worker/gpt2/model.h"
+
+namespace zeroshard::engine {
+
+class GradReducer {
+ public:
+  // `grads`: the model's gradient buffer (must outlive the reducer).
+  GradReducer(int stage, uint64_t bucket_size, bool overlap,
+              collective::Communicator* comm, absl::Span<float> grads);
+
+  // Where the stats of the current step go (not owned; must be set before
+  // any other call). Records traffic, waits and bucket_issue_seconds.
+  void set_stats(StepStats* stats) { stats_ = stats; }
+
+  // Call before each micro-batch's Backward: `first` for the first of a
+  // step.
+  void BeginMicroBatch(bool first);
+  // The model's GradHook.
+  void OnSegment(const gpt2::GradSegment& segment);
+  // After Backward: reduces what is left, waits, accumulates.
+  absl::Status EndMicroBatch();
+
+  // acc *= s over this rank's parts (stage 0: everything).
+  void Scale(float s);
+  // fp64 sum of squares of rank r's parts; stage 0 any r, else own rank.
+  double SumSquares(int r) const;
+
+  // This rank's reduced parts: (flat range, data) for each non-empty one.
+  struct Part {
+    Range range;
+    const float* data;
+  };
+  std::vector<Part> OwnParts() const;
+  // Stage 0: the full reduced gradient.
+  absl::Span<const float> full() const { return acc_; }
+
+  const std::vector<Range>& buckets() const { return buckets_; }
+  uint64_t acc_bytes() const { return 4 * acc_.size(); }
+
+ private:
+  void Issue(size_t k);
+  Range Accumulated(size_t k) const;  // flat range of bucket k kept in acc
+  uint64_t AccOffset(size_t k) const { return acc_offset_[k]; }
+
+  const int stage_;
+  const bool overlap_;
+  collective::Communicator* comm_;
+  absl::Span<float> grads_;
+  std::vector<Range> buckets_;  // reduction order
+  std::vector<Range> parts_;    // this rank's part of each bucket
+  std::vector<uint64_t> acc_offset_;
+  std::vector<float> acc_;
+  std::vector<collective::CollectiveOp> ops_;
+  size_t next_ = 0;  // next bucket to issue
+  bool first_ = true;
+  StepStats* stats_ = nullptr;
+};
+
+}  // namespace zeroshard::engine
+
+#endif  // ZEROSHARD_WORKER_ENGINE_GRAD_REDUCER_H_

@@ -1,0 +1,52 @@
+// The optimizer side of the engine: the ModelSpec the shard servers run
+// (stages 1-3), and the same AdamW run locally for stage 0, with the same
+// kernel (common/optim/adamw.h) and the same hyperparameter derivation
+// (common/optim/adamw_hyper.h) as the servers' commit, so every stage
+// computes the same bits.
+//
+// Thread-compatible: a LocalAdamW is used by one thread at a time.
+#ifndef ZEROSHARD_WORKER_ENGINE_OPTIMIZER_H_
+#define ZEROSHARD_WORKER_ENGINE_OPTIMIZER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "common/optim/adamw.h"
+#include "proto/zeroshard.pb.h"
+#include "worker/engine/zero_options.h"
+#include "worker/gpt2/config.h"
+
+namespace zeroshard::engine {
+
+// The spec of `layout` for K = num_servers: tensors in memory order,
+// group 0 (matrices) with options.weight_decay, group 1 without; FP32
+// contributions, one per step (workers reduce fully); no seeded init (rank 0
+// writes the initial weights).
+v1::ModelSpec ZeroModelSpec(const gpt2::ParamLayout& layout,
+                            const ZeroOptions& options, uint32_t num_servers,
+                            uint32_t alignment);
+
+// Stage 0: AdamW over the whole flat space on this worker, by tensor.
+class LocalAdamW {
+ public:
+  explicit LocalAdamW(const v1::ModelSpec& spec,
+                      const gpt2::ParamLayout& layout);
+
+  // p -= AdamW(g · clip_coef); advances the step count.
+  void Step(absl::Span<float> params, absl::Span<const float> grads,
+            float clip_coef, double lr);
+  int64_t steps() const { return t_; }
+  uint64_t state_bytes() const { return 4 * (m_.size() + v_.size()); }
+
+ private:
+  v1::ModelSpec spec_;
+  std::vector<gpt2::ParamTensor> tensors_;
+  std::vector<uint32_t> groups_;
+  std::vector<float> m_, v_;
+  int64_t t_ = 0;
+};
+
+}  // namespace zeroshard::engine
+
+#endif  // ZEROSHARD_WORKER_ENGINE_OPTIMIZER_H_

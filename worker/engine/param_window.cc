@@ -1,0 +1,146 @@
+#include "worker/engine/param_window.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "worker/engine/op_wait.h"
+
+namespace zeroshard::engine {
+
+ParamWindow::ParamWindow(const gpt2::ParamLayout& layout,
+                         ParamWindowOptions options,
+                         collective::Communicator* comm, ShardClient* client,
+                         absl::Span<float> params)
+    : options_(options), comm_(comm), client_(client), params_(params) {
+  uint64_t offset = 0;
+  for (const ParamUnit& pu : ParamUnits(layout)) {
+    Unit u;
+    u.unit = pu;
+    u.part =
+        PartOf(pu.range, comm->size(), comm->rank(), comm->part_alignment());
+    u.offset = offset;
+    u.persistent = IsPersistent(pu, options_.persistence_threshold);
+    if (u.persistent) {
+      u.state = State::kLive;
+      persistent_elements_ += pu.range.size();
+    } else if (!options_.offload) {
+      offset += u.part.size();
+    }
+    units_.push_back(std::move(u));
+  }
+  partition_.assign(offset, 0.0f);
+  schedule_ = NeedSchedule(layout.config().num_layers);
+  for (const Unit& u : units_) Poison(u);
+}
+
+absl::Status ParamWindow::FetchPartition() {
+  std::vector<std::future<absl::Status>> fetches;
+  for (const Unit& u : units_) {
+    // A persistent unit whole, in place; otherwise this rank's part.
+    const Range r = u.persistent       ? u.unit.range
+                    : options_.offload ? Range()
+                                       : u.part;
+    if (r.empty()) continue;
+    float* to =
+        u.persistent ? params_.data() + r.begin : partition_.data() + u.offset;
+    fetches.push_back(client_->GatherAsync(r, v1::DTYPE_FP32, to));
+    stats_->server_gather.Add(0, 4 * r.size());
+  }
+  absl::Status first;
+  for (auto& f : fetches) {
+    absl::Status s = WaitFuture(f, &stats_->server_wait_seconds);
+    if (first.ok()) first = s;
+  }
+  return first;
+}
+
+void ParamWindow::Poison(const Unit& u) {
+  if (!options_.poison) return;
+  std::fill(params_.begin() + u.unit.range.begin,
+            params_.begin() + u.unit.range.end,
+            std::numeric_limits<float>::quiet_NaN());
+}
+
+void ParamWindow::Start(Unit& u) {
+  if (u.state != State::kIdle) return;
+  u.state = State::kInFlight;
+  live_bytes_ += 4 * u.unit.range.size();
+  stats_->peak_live_param_bytes =
+      std::max(stats_->peak_live_param_bytes, live_bytes_);
+  if (options_.offload) {
+    if (!u.part.empty()) {
+      u.fetch = client_->GatherAsync(u.part, v1::DTYPE_FP32,
+                                     params_.data() + u.part.begin);
+      stats_->server_gather.Add(0, 4 * u.part.size());
+    }
+    return;
+  }
+  std::copy(partition_.begin() + u.offset,
+            partition_.begin() + u.offset + u.part.size(),
+            params_.begin() + u.part.begin);
+  u.gather = comm_->AllGather(params_.data() + u.unit.range.begin,
+                              u.unit.range.size(), collective::DType::kFloat32);
+}
+
+absl::Status ParamWindow::Finish(Unit& u) {
+  if (u.state == State::kLive) return absl::OkStatus();
+  if (options_.offload) {
+    ZS_RETURN_IF_ERROR(WaitFuture(u.fetch, &stats_->server_wait_seconds));
+    u.gather =
+        comm_->AllGather(params_.data() + u.unit.range.begin,
+                         u.unit.range.size(), collective::DType::kFloat32);
+  }
+  ZS_RETURN_IF_ERROR(
+      WaitOp(u.gather, &stats_->all_gather, &stats_->comm_wait_seconds));
+  u.gather = collective::CollectiveOp();
+  u.state = State::kLive;
+  return absl::OkStatus();
+}
+
+absl::Status ParamWindow::OnEvent(const gpt2::ParamEvent& e) {
+  const int index =
+      UnitIndex(e.part, e.layer, static_cast<int>(units_.size()) - 2);
+  Unit& u = units_[index];
+  // Persistent units are always live: Start and Finish leave them alone.
+  if (e.kind == gpt2::ParamEvent::Kind::kNeeded) {
+    if (cursor_ >= schedule_.size() || schedule_[cursor_] != index) {
+      return absl::InternalError(
+          absl::StrCat("stage 3: the model needs parameter unit ", index,
+                       " out of schedule (position ", cursor_, ")"));
+    }
+    Start(u);
+    ++cursor_;
+    for (size_t j = cursor_;
+         j < std::min(schedule_.size(), cursor_ + options_.prefetch); ++j) {
+      Start(units_[schedule_[j]]);
+    }
+    return Finish(u);
+  }
+  // kReleased: keep persistent units and what the next two needs use again.
+  if (u.persistent) return absl::OkStatus();
+  for (size_t j = cursor_; j < std::min(schedule_.size(), cursor_ + 2); ++j) {
+    if (schedule_[j] == index) return absl::OkStatus();
+  }
+  if (u.state != State::kLive) {
+    return absl::InternalError(
+        absl::StrCat("stage 3: unit ", index, " released but not live"));
+  }
+  u.state = State::kIdle;
+  live_bytes_ -= 4 * u.unit.range.size();
+  Poison(u);
+  return absl::OkStatus();
+}
+
+absl::Status ParamWindow::EndMicroBatch() {
+  if (cursor_ != schedule_.size() || live_bytes_ != 0) {
+    return absl::InternalError(absl::StrCat(
+        "stage 3: micro-batch ended at schedule position ", cursor_, " of ",
+        schedule_.size(), " with ", live_bytes_, " bytes live"));
+  }
+  cursor_ = 0;
+  return absl::OkStatus();
+}
+
+}  // namespace zeroshard::engine

@@ -1,0 +1,117 @@
+// ParamWindow: stage 3's parameters. Each rank keeps part `rank` of every
+// parameter unit (zero_plan.h) — or, with offload_param_server, nothing —
+// and fills the model's parameter buffer one unit at a time as the model's
+// ParamHook (model.h) asks:
+//
+//   kNeeded(u):   start u if it is not live or on its way, start the next
+//                 `prefetch` units of the need schedule, then wait for u.
+//                 Start = copy this rank's part into the model buffer and
+//                 issue an all-gather of the unit (in place); with offload,
+//                 fetch this rank's part from the shard servers first (the
+//                 all-gather is issued when the unit is needed).
+//   kReleased(u): drop u (poison it with NaN, stop counting its bytes)
+//                 unless one of the next two needs is u again (the final
+//                 norm and embeddings stay live from forward's LM head to
+//                 backward's).
+//
+// Persistent units (at most `persistence_threshold` elements, zero_plan.h
+// IsPersistent; DeepSpeed's stage3_param_persistence_threshold): every rank
+// keeps them whole in the model buffer, with or without offload.
+// FetchPartition fetches each one whole from the servers (4·|unit| bytes
+// per rank per refresh instead of 4·|unit|/W; no collective, so a failed
+// fetch on one rank cannot leave the others waiting in an all-gather);
+// needing one issues nothing, releasing one keeps it, and their bytes are
+// counted in partition_bytes(), never in the live window.
+//
+// Every decision depends on the schedule only, never on timing, so all
+// ranks issue the same collectives in the same order.
+//
+// Threading: one thread (the engine's). Errors: a collective's or a server
+// call's status; INTERNAL when the model's calls leave the schedule.
+#ifndef ZEROSHARD_WORKER_ENGINE_PARAM_WINDOW_H_
+#define ZEROSHARD_WORKER_ENGINE_PARAM_WINDOW_H_
+
+#include <cstdint>
+#include <future>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "client/shard_client.h"
+#include "worker/collective/collective.h"
+#include "worker/engine/step_stats.h"
+#include "worker/engine/zero_plan.h"
+#include "worker/gpt2/model.h"
+
+namespace zeroshard::engine {
+
+struct ParamWindowOptions {
+  bool offload = false;
+  int prefetch = 1;
+  bool poison = true;
+  // Units of at most this many elements are persistent; 0: none.
+  uint64_t persistence_threshold = 0;
+};
+
+class ParamWindow {
+ public:
+  // `params` is the model's full-size buffer; comm, client (may be null
+  // unless offload or FetchPartition is used) and the buffer must outlive
+  // the window.
+  ParamWindow(const gpt2::ParamLayout& layout, ParamWindowOptions options,
+              collective::Communicator* comm, ShardClient* client,
+              absl::Span<float> params);
+
+  // Where the stats of the current step go (not owned; must be set before
+  // any other call).
+  void set_stats(StepStats* stats) { stats_ = stats; }
+
+  // Fetches what this rank keeps from the servers: its part of every
+  // partitioned unit (none with offload) and every persistent unit whole.
+  // After each commit; until the first call persistent units are NaN.
+  absl::Status FetchPartition();
+
+  // The model's ParamHook.
+  absl::Status OnEvent(const gpt2::ParamEvent& event);
+  // After each Backward: checks the schedule ran to its end, nothing live.
+  absl::Status EndMicroBatch();
+
+  // Bytes kept between uses: this rank's parts (none with offload) plus
+  // the persistent units whole.
+  uint64_t partition_bytes() const {
+    return 4 * (partition_.size() + persistent_elements_);
+  }
+  // Gathered or in-flight units now (persistent ones not counted).
+  uint64_t live_bytes() const { return live_bytes_; }
+
+ private:
+  enum class State { kIdle, kInFlight, kLive };
+  struct Unit {
+    ParamUnit unit;
+    Range part;               // this rank's part (flat)
+    uint64_t offset = 0;      // of the part in partition_
+    bool persistent = false;  // kept whole, always kLive
+    State state = State::kIdle;
+    collective::CollectiveOp gather;  // not offload
+    std::future<absl::Status> fetch;  // offload
+  };
+  void Start(Unit& u);
+  absl::Status Finish(Unit& u);
+  void Poison(const Unit& u);
+
+  ParamWindowOptions options_;
+  collective::Communicator* comm_;
+  ShardClient* client_;
+  absl::Span<float> params_;
+  std::vector<Unit> units_;
+  std::vector<int> schedule_;
+  size_t cursor_ = 0;  // next need in schedule_
+  std::vector<float> partition_;
+  uint64_t persistent_elements_ = 0;
+  uint64_t live_bytes_ = 0;
+  StepStats* stats_ = nullptr;
+};
+
+}  // namespace zeroshard::engine
+
+#endif  // ZEROSHARD_WORKER_ENGINE_PARAM_WINDOW_H_

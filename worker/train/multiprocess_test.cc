@@ -1,0 +1,155 @@
+// Real processes: W zeroshard-worker processes over UCX on loopback
+// (W=2 flat, W=4 as 2 nodes x 2 local ranks) and K=2 real shard servers,
+// stage 3 (and 3 + offload, 3 in fp16 with a dynamic loss scale, and 2 with
+// server-side aggregation),
+// configured by a DeepSpeed JSON config and
+// reading a token file, must end with the bits of the in-process run of the
+// same spec (threads, flat collectives, testing.h).
+#include <sys/stat.h>
+
+#include <chrono>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "common/subprocess.h"
+#include "fleet/local_fleet.h"
+#include "gtest/gtest.h"
+#include "worker/engine/testing.h"
+#include "worker/io/model_file.h"
+
+namespace zeroshard::train {
+namespace {
+
+std::string TempDir() {
+  const char* d = std::getenv("TEST_TMPDIR");
+  return d != nullptr ? d : "/tmp";
+}
+
+// Real token files (the binary's --data and io::DataLoader on both sides).
+TrainSpec Spec(int stage, bool offload, bool aggregate) {
+  TrainSpec s = engine::TinySpec(stage, offload, "multiprocess_test");
+  s.zero.server_aggregation = aggregate;
+  s.steps = 4;
+  s.seed = 5;
+  auto tokens = engine::WriteTestTokens("multiprocess_tokens", 4096, 64, 5);
+  EXPECT_TRUE(tokens.ok()) << tokens.status();
+  if (tokens.ok()) s.data = {*tokens};
+  return s;
+}
+
+// Runs the spec in `world` processes (`local` ranks per node); returns the
+// final parameters rank 0 wrote.
+std::vector<float> RunProcesses(const TrainSpec& spec, int world, int local,
+                                const std::string& name) {
+  auto worker = WorkspaceBinary("worker/train/zeroshard-worker");
+  EXPECT_TRUE(worker.ok()) << worker.status();
+  auto server = WorkspaceBinary("server/zeroshard-server");
+  EXPECT_TRUE(server.ok()) << server.status();
+  if (!worker.ok() || !server.ok()) return {};
+  const std::string dir = TempDir() + "/" + name;
+  mkdir(dir.c_str(), 0755);
+  FleetOptions fo;
+  fo.server_binary = *server;
+  fo.num_shards = 2;
+  fo.work_dir = dir;
+  fo.extra_args = {"--threads=1", "--grpc_threads=8"};
+  auto fleet = LocalFleet::Start(fo);
+  EXPECT_TRUE(fleet.ok()) << fleet.status();
+  if (!fleet.ok()) return {};
+  const std::string port_file = dir + "/port", out = dir + "/final.bin";
+  std::vector<std::string> flags =
+      engine::TrainWorkerFlags(spec, dir + "/ds_config.json");
+  flags.push_back("--stats");
+  std::vector<Subprocess> procs;
+  auto spawn = [&](int r, const std::string& coord) {
+    SpawnOptions o;
+    o.argv = {*worker,
+              "--servers=" + absl::StrJoin((*fleet)->addresses(), ",")};
+    for (const std::string& f : flags) o.argv.push_back(f);
+    if (r == 0) {
+      o.argv.push_back("--port_file=" + port_file);
+      o.argv.push_back("--save=" + out);
+    }
+    o.env = {absl::StrCat("ZEROSHARD_RANK=", r),
+             absl::StrCat("ZEROSHARD_WORLD_SIZE=", world),
+             absl::StrCat("ZEROSHARD_LOCAL_RANK=", r % local),
+             absl::StrCat("ZEROSHARD_LOCAL_SIZE=", local),
+             "ZEROSHARD_COORD=" + coord};
+    o.log_path = absl::StrCat(dir, "/rank", r, ".log");
+    auto p = Subprocess::Spawn(o);
+    EXPECT_TRUE(p.ok()) << p.status();
+    if (p.ok()) procs.push_back(std::move(*p));
+  };
+  spawn(0, "127.0.0.1:0");
+  std::string port;
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while (port.empty() && absl::Now() < give_up) {
+    std::ifstream(port_file) >> port;
+    if (port.empty()) absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_FALSE(port.empty()) << "rank 0 wrote no port";
+  for (int r = 1; r < world; ++r) spawn(r, "127.0.0.1:" + port);
+  for (size_t r = 0; r < procs.size(); ++r) {
+    auto status = procs[r].Wait(std::chrono::seconds(120));
+    EXPECT_TRUE(status.ok()) << "rank " << r << " hangs";
+    if (status.ok()) {
+      EXPECT_EQ(*status, 0)
+          << "rank " << r << ": " << DescribeWaitStatus(*status) << " (log "
+          << dir << "/rank" << r << ".log)";
+    }
+  }
+  auto model = io::ReadModelFile(out);
+  EXPECT_TRUE(model.ok()) << model.status();
+  return model.ok() ? model->params : std::vector<float>();
+}
+
+struct Case {
+  const char* name;
+  int world, local;
+  bool offload;
+  int stage = 3;
+  bool aggregate = false;
+  engine::Precision precision = engine::Precision::kFp32;
+};
+
+class MultiprocessTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(MultiprocessTest, ProcessesMatchTheInProcessRun) {
+  const Case& c = GetParam();
+  TrainSpec spec = Spec(c.stage, c.offload, c.aggregate);
+  if (c.precision == engine::Precision::kFp16) {
+    // A dynamic scale that overflows, halves and grows within 4 steps.
+    spec.zero.precision = c.precision;
+    spec.zero.loss_scaler.dynamic = true;
+    spec.zero.loss_scaler.initial_scale = 1 << 18;
+    spec.zero.loss_scaler.scale_window = 1;
+    spec.zero.loss_scaler.hysteresis = 1;
+  }
+  auto want = engine::RunInProcess(spec, c.world, 2);
+  ASSERT_TRUE(want.ok()) << want.status();
+  if (c.precision == engine::Precision::kFp16) {
+    int skipped = 0;
+    for (const engine::StepStats& st : (*want)[0].stats) skipped += st.skipped;
+    EXPECT_GT(skipped, 0) << "no fp16 overflow to skip";
+  }
+  const std::vector<float> got = RunProcesses(spec, c.world, c.local, c.name);
+  ASSERT_EQ(got.size(), (*want)[0].params.size());
+  EXPECT_EQ(engine::FirstDifference(got, (*want)[0].params), -1);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, MultiprocessTest,
+    ::testing::Values(Case{"w2_flat", 2, 1, false},
+                      Case{"w2_offload", 2, 1, true},
+                      Case{"w4_two_nodes", 4, 2, false},
+                      Case{"w4_aggregated", 4, 2, false, 2, true},
+                      Case{"w4_fp16", 4, 2, false, 3, false,
+                           engine::Precision::kFp16}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace zeroshard::train
