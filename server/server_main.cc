@@ -32,6 +32,7 @@
 #include "common/metrics/http_exporter.h"
 #include "common/metrics/process_metrics.h"
 #include "common/metrics/rpc_metrics.h"
+#include "common/model_spec.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/support/server_interceptor.h"

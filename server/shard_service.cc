@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/model_spec.h"
 #include "server/auth/rejected_reactor.h"
 #include "server/data_plane.h"
 

@@ -81,7 +81,9 @@ void Train(LocalFleet& fleet, const v1::ModelSpec& spec, bool write_init,
     auto norm = client->Prepare(0, step);
     ASSERT_TRUE(norm.ok()) << norm.status();
     const float clip = static_cast<float>(std::min(1.0, 1.0 / norm->norm()));
-    ASSERT_TRUE(client->Commit(0, step, clip, 1e-3 * (step + 1), false).ok());
+    const absl::Status committed =
+        client->Commit(0, step, clip, 1e-3 * (step + 1), false);
+    ASSERT_TRUE(committed.ok()) << committed;
   }
   params->resize(total);
   served->resize(total);

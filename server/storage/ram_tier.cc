@@ -99,6 +99,13 @@ absl::Status RamTier::ReadGrad(uint64_t offset, uint64_t n, float* out) {
   return absl::OkStatus();
 }
 
+absl::Status RamTier::VisitGrad(
+    uint64_t offset, uint64_t n, bool write,
+    const std::function<absl::Status(float* g)>& fn) {
+  ZS_RETURN_IF_ERROR(CheckRange(offset, n));
+  return fn(g_.as<float>() + offset);
+}
+
 absl::Status RamTier::ZeroGrad() {
   std::memset(g_.data(), 0, g_.size());
   return absl::OkStatus();

@@ -39,6 +39,9 @@ class RamTier : public StorageTier {
   absl::Status AddGrad(uint64_t offset, const float* data, uint64_t n) override;
   absl::Status ReadGrad(uint64_t offset, uint64_t n, float* out) override;
   absl::Status ZeroGrad() override;
+  absl::Status VisitGrad(
+      uint64_t offset, uint64_t n, bool write,
+      const std::function<absl::Status(float* g)>& fn) override;
   absl::Status Step(const std::vector<AdamWHyper>& hypers) override;
   absl::Status Flush() override { return absl::OkStatus(); }
   absl::Status Snapshot(const std::string& dir) override;

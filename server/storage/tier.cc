@@ -1,6 +1,8 @@
 #include "server/storage/tier.h"
 
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -34,17 +36,18 @@ absl::Status ValidateLayout(const TierLayout& layout) {
 
 namespace {
 
-// StorageTier::NewGradWriter's default: each Append is a WriteGrad.
-class ForwardingGradWriter : public GradWriter {
+class SequentialGradWriter : public GradWriter {
  public:
-  ForwardingGradWriter(StorageTier* tier, uint64_t offset, uint64_t n)
-      : tier_(tier), next_(offset), end_(offset + n) {}
+  SequentialGradWriter(
+      uint64_t offset, uint64_t n,
+      std::function<absl::Status(uint64_t, const float*, uint64_t)> write)
+      : write_(std::move(write)), next_(offset), end_(offset + n) {}
   absl::Status Append(const float* data, uint64_t count) override {
     if (count > end_ - next_) {
       return absl::InvalidArgumentError(absl::StrCat(
           "gradient writer: ", count, " elements past the range's end"));
     }
-    absl::Status s = tier_->WriteGrad(next_, data, count);
+    absl::Status s = write_(next_, data, count);
     if (s.ok()) next_ += count;
     return s;
   }
@@ -55,12 +58,19 @@ class ForwardingGradWriter : public GradWriter {
   }
 
  private:
-  StorageTier* const tier_;
+  const std::function<absl::Status(uint64_t, const float*, uint64_t)> write_;
   uint64_t next_;
   const uint64_t end_;
 };
 
 }  // namespace
+
+std::unique_ptr<GradWriter> NewSequentialGradWriter(
+    uint64_t offset, uint64_t n,
+    std::function<absl::Status(uint64_t at, const float* data, uint64_t count)>
+        write) {
+  return std::make_unique<SequentialGradWriter>(offset, n, std::move(write));
+}
 
 absl::StatusOr<std::unique_ptr<GradWriter>> StorageTier::NewGradWriter(
     uint64_t offset, uint64_t n) {
@@ -70,7 +80,30 @@ absl::StatusOr<std::unique_ptr<GradWriter>> StorageTier::NewGradWriter(
         absl::StrCat("gradient range [", offset, ", ", offset + n,
                      ") is outside the tier's [0, ", size, ")"));
   }
-  return std::make_unique<ForwardingGradWriter>(this, offset, n);
+  // Each Append is a WriteGrad.
+  return NewSequentialGradWriter(
+      offset, n, [this](uint64_t at, const float* data, uint64_t count) {
+        return WriteGrad(at, data, count);
+      });
+}
+
+absl::Status StorageTier::VisitGrad(
+    uint64_t offset, uint64_t n, bool write,
+    const std::function<absl::Status(float* g)>& fn) {
+  std::vector<float> g(n);
+  absl::Status s;
+  if (write) {
+    absl::MutexLock l(&visit_mu_);
+    s = ReadGrad(offset, n, g.data());
+  } else {
+    s = ReadGrad(offset, n, g.data());
+  }
+  if (s.ok()) s = fn(g.data());
+  if (s.ok() && write) {
+    absl::MutexLock l(&visit_mu_);
+    s = WriteGrad(offset, g.data(), n);
+  }
+  return s;
 }
 
 }  // namespace storage

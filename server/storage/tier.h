@@ -28,12 +28,14 @@
 #define ZEROSHARD_SERVER_STORAGE_TIER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "common/optim/adamw.h"
 
 namespace zeroshard {
@@ -92,6 +94,13 @@ class GradWriter {
   virtual absl::Status Finish() = 0;
 };
 
+// A GradWriter of [offset, offset + n) that hands each Append to
+// write(at, data, count) at the next position (INVALID_ARGUMENT past n).
+std::unique_ptr<GradWriter> NewSequentialGradWriter(
+    uint64_t offset, uint64_t n,
+    std::function<absl::Status(uint64_t at, const float* data, uint64_t count)>
+        write);
+
 class StorageTier {
  public:
   virtual ~StorageTier() = default;
@@ -127,6 +136,16 @@ class StorageTier {
   // for disjoint ranges run concurrently (RamTier's is).
   virtual absl::StatusOr<std::unique_ptr<GradWriter>> NewGradWriter(
       uint64_t offset, uint64_t n);
+  // Calls fn(g) with g[0, n) = the gradient's [offset, offset + n); with
+  // `write`, what fn leaves there is the gradient afterwards (fn's error
+  // changes nothing on a tier with files; in RAM, g is the gradient
+  // itself). Visits of disjoint ranges may run concurrently. The default
+  // reads into a buffer and writes it back, serialising the reads and
+  // writes of concurrent writing visits (neighbouring ranges may share a
+  // file's checksummed chunk); RamTier hands out its own memory.
+  virtual absl::Status VisitGrad(
+      uint64_t offset, uint64_t n, bool write,
+      const std::function<absl::Status(float* g)>& fn);
 
   // One AdamW step over every span with hypers[span.group] (hypers.size()
   // must be layout().num_groups()). Gradients are read, never changed.
@@ -139,6 +158,9 @@ class StorageTier {
   virtual absl::Status Snapshot(const std::string& dir) = 0;
 
   virtual TierStats Stats() const = 0;
+
+ private:
+  absl::Mutex visit_mu_;  // the default VisitGrad's reads and writes
 };
 
 }  // namespace storage

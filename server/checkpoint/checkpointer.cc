@@ -1,0 +1,226 @@
+#include "server/checkpoint/checkpointer.h"
+
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace zeroshard {
+
+Checkpointer::Checkpointer(storage::Env* env, std::string dir, uint32_t shard,
+                           uint32_t num_shards)
+    : env_(env != nullptr ? env : storage::DefaultEnv()),
+      dir_(std::move(dir)),
+      shard_(shard),
+      num_shards_(num_shards) {}
+
+absl::Status Checkpointer::CheckEnabled() const {
+  if (enabled()) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      "this server was started without --checkpoint_dir");
+}
+
+v1::ShardCheckpointHeader Checkpointer::Header(const ShardFacts& f) const {
+  v1::ShardCheckpointHeader h;
+  h.set_step(f.step);
+  h.set_optimizer_steps(f.optimizer_steps);
+  *h.mutable_spec() = f.spec;
+  h.set_shard_index(shard_);
+  h.set_offset(f.owned.begin);
+  h.set_length(f.owned.size());
+  h.set_block_bytes(checkpoint::kDefaultBlockBytes);
+  return h;
+}
+
+std::string Checkpointer::StepDir(uint64_t step) const {
+  return storage::JoinPath(dir_, checkpoint::StepDirName(step));
+}
+
+absl::StatusOr<v1::CheckpointResponse> Checkpointer::WriteShard(
+    const ShardFacts& f, const checkpoint::ArraySource& read) const {
+  ZS_ASSIGN_OR_RETURN(v1::CheckpointShard shard,
+                      checkpoint::WriteShardFile(env_, dir_, Header(f), read));
+  v1::CheckpointResponse resp;
+  resp.set_step(f.step);
+  resp.set_path(storage::JoinPath(StepDir(f.step), shard.file()));
+  resp.set_crc32c(shard.crc32c());
+  *resp.mutable_shard() = std::move(shard);
+  return resp;
+}
+
+absl::StatusOr<v1::CheckpointResponse> Checkpointer::Finalize(
+    const v1::CheckpointRequest& req, const ShardFacts& f) {
+  ZS_ASSIGN_OR_RETURN(auto reader,
+                      checkpoint::ShardFileReader::Open(
+                          env_, storage::JoinPath(StepDir(req.step()),
+                                                  checkpoint::ShardFileName(
+                                                      shard_, num_shards_))));
+  v1::CheckpointManifest m;
+  m.set_step(req.step());
+  m.set_optimizer_steps(reader->header().optimizer_steps());
+  *m.mutable_spec() = reader->header().spec();
+  *m.mutable_shards() = req.shards();
+  m.set_tag(req.tag());
+  m.set_plan_hash(f.plan_hash);
+  *m.mutable_trainer_state() = f.trainer_state;
+  ZS_RETURN_IF_ERROR(checkpoint::WriteManifest(env_, dir_, m));
+  {
+    absl::MutexLock l(&mu_);
+    ++written_;
+  }
+  Refresh();
+  v1::CheckpointResponse resp;
+  resp.set_step(req.step());
+  resp.set_path(storage::JoinPath(StepDir(req.step()), "MANIFEST"));
+  return resp;
+}
+
+absl::StatusOr<std::string> Checkpointer::WriteSnapshot(
+    const ShardFacts& f, const checkpoint::ArraySource& read) const {
+  v1::CheckpointManifest m;
+  m.set_step(f.step);
+  m.set_optimizer_steps(f.optimizer_steps);
+  *m.mutable_spec() = f.spec;
+  m.set_plan_hash(f.plan_hash);
+  m.set_tag("shutdown");
+  *m.mutable_trainer_state() = f.trainer_state;
+  ZS_ASSIGN_OR_RETURN(*m.add_shards(),
+                      checkpoint::WriteShardFile(env_, dir_, Header(f), read));
+  ZS_RETURN_IF_ERROR(checkpoint::WriteSnapshotManifest(env_, dir_, m));
+  return storage::JoinPath(StepDir(f.step),
+                           checkpoint::SnapshotName(shard_, num_shards_));
+}
+
+absl::Status Checkpointer::Load(const v1::CheckpointManifest& manifest,
+                                Range owned, float* p, float* m,
+                                float* v) const {
+  float* dst[checkpoint::kArrays] = {p, m, v};
+  return checkpoint::LoadRange(
+      env_, dir_, manifest, owned,
+      [&](int a, uint64_t offset, uint64_t count, const float* data) {
+        std::memcpy(dst[a] + offset, data, count * 4);
+        return absl::OkStatus();
+      });
+}
+
+absl::StatusOr<v1::CheckpointManifest> Checkpointer::Restore(
+    uint64_t step, const std::string& job_id, const Apply& apply) {
+  ZS_RETURN_IF_ERROR(CheckEnabled());
+  ZS_ASSIGN_OR_RETURN(checkpoint::Listing listing,
+                      checkpoint::ListCheckpoints(env_, dir_));
+  absl::Status last = absl::NotFoundError(absl::StrCat(
+      "no complete checkpoint",
+      step != 0 ? absl::StrCat(" of step ", step) : "", " in ", dir_));
+  for (const v1::CheckpointManifest& m : listing.complete) {
+    if (step != 0 && m.step() != step) continue;
+    if (m.spec().job_id() != job_id) {
+      last = absl::NotFoundError(
+          absl::StrCat("the checkpoint of step ", m.step(), " belongs to job '",
+                       m.spec().job_id(), "', not '", job_id, "'"));
+      continue;
+    }
+    last = apply(m);
+    if (last.ok()) {
+      Refresh();
+      return m;
+    }
+    if (!absl::IsDataLoss(last) || step != 0) break;
+  }
+  return last;
+}
+
+absl::StatusOr<uint64_t> Checkpointer::RestoreNewest(const Apply& apply,
+                                                     const Log& log) {
+  if (!enabled()) return 0;
+  ZS_ASSIGN_OR_RETURN(checkpoint::Listing listing,
+                      checkpoint::ListCheckpoints(env_, dir_));
+  for (const std::string& why : listing.skipped) {
+    log(absl::StrCat("checkpoint ", why, "; ignored"));
+  }
+  uint64_t restored = RestoreSnapshot(
+      listing.complete.empty() ? 0 : listing.complete[0].step(), apply, log);
+  for (size_t i = 0; restored == 0 && i < listing.complete.size(); ++i) {
+    const v1::CheckpointManifest& m = listing.complete[i];
+    absl::Status s = apply(m);
+    if (s.ok()) {
+      restored = m.step();
+      log(absl::StrCat("restored step ", m.step(), " of job '",
+                       m.spec().job_id(), "' from ", StepDir(m.step())));
+    } else if (absl::IsDataLoss(s)) {
+      log(absl::StrCat("checkpoint ", checkpoint::StepDirName(m.step()),
+                       " is damaged (", s.message(),
+                       "); falling back to the previous complete checkpoint"));
+    } else {
+      return s;
+    }
+  }
+  Refresh();
+  return restored;
+}
+
+uint64_t Checkpointer::RestoreSnapshot(uint64_t newest, const Apply& apply,
+                                       const Log& log) const {
+  absl::StatusOr<std::vector<checkpoint::Snapshot>> snaps =
+      checkpoint::FindSnapshots(env_, dir_, shard_, num_shards_);
+  if (!snaps.ok()) {
+    log(absl::StrCat("shutdown snapshots not listed (",
+                     snaps.status().message(), "); ignored"));
+    return 0;
+  }
+  uint64_t restored = 0;
+  // Single use: every snapshot is removed, the one loaded included (its
+  // state lives on in this process; a crash before the job resumes falls
+  // back to the checkpoints, which is always safe).
+  for (const checkpoint::Snapshot& snap : *snaps) {
+    absl::Status s = snap.error;
+    if (s.ok() && restored == 0 && snap.manifest.step() > newest) {
+      s = apply(snap.manifest);
+      if (s.ok()) {
+        restored = snap.manifest.step();
+        log(absl::StrCat("restored step ", restored, " of job '",
+                         snap.manifest.spec().job_id(),
+                         "' from the shutdown snapshot ", snap.path));
+      }
+    } else if (s.ok()) {
+      s = absl::FailedPreconditionError(
+          restored != 0 ? "older than the one restored"
+                        : absl::StrCat("not newer than checkpoint ", newest));
+    }
+    if (!s.ok()) {
+      log(absl::StrCat("shutdown snapshot ", snap.path, ": ", s.message(),
+                       "; ignored"));
+    }
+    absl::Status removed = env_->RemoveFile(snap.path);
+    if (!removed.ok()) {
+      log(absl::StrCat("cannot remove the shutdown snapshot ", snap.path, ": ",
+                       removed.message()));
+    }
+  }
+  return restored;
+}
+
+void Checkpointer::Refresh() {
+  std::vector<uint64_t> steps;
+  if (enabled()) {
+    absl::StatusOr<checkpoint::Listing> listing =
+        checkpoint::ListCheckpoints(env_, dir_);
+    if (listing.ok()) {
+      for (const auto& m : listing->complete) steps.push_back(m.step());
+    }
+  }
+  absl::MutexLock l(&mu_);
+  steps_ = std::move(steps);
+}
+
+std::vector<uint64_t> Checkpointer::steps() const {
+  absl::MutexLock l(&mu_);
+  return steps_;
+}
+
+uint64_t Checkpointer::written() const {
+  absl::MutexLock l(&mu_);
+  return written_;
+}
+
+}  // namespace zeroshard
