@@ -48,6 +48,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "client/fault_interceptor.h"
+#include "common/bench/bench.h"
 #include "common/env/env.h"
 #include "common/fault/fault_spec.h"
 #include "common/flags.h"
@@ -520,14 +521,14 @@ int Main(int argc, char** argv) {
                         : "DIFFER FROM",
       reference.size());
   if (!events_ok) std::printf("a server event failed (above)\n");
-  std::printf(
-      "RESULT faults_injected=%llu recoveries=%d steps_replayed=%lld "
-      "bytes_lost=%llu\n",
-      static_cast<unsigned long long>(client_injected + server_injected +
-                                      server_kills + worker_kills +
-                                      corruptions),
-      rollbacks + job_restarts, static_cast<long long>(steps_replayed),
-      static_cast<unsigned long long>(bytes_lost));
+  bench::ResultLine()
+      .AddInt("faults_injected",
+              static_cast<int64_t>(client_injected + server_injected) +
+                  server_kills + worker_kills + corruptions)
+      .AddInt("recoveries", rollbacks + job_restarts)
+      .AddInt("steps_replayed", steps_replayed)
+      .AddInt("bytes_lost", static_cast<int64_t>(bytes_lost))
+      .Print();
   return bytes_lost == 0 && events_ok ? 0 : 1;
 }
 

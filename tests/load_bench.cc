@@ -8,7 +8,7 @@
 // gather_per_s=... gather_mib_per_s=... server_peak_rss_mib=... ok=1
 #include <cstdio>
 
-#include "absl/strings/str_format.h"
+#include "common/bench/bench.h"
 #include "common/flags.h"
 #include "tests/load_harness.h"
 
@@ -44,12 +44,15 @@ int main(int argc, char** argv) {
                   r.contributions_applied == r.expected_contributions &&
                   r.duplicates_ignored == 0;
   const double mib = 1024.0 * 1024.0, s = r.seconds > 0 ? r.seconds : 1;
-  std::printf(
-      "RESULT steps=%llu seconds=%.1f push_per_s=%.1f push_mib_per_s=%.1f "
-      "gather_per_s=%.1f gather_mib_per_s=%.1f server_peak_rss_mib=%.1f "
-      "ok=%d\n",
-      static_cast<unsigned long long>(r.steps), r.seconds, r.pushes / s,
-      r.push_bytes / mib / s, r.gathers / s, r.gather_bytes / mib / s,
-      r.vm_hwm / mib, ok ? 1 : 0);
+  zeroshard::bench::ResultLine()
+      .AddInt("steps", r.steps)
+      .Add("seconds", r.seconds)
+      .Add("push_per_s", r.pushes / s)
+      .Add("push_mib_per_s", r.push_bytes / mib / s)
+      .Add("gather_per_s", r.gathers / s)
+      .Add("gather_mib_per_s", r.gather_bytes / mib / s)
+      .Add("server_peak_rss_mib", r.vm_hwm / mib)
+      .AddInt("ok", ok ? 1 : 0)
+      .Print();
   return ok ? 0 : 1;
 }

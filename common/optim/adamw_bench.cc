@@ -7,11 +7,14 @@
 //       [--iters=10] [--warmup=2] [--tile=32768] [--isa=avx512|avx2|scalar]
 //       [--torch_script=PATH] [--no_torch]
 //
-// All figures are the best of --iters timed iterations (the median is printed
-// too); AdamW and probe iterations are interleaved so that machine load
-// affects both alike. The last line is
+// AdamW and probe iterations alternate (common/bench/bench.h: --warmup
+// untimed rounds, then --iters timed ones) so that machine load affects
+// both alike; every figure is the median iteration (min and max are printed
+// too; torch: the median of its own --iters). Correctness in the same run:
+// three places of the last timed AdamW iteration against the scalar path,
+// bit for bit. The last line is
 //   RESULT adamw_gelem_s=... probe_gelem_s=... torch_gelem_s=...
-//          adamw_vs_torch=... adamw_vs_bandwidth=...
+//          adamw_vs_torch=... adamw_vs_bandwidth=... correct=0|1
 
 #if defined(__x86_64__) || defined(__i386__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -24,7 +27,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -34,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "common/bench/bench.h"
 #include "common/dtype.h"
 #include "common/optim/adamw.h"
 #include "common/thread_pool.h"
@@ -255,9 +258,10 @@ std::string FindTorchScript(const Args& a, const char* argv0) {
   return "";
 }
 
-// Returns the best elements/s reported by the torch script, 0 on failure.
-double RunTorch(const Args& a, const char* argv0, double* median) {
-  *median = 0;
+// Returns the median elements/s reported by the torch script (its best in
+// *best), 0 on failure.
+double RunTorch(const Args& a, const char* argv0, double* best) {
+  *best = 0;
   const std::string script = FindTorchScript(a, argv0);
   if (script.empty()) {
     std::printf(
@@ -280,7 +284,7 @@ double RunTorch(const Args& a, const char* argv0, double* median) {
     std::printf("torch: popen failed\n");
     return 0;
   }
-  double best = 0;
+  double median = 0;
   char line[4096];
   std::string all;
   while (std::fgets(line, sizeof(line), f) != nullptr) {
@@ -288,26 +292,20 @@ double RunTorch(const Args& a, const char* argv0, double* median) {
     double b, m;
     if (std::sscanf(line, "TORCH best_elem_s=%lf median_elem_s=%lf", &b, &m) ==
         2) {
-      best = b;
-      *median = m;
+      *best = b;
+      median = m;
       std::printf("torch: %s", line);
     }
   }
   const int rc = pclose(f);
-  if (best == 0 || rc != 0) {
+  if (median == 0 || rc != 0) {
     std::printf("torch: script failed (rc=%d); output:\n%s\n", rc, all.c_str());
     if (all.find("No module named 'torch'") != std::string::npos) {
       std::printf("torch: install Debian package python3-torch\n");
     }
     return 0;
   }
-  return best;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t k = v.size() / 2;
-  return v.size() % 2 ? v[k] : 0.5 * (v[k - 1] + v[k]);
+  return median;
 }
 
 int Main(int argc, char** argv) {
@@ -378,17 +376,10 @@ int Main(int argc, char** argv) {
     Probe(isa, p + b, g + b, m + b, v + b, s + b, e - b, key);
   };
   auto time_run = [&](const TileFn& fn) {
-    const auto t0 = std::chrono::steady_clock::now();
+    const bench::Clock::time_point t0 = bench::Clock::now();
     run_tiles(fn);
-    const auto t1 = std::chrono::steady_clock::now();
-    return std::chrono::duration<double>(t1 - t0).count();
+    return bench::SecondsSince(t0);
   };
-
-  for (int i = 0; i < args.warmup; ++i) {
-    ++h.step;
-    time_run(adamw);
-    time_run(probe);
-  }
 
   // Saved inputs of the last AdamW iteration, to check it against the scalar
   // path.
@@ -397,19 +388,32 @@ int Main(int argc, char** argv) {
   std::vector<float> saved_p(3 * kCheck), saved_m(3 * kCheck),
       saved_v(3 * kCheck);
 
-  std::vector<double> t_adamw, t_probe;
-  for (int i = 0; i < args.iters; ++i) {
-    if (i == args.iters - 1) {
-      for (int c = 0; c < 3; ++c) {
-        std::memcpy(&saved_p[c * kCheck], p + check_at[c], kCheck * 4);
-        std::memcpy(&saved_m[c * kCheck], m + check_at[c], kCheck * 4);
-        std::memcpy(&saved_v[c * kCheck], v + check_at[c], kCheck * 4);
-      }
-    }
-    t_probe.push_back(time_run(probe));
-    ++h.step;
-    t_adamw.push_back(time_run(adamw));
+  const double gelem = static_cast<double>(n) * 1e-9;
+  auto results = bench::RunAlternating(
+      {{"probe",
+        [&](const bench::RunInfo&) -> absl::StatusOr<double> {
+          return time_run(probe);
+        },
+        /*reference=*/true, gelem},
+       {"adamw",
+        [&](const bench::RunInfo& info) -> absl::StatusOr<double> {
+          if (info.last) {
+            for (int c = 0; c < 3; ++c) {
+              std::memcpy(&saved_p[c * kCheck], p + check_at[c], kCheck * 4);
+              std::memcpy(&saved_m[c * kCheck], m + check_at[c], kCheck * 4);
+              std::memcpy(&saved_v[c * kCheck], v + check_at[c], kCheck * 4);
+            }
+          }
+          ++h.step;
+          return time_run(adamw);
+        },
+        /*reference=*/false, gelem}},
+      bench::Schedule{args.warmup, args.iters});
+  if (!results.ok()) {
+    std::fprintf(stderr, "%s\n", results.status().ToString().c_str());
+    return 1;
   }
+  std::printf("%s", results->Table("Gelem/s").c_str());
 
   // Correctness: the timed multithreaded run vs the scalar reference.
   size_t mismatches = 0;
@@ -433,41 +437,38 @@ int Main(int argc, char** argv) {
       "path: %s (%zu differ)\n",
       3 * kCheck, mismatches == 0 ? "bit-identical" : "MISMATCH", mismatches);
 
-  const double adamw_best =
-      n / *std::min_element(t_adamw.begin(), t_adamw.end());
-  const double adamw_med = n / Median(t_adamw);
-  const double probe_best =
-      n / *std::min_element(t_probe.begin(), t_probe.end());
-  const double probe_med = n / Median(t_probe);
+  const double adamw_rate = results->Get("adamw").rate() * 1e9;
+  const double probe_rate = results->Get("probe").rate() * 1e9;
   constexpr double kBytes = 30;  // read p, g, m, v; write p, m, v, bf16
+  std::printf("adamw (fused, %s, bf16 copy): median %.3f Gelem/s = %.1f GB/s\n",
+              SimdLevelName(isa), adamw_rate * 1e-9,
+              adamw_rate * kBytes * 1e-9);
   std::printf(
-      "adamw (fused, %s, bf16 copy): best %.3f Gelem/s = %.1f GB/s, median "
-      "%.3f Gelem/s\n",
-      SimdLevelName(isa), adamw_best * 1e-9, adamw_best * kBytes * 1e-9,
-      adamw_med * 1e-9);
-  std::printf(
-      "probe (same streams, no math): best %.3f Gelem/s = %.1f GB/s, median "
-      "%.3f Gelem/s\n",
-      probe_best * 1e-9, probe_best * kBytes * 1e-9, probe_med * 1e-9);
+      "probe (same streams, no math): median %.3f Gelem/s = %.1f GB/s\n",
+      probe_rate * 1e-9, probe_rate * kBytes * 1e-9);
 
-  double torch_med = 0;
-  const double torch_best =
-      args.no_torch ? 0 : RunTorch(args, argv[0], &torch_med);
+  double torch_best = 0;
+  const double torch_rate =
+      args.no_torch ? 0 : RunTorch(args, argv[0], &torch_best);
   std::printf(
-      "torch.optim.AdamW(foreach=True), %d threads: best %.3f Gelem/s, median "
-      "%.3f Gelem/s\n",
-      args.threads, torch_best * 1e-9, torch_med * 1e-9);
+      "torch.optim.AdamW(foreach=True), %d threads: median %.3f Gelem/s, "
+      "best %.3f Gelem/s\n",
+      args.threads, torch_rate * 1e-9, torch_best * 1e-9);
 
-  const double vs_bw = adamw_best / probe_best;
-  const double vs_torch = torch_best > 0 ? adamw_best / torch_best : 0;
+  const double vs_bw = results->SpeedVsReference("adamw");
+  const double vs_torch = bench::Ratio(adamw_rate, torch_rate);
   std::printf("adamw / probe bandwidth = %.3f (target >= 0.85)%s\n", vs_bw,
               vs_bw >= 0.85 ? "" : "  BELOW TARGET");
   std::printf("adamw / torch           = %.2f (target >= 5)%s\n", vs_torch,
               vs_torch >= 5 ? "" : "  BELOW TARGET");
-  std::printf(
-      "RESULT adamw_gelem_s=%.4f probe_gelem_s=%.4f torch_gelem_s=%.4f "
-      "adamw_vs_torch=%.3f adamw_vs_bandwidth=%.3f\n",
-      adamw_best * 1e-9, probe_best * 1e-9, torch_best * 1e-9, vs_torch, vs_bw);
+  bench::ResultLine()
+      .Add("adamw_gelem_s", adamw_rate * 1e-9)
+      .Add("probe_gelem_s", probe_rate * 1e-9)
+      .Add("torch_gelem_s", torch_rate * 1e-9)
+      .Add("adamw_vs_torch", vs_torch)
+      .Add("adamw_vs_bandwidth", vs_bw)
+      .AddInt("correct", mismatches == 0 ? 1 : 0)
+      .Print();
   std::free(p);
   std::free(g);
   std::free(m);

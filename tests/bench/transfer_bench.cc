@@ -2,8 +2,9 @@
 // a large fp32 range) against K real zeroshard-server processes on
 // loopback, beside the raw-TCP reference: plain send/recv of 1 MiB buffers
 // over K parallel loopback connections to K forked peer processes (see
-// tcp_pump.h), timed interleaved with the gRPC iterations (a TCP iteration
-// right before each gRPC one) so that load from other processes hits both.
+// tcp_pump.h), timed alternately with the gRPC iterations (a TCP iteration
+// right before each gRPC one, common/bench/bench.h) so that load from other
+// processes hits both.
 //
 //   bazel run -c opt //tests/bench:transfer_bench -- --mib=256 --iters=3
 //
@@ -12,8 +13,8 @@
 // weights with WriteParameters, then times Gather(all, FP32) and
 // Push(all, FP32) (a fresh idempotency key per iteration; between pushes,
 // untimed, PrepareStep + CommitStep(skip) move the servers to the next
-// step). One warm-up iteration, then --iters timed ones; the best is
-// reported (the median is printed too). Correctness is checked in the same
+// step). One warm-up iteration, then --iters timed ones; the median is
+// reported (min and max are printed too). Correctness is checked in the same
 // run: every gather returns exactly the written bytes, every push is
 // complete on every server with the sum of squares of the sent data, and
 // the servers' counters show every pushed and gathered byte.
@@ -29,9 +30,10 @@
 // gather_vs_tcp / push_vs_tcp: the smallest over K of the gRPC GB/s divided
 // by the TCP reference with K connections in the same direction
 // (peer->client for gather, client->peer for push). tcp_gbps: the
-// single-connection reference (the slower of its two directions). GB =
-// 1e9 bytes. Timings on a shared machine are noisy: compare the ratios of
-// one run, not absolute figures across runs.
+// single-connection reference (the slower of its two directions). Every
+// GB/s is that of the median iteration; GB = 1e9 bytes. Timings on a
+// shared machine are noisy: compare the ratios of one run, not absolute
+// figures across runs.
 //
 // Profiling: with ZS_PERF_CTL=<fifo> (and optionally ZS_PERF_OP=gather or
 // push) only the timed gRPC operations are sampled:

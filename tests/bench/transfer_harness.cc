@@ -25,11 +25,6 @@ namespace zeroshard {
 namespace bench {
 namespace {
 
-double Since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-      .count();
-}
-
 v1::ModelSpec BenchSpec(const HarnessConfig& cfg, uint32_t k) {
   v1::ModelSpec spec;
   spec.set_job_id("transfer-bench");
@@ -63,7 +58,25 @@ void PerfControl(const char* op, bool enable) {
   if (write(fd, cmd, std::strlen(cmd)) < 0) return;
 }
 
-}  // namespace
+// CPU of this process and of `peers` at one moment.
+struct CpuMark {
+  CpuTimes self, peers;
+};
+CpuMark MarkCpu(const std::vector<pid_t>& peers) {
+  return CpuMark{ProcessCpu(getpid()), ProcessesCpu(peers)};
+}
+// Adds one timed iteration of `seconds`, with the CPU between marks a and
+// b, to `samples`.
+void Record(const CpuMark& a, const CpuMark& b, double seconds,
+            Samples* samples) {
+  samples->seconds.push_back(seconds);
+  samples->self_cpu += b.self - a.self;
+  samples->peer_cpu += b.peers - a.peers;
+}
+
+Schedule IterSchedule(const HarnessConfig& cfg) {
+  return Schedule{/*warmup_rounds=*/1, /*rounds=*/cfg.iters};
+}
 
 // The peers fill their buffers with (byte index within the share * 7).
 absl::Status CheckTcpPattern(const char* buffer, uint64_t bytes, int pairs) {
@@ -77,34 +90,53 @@ absl::Status CheckTcpPattern(const char* buffer, uint64_t bytes, int pairs) {
   return absl::OkStatus();
 }
 
-// One timed TCP gather (into `buffer`) or push (from it), accounted into
-// `samples` unless it is the warm-up.
-absl::Status TcpOnce(TcpPump* pump, bool gather, char* buffer, uint64_t bytes,
-                     bool warmup, Samples* samples) {
-  const pid_t self = getpid();
-  const CpuTimes c0 = ProcessCpu(self), p0 = ProcessesCpu(pump->peer_pids());
-  ZS_ASSIGN_OR_RETURN(double s, gather ? pump->Gather(buffer, bytes)
-                                       : pump->Push(buffer, bytes));
-  const CpuTimes c1 = ProcessCpu(self), p1 = ProcessesCpu(pump->peer_pids());
-  if (gather && warmup) {
-    ZS_RETURN_IF_ERROR(CheckTcpPattern(buffer, bytes, pump->pairs()));
-  }
-  if (warmup) return absl::OkStatus();
-  samples->seconds.push_back(s);
-  samples->self_cpu += c1 - c0;
-  samples->peer_cpu += p1 - p0;
-  return absl::OkStatus();
+// Runs of one TCP gather (into `buffer`) or push (from it), accounted into
+// `samples` unless warm-ups; the warm-up gather's bytes are checked.
+RunFn TcpRun(TcpPump* pump, bool gather, char* buffer, uint64_t bytes,
+             Samples* samples) {
+  return [=](const RunInfo& info) -> absl::StatusOr<double> {
+    const CpuMark a = MarkCpu(pump->peer_pids());
+    ZS_ASSIGN_OR_RETURN(double s, gather ? pump->Gather(buffer, bytes)
+                                         : pump->Push(buffer, bytes));
+    const CpuMark b = MarkCpu(pump->peer_pids());
+    if (gather && info.warmup) {
+      ZS_RETURN_IF_ERROR(CheckTcpPattern(buffer, bytes, pump->pairs()));
+    }
+    if (!info.warmup) Record(a, b, s, samples);
+    return s;
+  };
+}
+
+}  // namespace
+
+double Samples::MedianGbps(uint64_t bytes) const {
+  return Ratio(static_cast<double>(bytes), summary().median) / 1e9;
+}
+
+std::string Samples::Describe(uint64_t bytes) const {
+  const Summary s = summary();
+  const double gb = static_cast<double>(bytes) * seconds.size() / 1e9;
+  const double per = gb > 0 ? 1.0 / gb : 0;
+  const double mib = static_cast<double>(bytes) * seconds.size() / (1 << 20);
+  const double per_mib = mib > 0 ? 1.0 / mib : 0;
+  return absl::StrFormat(
+      "median %.3f s (%.2f GB/s), min %.3f s, max %.3f s\n"
+      "      per GB: client %.2f+%.2f CPU-s (usr+sys), servers %.2f+%.2f; "
+      "page faults/MiB: client %.0f, servers %.0f",
+      s.median, MedianGbps(bytes), s.min, s.max, self_cpu.user * per,
+      self_cpu.sys * per, peer_cpu.user * per, peer_cpu.sys * per,
+      self_cpu.faults * per_mib, peer_cpu.faults * per_mib);
 }
 
 absl::StatusOr<Figures> MeasureTcp(const HarnessConfig& cfg, TcpPump* pump,
                                    char* buffer) {
   Figures f;
-  for (int it = 0; it <= cfg.iters; ++it) {
-    ZS_RETURN_IF_ERROR(
-        TcpOnce(pump, true, buffer, cfg.bytes, it == 0, &f.tcp_gather));
-    ZS_RETURN_IF_ERROR(
-        TcpOnce(pump, false, buffer, cfg.bytes, it == 0, &f.tcp_push));
-  }
+  ZS_RETURN_IF_ERROR(
+      RunAlternating(
+          {{"tcp_gather", TcpRun(pump, true, buffer, cfg.bytes, &f.tcp_gather)},
+           {"tcp_push", TcpRun(pump, false, buffer, cfg.bytes, &f.tcp_push)}},
+          IterSchedule(cfg))
+          .status());
   return f;
 }
 
@@ -119,7 +151,6 @@ absl::StatusOr<Figures> MeasureGrpc(const HarnessConfig& cfg, uint32_t k,
   ZS_ASSIGN_OR_RETURN(std::unique_ptr<LocalFleet> fleet, LocalFleet::Start(fo));
   std::vector<pid_t> pids;
   for (uint32_t s = 0; s < k; ++s) pids.push_back(fleet->server(s).pid());
-  const pid_t self = getpid();
   const uint64_t n = cfg.elements();
 
   ClientOptions co = cfg.client;
@@ -132,28 +163,27 @@ absl::StatusOr<Figures> MeasureGrpc(const HarnessConfig& cfg, uint32_t k,
 
   // WriteParameters (ShardClient's; timed once, for information).
   {
-    const CpuTimes c0 = ProcessCpu(self), p0 = ProcessesCpu(pids);
-    const auto start = std::chrono::steady_clock::now();
+    const CpuMark a = MarkCpu(pids);
+    const Clock::time_point start = Clock::now();
     ZS_RETURN_IF_ERROR(client->WriteParameters(all, src));
-    f.write.seconds.push_back(Since(start));
-    f.write.self_cpu += ProcessCpu(self) - c0;
-    f.write.peer_cpu += ProcessesCpu(pids) - p0;
+    const double s = SecondsSince(start);
+    Record(a, MarkCpu(pids), s, &f.write);
   }
 
-  for (int it = 0; cfg.gather && it <= cfg.iters; ++it) {
-    ZS_RETURN_IF_ERROR(TcpOnce(pump, true, reinterpret_cast<char*>(out),
-                               cfg.bytes, it == 0, &f.tcp_gather));
+  // Gathers, each right after a TCP gather into the same buffer; every one
+  // (warm-up included) must return the written weights.
+  auto gather = [&](const RunInfo& info) -> absl::StatusOr<double> {
     std::memset(out, 0, cfg.bytes);
-    const CpuTimes c0 = ProcessCpu(self), p0 = ProcessesCpu(pids);
-    const auto start = std::chrono::steady_clock::now();
+    const CpuMark a = MarkCpu(pids);
+    const Clock::time_point start = Clock::now();
     uint64_t step = 1;
     PerfControl("gather", true);
     const absl::Status gathered =
         client->Gather(all, v1::DTYPE_FP32, out, &step);
     PerfControl("gather", false);
     ZS_RETURN_IF_ERROR(gathered);
-    const double s = Since(start);
-    const CpuTimes c1 = ProcessCpu(self), p1 = ProcessesCpu(pids);
+    const double s = SecondsSince(start);
+    const CpuMark b = MarkCpu(pids);
     if (step != 0) {
       return absl::InternalError(absl::StrCat("gather reported step ", step));
     }
@@ -166,47 +196,64 @@ absl::StatusOr<Figures> MeasureGrpc(const HarnessConfig& cfg, uint32_t k,
                        "element ",
                        i, " (got ", out[i], ", wrote ", src[i], ")"));
     }
-    if (it == 0) continue;
-    f.gather.seconds.push_back(s);
-    f.gather.self_cpu += c1 - c0;
-    f.gather.peer_cpu += p1 - p0;
+    if (!info.warmup) Record(a, b, s, &f.gather);
+    return s;
+  };
+  if (cfg.gather) {
+    ZS_RETURN_IF_ERROR(
+        RunAlternating({{"tcp_gather",
+                         TcpRun(pump, true, reinterpret_cast<char*>(out),
+                                cfg.bytes, &f.tcp_gather),
+                         /*reference=*/true},
+                        {"gather", gather}},
+                       IterSchedule(cfg))
+            .status());
   }
 
-  // Pushes (the gradients are the weights' pattern again); between them,
-  // untimed, prepare (which checks the servers' sum of squares) and a
-  // skipped commit move every server to the next step.
+  // Pushes (the gradients are the weights' pattern again), each right after
+  // a TCP push of the same bytes; after each, untimed, prepare (which
+  // checks the servers' sum of squares) and a skipped commit move every
+  // server to the next step.
   uint64_t step = 0;
-  for (int it = 0; cfg.push && it <= cfg.iters; ++it, ++step) {
+  auto push = [&](const RunInfo& info) -> absl::StatusOr<double> {
     PushId id;
     id.epoch = 0;
     id.step = step;
     id.slot = 0;
-    id.key_prefix = absl::StrCat("bench-push-", it);
-    ZS_RETURN_IF_ERROR(TcpOnce(
-        pump, false, const_cast<char*>(reinterpret_cast<const char*>(src)),
-        cfg.bytes, it == 0, &f.tcp_push));
-    const CpuTimes c0 = ProcessCpu(self), p0 = ProcessesCpu(pids);
-    const auto start = std::chrono::steady_clock::now();
+    id.key_prefix = absl::StrCat("bench-push-", step);
+    const CpuMark a = MarkCpu(pids);
+    const Clock::time_point start = Clock::now();
     PerfControl("push", true);
     const absl::Status pushed = client->Push(all, v1::DTYPE_FP32, src, id);
     PerfControl("push", false);
     ZS_RETURN_IF_ERROR(pushed);
-    const double s = Since(start);
-    const CpuTimes c1 = ProcessCpu(self), p1 = ProcessesCpu(pids);
+    const double s = SecondsSince(start);
+    const CpuMark b = MarkCpu(pids);
     ZS_ASSIGN_OR_RETURN(StepNorm norm, client->Prepare(0, step));
     const double rel = std::fabs(norm.sum_squares - src_sum_squares) /
                        std::max(1.0, src_sum_squares);
     if (norm.overflow || rel > 1e-9) {
       return absl::DataLossError(absl::StrFormat(
-          "K=%d push %d: servers report sum of squares %.17g (overflow %d), "
-          "expected %.17g",
-          k, it, norm.sum_squares, norm.overflow, src_sum_squares));
+          "K=%d push at step %d: servers report sum of squares %.17g "
+          "(overflow %d), expected %.17g",
+          k, step, norm.sum_squares, norm.overflow, src_sum_squares));
     }
     ZS_RETURN_IF_ERROR(client->Commit(0, step, 1.0f, 0.0, /*skip=*/true));
-    if (it == 0) continue;
-    f.push.seconds.push_back(s);
-    f.push.self_cpu += c1 - c0;
-    f.push.peer_cpu += p1 - p0;
+    ++step;
+    if (!info.warmup) Record(a, b, s, &f.push);
+    return s;
+  };
+  if (cfg.push) {
+    ZS_RETURN_IF_ERROR(
+        RunAlternating(
+            {{"tcp_push",
+              TcpRun(pump, false,
+                     const_cast<char*>(reinterpret_cast<const char*>(src)),
+                     cfg.bytes, &f.tcp_push),
+              /*reference=*/true},
+             {"push", push}},
+            IterSchedule(cfg))
+            .status());
   }
 
   ZS_ASSIGN_OR_RETURN(std::vector<v1::GetStatsResponse> stats, client->Stats());
@@ -244,9 +291,9 @@ absl::StatusOr<Figures> MeasureGrpc(const HarnessConfig& cfg, uint32_t k,
   // A server should exit promptly after SIGTERM (server_main.cc holds a
   // gRPC reference so that exit skips grpc_shutdown(), which in gRPC 1.51
   // can wait ~10 s on a poller thread): allow for a slow one, but say so.
-  const auto stop_start = std::chrono::steady_clock::now();
+  const Clock::time_point stop_start = Clock::now();
   ZS_RETURN_IF_ERROR(fleet->Stop(std::chrono::milliseconds(15000)));
-  const double stop_seconds = Since(stop_start);
+  const double stop_seconds = SecondsSince(stop_start);
   if (stop_seconds > 3) {
     std::printf(
         "  K=%u warning: the servers took %.1f s to exit after "
@@ -313,14 +360,15 @@ int RunTransfer(const HarnessConfig& cfg, const std::vector<uint32_t>& shards,
   for (float x : src) sum_squares += static_cast<double>(x) * x;
 
   std::printf(
-      "transfer: %llu MiB fp32 (%llu elements), best of %d after 1 "
-      "warm-up; %ld CPUs online; client: %s\n",
+      "transfer: %llu MiB fp32 (%llu elements), median of %d (each "
+      "alternating with its TCP reference) after 1 warm-up; %ld CPUs "
+      "online; client: %s\n",
       static_cast<unsigned long long>(cfg.bytes >> 20),
       static_cast<unsigned long long>(n), cfg.iters,
       sysconf(_SC_NPROCESSORS_ONLN), cfg.label.c_str());
 
   // Every TCP peer is forked now, before gRPC starts any thread; each K's
-  // TCP reference is then measured interleaved with its gRPC iterations.
+  // TCP reference is then measured alternately with its gRPC iterations.
   std::map<uint32_t, std::unique_ptr<TcpPump>> pumps;
   std::vector<uint32_t> pairs = shards;
   pairs.push_back(1);
@@ -344,6 +392,7 @@ int RunTransfer(const HarnessConfig& cfg, const std::vector<uint32_t>& shards,
   };
 
   std::map<uint32_t, Figures> figures;
+  ResultLine tcp_result;  // --tcp_only
   for (uint32_t k : shards) {
     if (tcp_only) {
       auto f =
@@ -354,6 +403,11 @@ int RunTransfer(const HarnessConfig& cfg, const std::vector<uint32_t>& shards,
         return 1;
       }
       print_tcp(k, *f);
+      tcp_result
+          .Add(absl::StrCat("tcp_recv_gbps_p", k),
+               f->tcp_gather.MedianGbps(cfg.bytes))
+          .Add(absl::StrCat("tcp_send_gbps_p", k),
+               f->tcp_push.MedianGbps(cfg.bytes));
       continue;
     }
     auto f = MeasureGrpc(cfg, k, pumps[k].get(), src.data(), out.data(),
@@ -374,7 +428,10 @@ int RunTransfer(const HarnessConfig& cfg, const std::vector<uint32_t>& shards,
     std::fflush(stdout);
     figures[k] = *f;
   }
-  if (tcp_only) return 0;
+  if (tcp_only) {
+    tcp_result.Print();
+    return 0;
+  }
   if (!figures.count(1)) {  // the single-connection reference
     auto f =
         MeasureTcp(cfg, pumps[1].get(), reinterpret_cast<char*>(out.data()));
@@ -388,34 +445,34 @@ int RunTransfer(const HarnessConfig& cfg, const std::vector<uint32_t>& shards,
     figures[1].tcp_push = f->tcp_push;
   }
 
-  std::printf("\n%-4s %14s %14s %8s %14s %14s %8s\n", "K", "gather GB/s",
-              "tcp recv GB/s", "ratio", "push GB/s", "tcp send GB/s", "ratio");
+  std::printf("\n%-4s %14s %14s %8s %14s %14s %8s  (medians)\n", "K",
+              "gather GB/s", "tcp recv GB/s", "ratio", "push GB/s",
+              "tcp send GB/s", "ratio");
   double gather_ratio = 1e30, push_ratio = 1e30;
-  std::string gathers, pushes, tail;
+  ResultLine gathers, pushes, tail;
   for (uint32_t k : shards) {
-    const double g = figures[k].gather.BestGbps(cfg.bytes);
-    const double p = figures[k].push.BestGbps(cfg.bytes);
-    const double tg = figures[k].tcp_gather.BestGbps(cfg.bytes);
-    const double tp = figures[k].tcp_push.BestGbps(cfg.bytes);
-    const double rg = tg > 0 ? g / tg : 0, rp = tp > 0 ? p / tp : 0;
+    const double g = figures[k].gather.MedianGbps(cfg.bytes);
+    const double p = figures[k].push.MedianGbps(cfg.bytes);
+    const double tg = figures[k].tcp_gather.MedianGbps(cfg.bytes);
+    const double tp = figures[k].tcp_push.MedianGbps(cfg.bytes);
+    const double rg = Ratio(g, tg), rp = Ratio(p, tp);
     gather_ratio = std::min(gather_ratio, rg);
     push_ratio = std::min(push_ratio, rp);
     std::printf("%-4u %14.2f %14.2f %8.3f %14.2f %14.2f %8.3f\n", k, g, tg, rg,
                 p, tp, rp);
-    absl::StrAppendFormat(&gathers, " gather_gbps_k%u=%.3f", k, g);
-    absl::StrAppendFormat(&pushes, " push_gbps_k%u=%.3f", k, p);
-    absl::StrAppendFormat(&tail,
-                          " gather_vs_tcp_k%u=%.3f push_vs_tcp_k%u=%.3f "
-                          "tcp_recv_gbps_p%u=%.3f tcp_send_gbps_p%u=%.3f",
-                          k, rg, k, rp, k, tg, k, tp);
+    gathers.Add(absl::StrCat("gather_gbps_k", k), g);
+    pushes.Add(absl::StrCat("push_gbps_k", k), p);
+    tail.Add(absl::StrCat("gather_vs_tcp_k", k), rg)
+        .Add(absl::StrCat("push_vs_tcp_k", k), rp)
+        .Add(absl::StrCat("tcp_recv_gbps_p", k), tg)
+        .Add(absl::StrCat("tcp_send_gbps_p", k), tp);
   }
-  const double tcp_ref = std::min(figures[1].tcp_gather.BestGbps(cfg.bytes),
-                                  figures[1].tcp_push.BestGbps(cfg.bytes));
-  std::printf(
-      "RESULT gather_vs_tcp=%.3f push_vs_tcp=%.3f%s%s tcp_gbps=%.3f%s\n",
-      gather_ratio, push_ratio, gathers.c_str(), pushes.c_str(), tcp_ref,
-      tail.c_str());
-  std::fflush(stdout);
+  const double tcp_ref = std::min(figures[1].tcp_gather.MedianGbps(cfg.bytes),
+                                  figures[1].tcp_push.MedianGbps(cfg.bytes));
+  ResultLine result;
+  result.Add("gather_vs_tcp", gather_ratio).Add("push_vs_tcp", push_ratio);
+  result.Append(gathers).Append(pushes).Add("tcp_gbps", tcp_ref).Append(tail);
+  result.Print();
   return 0;
 }
 

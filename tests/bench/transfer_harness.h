@@ -1,6 +1,7 @@
 // transfer_bench's measuring loop: raw-TCP reference, fleet start,
 // registration, timed ShardClient Gather/Push with correctness checks,
-// CPU/page-fault accounting and the RESULT line.
+// CPU/page-fault accounting and the RESULT line. Each gRPC operation is
+// run alternately with its TCP reference (common/bench/bench.h).
 #ifndef ZEROSHARD_TESTS_BENCH_TRANSFER_HARNESS_H_
 #define ZEROSHARD_TESTS_BENCH_TRANSFER_HARNESS_H_
 
@@ -12,12 +13,26 @@
 
 #include "absl/status/statusor.h"
 #include "client/shard_client.h"
+#include "common/bench/bench.h"
 #include "common/flags.h"
 #include "common/partition.h"
-#include "tests/bench/bench_util.h"
 
 namespace zeroshard {
 namespace bench {
+
+// Timings of the measured iterations of one operation plus the CPU the
+// client side ("self") and the server side ("peers") spent in them.
+struct Samples {
+  std::vector<double> seconds;
+  CpuTimes self_cpu;
+  CpuTimes peer_cpu;
+
+  Summary summary() const { return Summarize(seconds); }
+  // GB/s (1e9 bytes) of the median iteration.
+  double MedianGbps(uint64_t bytes) const;
+  // "median 0.123 s (2.18 GB/s), min .. max ..; per GB: client cpu u+s ..."
+  std::string Describe(uint64_t bytes) const;
+};
 
 struct HarnessConfig {
   uint64_t bytes = 0;  // of the fp32 range moved
@@ -33,7 +48,7 @@ struct HarnessConfig {
 };
 
 // One K: the gRPC figures and the raw-TCP reference with K connections,
-// measured interleaved (a TCP iteration right before each gRPC one), so
+// measured alternately (a TCP iteration right before each gRPC one), so
 // that load from other processes hits both alike.
 struct Figures {
   Samples write, gather, push;  // gRPC

@@ -7,34 +7,45 @@
 // emulated links (InProcessHub::SetLink: 400 MB/s, 50 us per message,
 // waited for without a CPU), slow enough that a step's gradient traffic
 // takes about as long as backward, as between machines with a larger
-// model; overlap then hides it behind backward. Step time is the
-// median of the timed steps (the first step is a warm-up); model-state bytes
-// are rank 0's (step_stats.h). Correctness in the same run: every variant must
-// end with the bits of stage 0.
+// model; overlap then hides it behind backward.
 //
-//   bazel run //worker/engine:zero_bench
+// The eight variants (DDP and ZeRO-3, overlap on and off, in-process and
+// over the links) run alternately, --rounds times each (common/bench/
+// bench.h), so that load from other processes hits them alike. One run
+// trains --steps steps; its figure is the median of its steps after the
+// first (a warm-up); a variant's step time is the median over its runs.
+// ZeRO-3 is compared with DDP best against best: for each stage the faster
+// of overlap on and off (printed), over the same collectives. Model-state
+// bytes are rank 0's (step_stats.h). Correctness in the same run: every run
+// of every variant must end with the bits of stage 0.
 //
-// RESULT zero3_vs_ddp_step=<stage 3 / stage 0 step time>
+//   bazel run -c opt //worker/engine:zero_bench -- [--rounds=5] [--steps=12]
+//
+// RESULT zero3_vs_ddp_step=<best stage 3 / best stage 0 step time>
 //        zero3_vs_ddp_model_state_bytes=<stage 3 / stage 0 bytes held>
 //        zero3_overlap_vs_no_overlap_step=<on / off>
 //        ddp_overlap_vs_no_overlap_step=...
 //        ddp_overlap_vs_no_overlap_step_link=...
 //        zero3_overlap_vs_no_overlap_step_link=...
-#include <algorithm>
+//        correct=<1: every run had stage 0's bits>
+//        zero3_vs_ddp_step_link=<the same as the first, over the links>
+//        best_ddp_overlap=<1: overlap on was DDP's faster configuration>
+//        best_zero3_overlap=... rounds=<runs per variant>
 #include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_format.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/bench/bench.h"
+#include "common/flags.h"
 #include "worker/engine/testing.h"
 
 namespace zeroshard::engine {
 namespace {
 
 constexpr int kWorld = 2;
-constexpr int kSteps = 12;
 
 constexpr double kLinkBytesPerSecond = 400e6;
 constexpr absl::Duration kLinkLatency = absl::Microseconds(50);
@@ -46,14 +57,15 @@ struct Variant {
   bool link = false;  // over the emulated links
 };
 
-struct Measured {
-  double step_seconds = 0;
+// What every run of one variant showed besides its time.
+struct Record {
   double state_bytes = 0;
   double sent_bytes = 0;
-  bool same_bits = false;
+  int runs = 0;
+  int same_bits = 0;  // runs that ended with stage 0's bits
 };
 
-train::TrainSpec BenchSpec(const Variant& v) {
+train::TrainSpec BenchSpec(const Variant& v, int steps) {
   train::TrainSpec s;
   s.config.max_seq_len = 64;
   s.config.vocab_size = 512;
@@ -69,87 +81,154 @@ train::TrainSpec BenchSpec(const Variant& v) {
   s.zero.lr_schedule.lr = 1e-3;
   s.zero.reduce_bucket_size = 1 << 17;
   s.zero.job_id = std::string("zero_bench_") + v.name;
-  s.steps = kSteps;
+  s.steps = steps;
   return s;
 }
 
-int Main() {
-  const Variant variants[] = {{"ddp", 0, true},
-                              {"ddp_no_overlap", 0, false},
-                              {"zero3", 3, true},
-                              {"zero3_no_overlap", 3, false},
-                              {"ddp_link", 0, true, true},
-                              {"ddp_link_no_overlap", 0, false, true},
-                              {"zero3_link", 3, true, true},
-                              {"zero3_link_no_overlap", 3, false, true}};
-  std::vector<Measured> got;
-  std::vector<float> reference;
-  std::printf("%-24s %12s %14s %16s %s\n", "variant", "step (ms)",
-              "state (bytes)", "coll. sent (B)", "bits == ddp");
-  for (const Variant& v : variants) {
-    InProcessHooks hooks;
-    if (v.link) {
-      hooks.link_bytes_per_second = kLinkBytesPerSecond;
-      hooks.link_latency = kLinkLatency;
-    }
-    std::unique_ptr<LocalFleet> fleet;  // stage 0 needs no servers
-    if (v.stage > 0) {
-      auto started = StartTestFleet(2, {});
-      if (!started.ok()) {
-        std::fprintf(stderr, "%s\n", started.status().ToString().c_str());
-        return 1;
-      }
-      fleet = std::move(*started);
-    }
-    auto run = RunInProcessWith(BenchSpec(v), kWorld, fleet.get(), hooks);
-    if (!run.ok()) {
-      std::fprintf(stderr, "%s: %s\n", v.name, run.status().ToString().c_str());
-      return 1;
-    }
-    const train::TrainResult& r0 = (*run)[0];
-    std::vector<double> times;
-    for (size_t s = 1; s < r0.stats.size(); ++s) {
-      times.push_back(r0.stats[s].step_seconds);
-    }
-    std::sort(times.begin(), times.end());
-    Measured m;
-    m.step_seconds = times[times.size() / 2];
-    m.state_bytes = static_cast<double>(r0.stats.back().model_state_bytes());
-    m.sent_bytes = static_cast<double>(r0.stats.back().collective_bytes_sent());
-    if (reference.empty()) reference = r0.params;
-    m.same_bits = FirstDifference(r0.params, reference) == -1;
-    std::printf("%-24s %12.2f %14.0f %16.0f %s\n", v.name, 1e3 * m.step_seconds,
-                m.state_bytes, m.sent_bytes, m.same_bits ? "yes" : "NO");
-    std::fflush(stdout);
-    got.push_back(m);
+// One training run of `v` (servers started for it when its stage needs
+// them); returns the median of its steps after the first. The first run of
+// all sets `reference` (stage 0's final bits); every run is compared with
+// it.
+absl::StatusOr<double> RunOnce(const Variant& v, int steps,
+                               std::vector<float>* reference, Record* rec) {
+  InProcessHooks hooks;
+  if (v.link) {
+    hooks.link_bytes_per_second = kLinkBytesPerSecond;
+    hooks.link_latency = kLinkLatency;
   }
+  std::unique_ptr<LocalFleet> fleet;  // stage 0 needs no servers
+  if (v.stage > 0) {
+    auto started = StartTestFleet(2, {});
+    if (!started.ok()) return started.status();
+    fleet = std::move(*started);
+  }
+  auto run = RunInProcessWith(BenchSpec(v, steps), kWorld, fleet.get(), hooks);
+  if (!run.ok()) return run.status();
+  const train::TrainResult& r0 = (*run)[0];
+  std::vector<double> times;
+  for (size_t s = 1; s < r0.stats.size(); ++s) {
+    times.push_back(r0.stats[s].step_seconds);
+  }
+  rec->state_bytes = static_cast<double>(r0.stats.back().model_state_bytes());
+  rec->sent_bytes =
+      static_cast<double>(r0.stats.back().collective_bytes_sent());
+  if (reference->empty()) *reference = r0.params;
+  ++rec->runs;
+  if (FirstDifference(r0.params, *reference) == -1) ++rec->same_bits;
+  return bench::Median(times);
+}
+
+// The faster of `a` and `b` (medians).
+const char* Faster(const bench::Results& r, const char* a, const char* b) {
+  return r.Median(a) <= r.Median(b) ? a : b;
+}
+
+int Main(int argc, char** argv) {
+  int64_t rounds = 5, steps = 12;
+  FlagSet flags("zero_bench",
+                "zero_bench [flags]\n\nZeRO-3 vs DDP and overlap_comm on vs "
+                "off: step time (medians of alternated runs) and model-state "
+                "bytes.");
+  flags.Int64("rounds", &rounds, "runs of every variant, alternated");
+  flags.Int64("steps", &steps, "steps per run (the first is a warm-up)");
+  flags.ParseOrExit(argc, argv);
+  if (rounds < 1 || steps < 2) {
+    ExitWithError(flags.program(), "--rounds must be >= 1 and --steps >= 2");
+  }
+  const std::vector<Variant> variants = {
+      {"ddp", 0, true},
+      {"ddp_no_overlap", 0, false},
+      {"zero3", 3, true},
+      {"zero3_no_overlap", 3, false},
+      {"ddp_link", 0, true, true},
+      {"ddp_link_no_overlap", 0, false, true},
+      {"zero3_link", 3, true, true},
+      {"zero3_link_no_overlap", 3, false, true}};
+  std::vector<Record> records(variants.size());
+  std::vector<float> reference;
+  std::vector<bench::Variant> runs;
+  for (size_t i = 0; i < variants.size(); ++i) {
+    const Variant& v = variants[i];
+    Record* rec = &records[i];
+    runs.push_back({v.name,
+                    [&v, rec, &reference, steps](const bench::RunInfo&) {
+                      return RunOnce(v, static_cast<int>(steps), &reference,
+                                     rec);
+                    },
+                    /*reference=*/i == 0});
+  }
+  std::printf(
+      "zero_bench: W=%d, GPT-2 L=4 C=128 B=4 T=64, %lld steps per run, %lld "
+      "runs of each variant alternated; step time = median over runs of "
+      "each run's median step (its first step excluded)\n",
+      kWorld, static_cast<long long>(steps), static_cast<long long>(rounds));
+  std::fflush(stdout);
+  auto results = bench::RunAlternating(
+      runs, bench::Schedule{/*warmup_rounds=*/0, static_cast<int>(rounds)});
+  if (!results.ok()) {
+    std::fprintf(stderr, "zero_bench: %s\n",
+                 results.status().ToString().c_str());
+    return 1;
+  }
+  const bench::Results& r = *results;
+  std::printf("%s", r.Table().c_str());
+  std::printf("%-24s %14s %16s %s\n", "variant", "state (bytes)",
+              "coll. sent (B)", "runs with ddp's bits");
   bool ok = true;
-  for (const Measured& m : got) ok &= m.same_bits;
-  std::printf("check: every variant gives stage 0's bits: %s\n",
+  for (size_t i = 0; i < variants.size(); ++i) {
+    const Record& rec = records[i];
+    ok &= rec.same_bits == rec.runs;
+    std::printf("%-24s %14.0f %16.0f %d of %d\n", variants[i].name,
+                rec.state_bytes, rec.sent_bytes, rec.same_bits, rec.runs);
+  }
+  std::printf("check: every run of every variant gives stage 0's bits: %s\n",
               ok ? "yes" : "NO");
+
+  const char* best_ddp = Faster(r, "ddp", "ddp_no_overlap");
+  const char* best_zero3 = Faster(r, "zero3", "zero3_no_overlap");
+  const char* best_ddp_link = Faster(r, "ddp_link", "ddp_link_no_overlap");
+  const char* best_zero3_link =
+      Faster(r, "zero3_link", "zero3_link_no_overlap");
+  auto on_vs_off = [&](const char* on, const char* off) {
+    return bench::Ratio(r.Median(on), r.Median(off));
+  };
+  std::printf(
+      "best: in-process %s (%.2f ms) vs %s (%.2f ms); over the emulated "
+      "links %s (%.2f ms) vs %s (%.2f ms)\n",
+      best_zero3, 1e3 * r.Median(best_zero3), best_ddp,
+      1e3 * r.Median(best_ddp), best_zero3_link,
+      1e3 * r.Median(best_zero3_link), best_ddp_link,
+      1e3 * r.Median(best_ddp_link));
   std::printf(
       "overlap on vs off (step time): ddp %.3f, zero3 %.3f; over the "
       "emulated links: ddp %.3f, zero3 %.3f\n",
-      got[0].step_seconds / got[1].step_seconds,
-      got[2].step_seconds / got[3].step_seconds,
-      got[4].step_seconds / got[5].step_seconds,
-      got[6].step_seconds / got[7].step_seconds);
-  std::printf(
-      "RESULT zero3_vs_ddp_step=%.3f zero3_vs_ddp_model_state_bytes=%.3f "
-      "zero3_overlap_vs_no_overlap_step=%.3f "
-      "ddp_overlap_vs_no_overlap_step=%.3f "
-      "ddp_overlap_vs_no_overlap_step_link=%.3f "
-      "zero3_overlap_vs_no_overlap_step_link=%.3f correct=%d\n",
-      got[2].step_seconds / got[0].step_seconds,
-      got[2].state_bytes / got[0].state_bytes,
-      got[2].step_seconds / got[3].step_seconds,
-      got[0].step_seconds / got[1].step_seconds,
-      got[4].step_seconds / got[5].step_seconds,
-      got[6].step_seconds / got[7].step_seconds, ok ? 1 : 0);
+      on_vs_off("ddp", "ddp_no_overlap"),
+      on_vs_off("zero3", "zero3_no_overlap"),
+      on_vs_off("ddp_link", "ddp_link_no_overlap"),
+      on_vs_off("zero3_link", "zero3_link_no_overlap"));
+  const double ddp_bytes = records[0].state_bytes;
+  const double zero3_bytes = records[2].state_bytes;
+  bench::ResultLine line;
+  line.Add("zero3_vs_ddp_step", on_vs_off(best_zero3, best_ddp))
+      .Add("zero3_vs_ddp_model_state_bytes",
+           bench::Ratio(zero3_bytes, ddp_bytes))
+      .Add("zero3_overlap_vs_no_overlap_step",
+           on_vs_off("zero3", "zero3_no_overlap"))
+      .Add("ddp_overlap_vs_no_overlap_step", on_vs_off("ddp", "ddp_no_overlap"))
+      .Add("ddp_overlap_vs_no_overlap_step_link",
+           on_vs_off("ddp_link", "ddp_link_no_overlap"))
+      .Add("zero3_overlap_vs_no_overlap_step_link",
+           on_vs_off("zero3_link", "zero3_link_no_overlap"))
+      .AddInt("correct", ok ? 1 : 0)
+      .Add("zero3_vs_ddp_step_link", on_vs_off(best_zero3_link, best_ddp_link))
+      .AddInt("best_ddp_overlap", std::string(best_ddp) == "ddp" ? 1 : 0)
+      .AddInt("best_zero3_overlap", std::string(best_zero3) == "zero3" ? 1 : 0)
+      .AddInt("rounds", rounds);
+  line.Print();
   return ok ? 0 : 1;
 }
 
 }  // namespace
 }  // namespace zeroshard::engine
 
-int main() { return zeroshard::engine::Main(); }
+int main(int argc, char** argv) { return zeroshard::engine::Main(argc, argv); }
