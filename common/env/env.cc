@@ -54,31 +54,41 @@ std::string JoinPath(const std::string& dir, const std::string& name) {
   return dir + "/" + name;
 }
 
-absl::StatusOr<std::string> ReadSmallFile(Env* env, const std::string& path,
-                                          size_t max_bytes) {
+absl::StatusOr<std::string> ReadFileFrom(Env* env, const std::string& path,
+                                         uint64_t offset, size_t max_bytes) {
   OpenOptions o;
   o.read_only = true;
   ZS_ASSIGN_OR_RETURN(std::unique_ptr<File> f, env->OpenFile(path, o));
   ZS_ASSIGN_OR_RETURN(const uint64_t size, f->Size());
-  // The size is only a first guess (/proc files report 0): read until a
-  // read returns nothing; one byte more than allowed shows a file too big.
-  std::string s(std::min<uint64_t>(size, max_bytes) + 1, '\0');
+  // The size is only a first guess (/proc files report 0, logs grow): read
+  // until a read returns nothing or max_bytes are in (one byte more than the
+  // guess sees the end without growing the buffer).
+  std::string s(
+      std::min<uint64_t>((size > offset ? size - offset : 0) + 1, max_bytes),
+      '\0');
   size_t n = 0;
   for (;;) {
     if (n == s.size()) {
-      if (n > max_bytes) {
-        return absl::DataLossError(
-            absl::StrCat(path, ": more than ", max_bytes,
-                         " bytes, too large to read whole"));
-      }
-      s.resize(std::min(std::max<size_t>(2 * n, 4096), max_bytes + 1));
+      if (n == max_bytes) break;
+      s.resize(std::min(std::max<size_t>(2 * n, 4096), max_bytes));
     }
     ZS_ASSIGN_OR_RETURN(const size_t got,
-                        f->ReadUpTo(n, s.data() + n, s.size() - n));
+                        f->ReadUpTo(offset + n, s.data() + n, s.size() - n));
     if (got == 0) break;
     n += got;
   }
   s.resize(n);
+  return s;
+}
+
+absl::StatusOr<std::string> ReadSmallFile(Env* env, const std::string& path,
+                                          size_t max_bytes) {
+  // One byte more than allowed shows a file too large.
+  ZS_ASSIGN_OR_RETURN(std::string s, ReadFileFrom(env, path, 0, max_bytes + 1));
+  if (s.size() > max_bytes) {
+    return absl::DataLossError(absl::StrCat(path, ": more than ", max_bytes,
+                                            " bytes, too large to read whole"));
+  }
   return s;
 }
 

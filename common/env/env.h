@@ -5,12 +5,13 @@
 //   MemEnv   (mem_env.h)    an in-memory fake for hermetic tests
 //   FaultEnv (fault_env.h)  a wrapper that injects ENOSPC, EIO, lost syncs
 //
-// Start here (code outside common/env does no file I/O of its own):
+// Start here (code outside common/env does no file I/O of its own;
+// //tests:direct_io_test, tools/direct_io_check.sh, keeps it so):
 //   whole small files   ReadSmallFile (to EOF: /proc works), WriteFileAtomic
 //   large files         ReadOnlyFile (sized, positional reads) and
 //                       AtomicFileWriter (streamed, renamed into place on
 //                       Commit), in files.h
-//   logs, JSON lines    AppendableFile (files.h)
+//   logs, JSON lines    AppendableFile (files.h); ReadFileFrom to follow
 //   "one process per directory"  Env::LockFile
 //   file name patterns  Glob (files.h)
 // Every function takes the Env* to use; pass DefaultEnv() in production and
@@ -18,8 +19,9 @@
 //
 // Errors: every call returns a non-OK absl::Status whose message names the
 // path and the operation; codes follow errno (ENOENT -> NOT_FOUND, ENOSPC ->
-// RESOURCE_EXHAUSTED, EACCES/EROFS/EPERM -> PERMISSION_DENIED, short read
-// past the end -> DATA_LOSS, other I/O errors -> INTERNAL).
+// RESOURCE_EXHAUSTED, EACCES/EROFS/EPERM -> PERMISSION_DENIED, a directory
+// opened as a file -> INVALID_ARGUMENT, short read past the end ->
+// DATA_LOSS, other I/O errors -> INTERNAL).
 //
 // Threading: an Env and its File objects are thread-safe (positional I/O
 // only). An IoQueue is used by one thread at a time.
@@ -34,6 +36,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace zeroshard {
 namespace storage {
@@ -177,13 +180,19 @@ Env* DefaultEnv();
 // was. (A fixed temporary name: one writer per path; AtomicFileWriter in
 // files.h streams and takes a unique one.)
 absl::Status WriteFileAtomic(Env* env, const std::string& path,
-                             const std::string& contents);
+                             absl::string_view contents);
 
 // The whole file, read to its end (not to its reported size, so /proc files
 // work). DATA_LOSS naming the path when it holds more than `max_bytes`.
 inline constexpr size_t kMaxSmallFileBytes = size_t{64} << 20;
 absl::StatusOr<std::string> ReadSmallFile(
     Env* env, const std::string& path, size_t max_bytes = kMaxSmallFileBytes);
+
+// The bytes of `path` from `offset` on, at most `max_bytes` of them: fewer
+// only at the end of the file (read to EOF, like ReadSmallFile), "" at or
+// past it. For files that grow while read (logs).
+absl::StatusOr<std::string> ReadFileFrom(Env* env, const std::string& path,
+                                         uint64_t offset, size_t max_bytes);
 
 // "dir/name".
 std::string JoinPath(const std::string& dir, const std::string& name);

@@ -91,6 +91,22 @@ TEST_P(EnvTest, WriteFileAtomicThenReadSmallFile) {
   EXPECT_TRUE(Names(missing.status(), Path("no"))) << missing.status();
 }
 
+TEST_P(EnvTest, ReadFileFromReadsWhatIsThereUpToTheBound) {
+  const std::string p = Path("log");
+  absl::StatusOr<AppendableFile> f = AppendableFile::Open(env_, p);
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(f->Append("one\ntwo\n").ok());
+  EXPECT_EQ(ReadFileFrom(env_, p, 4, 100).value(), "two\n");
+  EXPECT_EQ(ReadFileFrom(env_, p, 4, 2).value(), "tw");
+  EXPECT_EQ(ReadFileFrom(env_, p, 8, 100).value(), "");
+  EXPECT_EQ(ReadFileFrom(env_, p, 50, 100).value(), "");
+  ASSERT_TRUE(f->Append("three\n").ok());  // grown since: read to the end
+  EXPECT_EQ(ReadFileFrom(env_, p, 4, 100).value(), "two\nthree\n");
+  const absl::Status missing = ReadFileFrom(env_, Path("no"), 0, 1).status();
+  EXPECT_EQ(missing.code(), StatusCode::kNotFound);
+  EXPECT_TRUE(Names(missing, Path("no"))) << missing;
+}
+
 TEST_P(EnvTest, ReadOnlyFileReadsAtOffsetsAndNamesThePath) {
   const std::string p = Path("ro");
   ASSERT_TRUE(WriteFileAtomic(env_, p, "0123456789").ok());

@@ -123,7 +123,7 @@ absl::Status AtomicFileWriter::Commit() {
 }
 
 absl::Status WriteFileAtomic(Env* env, const std::string& path,
-                             const std::string& contents) {
+                             absl::string_view contents) {
   ZS_ASSIGN_OR_RETURN(AtomicFileWriter w,
                       AtomicFileWriter::CreateAs(env, path, path + ".tmp",
                                                  /*exclusive=*/false));

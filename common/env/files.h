@@ -89,7 +89,7 @@ class AtomicFileWriter {
 
  private:
   friend absl::Status WriteFileAtomic(Env* env, const std::string& path,
-                                      const std::string& contents);
+                                      absl::string_view contents);
   static absl::StatusOr<AtomicFileWriter> CreateAs(Env* env,
                                                    const std::string& path,
                                                    const std::string& temp,
