@@ -18,8 +18,6 @@
 // line.
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -28,6 +26,7 @@
 #include "absl/strings/str_split.h"
 #include "client/security.h"
 #include "client/shard_client.h"
+#include "common/env/env.h"
 #include "common/flags.h"
 #include "common/malloc_tuning.h"
 #include "common/model_spec.h"
@@ -68,12 +67,11 @@ std::string HumanBytes(double b) {
 }
 
 absl::StatusOr<v1::ModelSpec> ReadSpecFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::stringstream text;
-  text << in.rdbuf();
+  absl::StatusOr<std::string> text =
+      storage::ReadSmallFile(storage::DefaultEnv(), path);
+  if (!text.ok()) return text.status();
   v1::ModelSpec spec;
-  auto s = google::protobuf::util::JsonStringToMessage(text.str(), &spec);
+  auto s = google::protobuf::util::JsonStringToMessage(*text, &spec);
   if (!s.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": not a ModelSpec in JSON: ", s.ToString()));
@@ -336,11 +334,9 @@ int Main(int argc, char** argv) {
   uint64_t step = 0;
   s = (*client)->Gather(range, dtype, data.data(), &step);
   if (!s.ok()) ExitWithError(flags.program(), std::string(s.message()), 1);
-  std::ofstream file(out, std::ios::binary);
-  file.write(data.data(), static_cast<std::streamsize>(data.size()));
-  if (!file.good()) {
-    ExitWithError(flags.program(), absl::StrCat("cannot write ", out), 1);
-  }
+  s = storage::WriteFileAtomic(storage::DefaultEnv(), out,
+                               absl::string_view(data.data(), data.size()));
+  if (!s.ok()) ExitWithError(flags.program(), std::string(s.message()), 1);
   std::printf("wrote %llu elements (%s, step %llu) to %s\n",
               static_cast<unsigned long long>(range.size()), dtype_name.c_str(),
               static_cast<unsigned long long>(step), out.c_str());

@@ -5,11 +5,13 @@
 
 #include <csignal>
 #include <cstdlib>
-#include <fstream>
 #include <thread>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/env/env.h"
 #include "common/status_macros.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/health.grpc.pb.h"
@@ -55,7 +57,7 @@ absl::StatusOr<std::unique_ptr<LocalFleet>> LocalFleet::Start(
   for (uint32_t k = 0; k < options.num_shards; ++k) {
     const std::string port_file =
         absl::StrCat(options.work_dir, "/server-", k, ".port");
-    unlink(port_file.c_str());
+    (void)storage::DefaultEnv()->RemoveFile(port_file);  // a previous run's
     auto p = fleet->Spawn(k, 0, port_file, log_of(k));
     if (!p.ok()) return p.status();
     fleet->servers_.push_back(std::move(*p));
@@ -70,7 +72,13 @@ absl::StatusOr<std::unique_ptr<LocalFleet>> LocalFleet::Start(
             absl::StrCat("shard server ", k, " exited during start (",
                          DescribeWaitStatus(*status), "); see ", log_of(k)));
       }
-      std::ifstream(port_files[k]) >> port;
+      // 0 until the server has written the file (atomically).
+      absl::StatusOr<std::string> text =
+          storage::ReadSmallFile(storage::DefaultEnv(), port_files[k]);
+      if (!text.ok() ||
+          !absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &port)) {
+        port = 0;
+      }
       if (port == 0) {
         if (std::chrono::steady_clock::now() > until) {
           return absl::DeadlineExceededError(

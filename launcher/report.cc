@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/env/files.h"
+#include "common/status_macros.h"
 #include "worker/engine/zero_theory.h"
 #include "worker/train/run_metrics.h"
 
@@ -21,11 +23,22 @@ struct RankRecords {
   std::vector<std::string> steps;  // in step order
 };
 
-absl::StatusOr<RankRecords> ReadRank(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError("cannot read metrics file " + path);
+// A long run's records (~300 bytes a step) may pass ReadSmallFile's usual
+// bound.
+constexpr size_t kMaxMetricsBytes = size_t{1} << 30;
+
+absl::StatusOr<RankRecords> ReadRank(storage::Env* env,
+                                     const std::string& path) {
+  absl::StatusOr<std::string> text =
+      storage::ReadSmallFile(env, path, kMaxMetricsBytes);
+  if (!text.ok()) {
+    return absl::Status(
+        text.status().code(),
+        absl::StrCat("cannot read metrics file: ", text.status().message()));
+  }
   RankRecords r;
-  for (std::string line; std::getline(in, line);) {
+  for (absl::string_view view : absl::StrSplit(*text, '\n')) {
+    const std::string line(view);
     const std::string event = JsonEvent(line);
     if (event == "start") r.start = line;
     if (event == "end") r.end = line;
@@ -189,15 +202,18 @@ std::string LossCurveSvg(const std::vector<LossPoint>& points,
   return svg;
 }
 
-absl::StatusOr<std::string> WriteRunReport(const std::string& dir, int world) {
+absl::StatusOr<std::string> WriteRunReport(const std::string& dir, int world,
+                                           storage::Env* env) {
   std::vector<RankRecords> ranks;
   for (int r = 0; r < world; ++r) {
-    auto rr = ReadRank(absl::StrCat(dir, "/metrics-rank", r, ".jsonl"));
+    auto rr = ReadRank(env, absl::StrCat(dir, "/metrics-rank", r, ".jsonl"));
     if (!rr.ok()) return rr.status();
     ranks.push_back(*std::move(rr));
   }
   const RankRecords& r0 = ranks[0];
-  std::ofstream jsonl(dir + "/metrics.jsonl", std::ios::trunc);
+  ZS_ASSIGN_OR_RETURN(
+      storage::AtomicFileWriter jsonl,
+      storage::AtomicFileWriter::Create(env, dir + "/metrics.jsonl"));
   std::vector<LossPoint> curve;
   for (size_t i = 0; i < r0.steps.size(); ++i) {
     const std::string& s = r0.steps[i];
@@ -209,26 +225,26 @@ absl::StatusOr<std::string> WriteRunReport(const std::string& dir, int world) {
       moved.push_back(absl::StrFormat(
           "%.0f", line ? Num(*line, "bytes_moved") : std::nan("")));
     }
-    jsonl << absl::StrFormat(
-                 "{\"step\":%.0f,\"loss\":%.7g,\"lr\":%.6g,\"grad_norm\":%.6g,"
-                 "\"loss_scale\":%.0f,\"tokens_per_s\":%.1f,"
-                 "\"bytes_moved\":%.0f,\"model_state_bytes_per_worker\":[%s],"
-                 "\"bytes_moved_per_worker\":[%s]}",
-                 Num(s, "step"), Num(s, "loss"), Num(s, "lr"),
-                 Num(s, "grad_norm"), Num(s, "loss_scale"),
-                 Num(s, "tokens_per_s"), Num(s, "bytes_moved"),
-                 absl::StrJoin(state, ","), absl::StrJoin(moved, ","))
-          << "\n";
+    ZS_RETURN_IF_ERROR(jsonl.Append(absl::StrFormat(
+        "{\"step\":%.0f,\"loss\":%.7g,\"lr\":%.6g,\"grad_norm\":%.6g,"
+        "\"loss_scale\":%.0f,\"tokens_per_s\":%.1f,"
+        "\"bytes_moved\":%.0f,\"model_state_bytes_per_worker\":[%s],"
+        "\"bytes_moved_per_worker\":[%s]}\n",
+        Num(s, "step"), Num(s, "loss"), Num(s, "lr"), Num(s, "grad_norm"),
+        Num(s, "loss_scale"), Num(s, "tokens_per_s"), Num(s, "bytes_moved"),
+        absl::StrJoin(state, ","), absl::StrJoin(moved, ","))));
     curve.push_back({Num(s, "step"), Num(s, "loss")});
   }
-  if (!jsonl)
-    return absl::DataLossError("cannot write " + dir + "/metrics.jsonl");
-  std::ofstream(dir + "/loss.svg", std::ios::trunc) << LossCurveSvg(
-      curve, absl::StrFormat("zeroshard train: loss, %d workers", world));
+  ZS_RETURN_IF_ERROR(jsonl.Commit());
+  ZS_RETURN_IF_ERROR(storage::WriteFileAtomic(
+      env, dir + "/loss.svg",
+      LossCurveSvg(
+          curve, absl::StrFormat("zeroshard train: loss, %d workers", world))));
   const std::string summary = Summary(ranks);
-  std::ofstream(dir + "/report.md", std::ios::trunc)
-      << "# zeroshard train report\n\n![loss](loss.svg)\n\n"
-      << summary;
+  ZS_RETURN_IF_ERROR(storage::WriteFileAtomic(
+      env, dir + "/report.md",
+      absl::StrCat("# zeroshard train report\n\n![loss](loss.svg)\n\n",
+                   summary)));
   return summary;
 }
 

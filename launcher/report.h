@@ -9,7 +9,8 @@
 //                  stage-0 (DDP) figure of worker/engine/zero_theory.h, and
 //                  communication per step against the DESIGN formula.
 //
-// Thread-compatible pure file work.
+// Thread-compatible pure file work, through a storage::Env (DefaultEnv()
+// unless a test passes one); each output is replaced atomically.
 #ifndef ZEROSHARD_LAUNCHER_REPORT_H_
 #define ZEROSHARD_LAUNCHER_REPORT_H_
 
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/env/env.h"
 
 namespace zeroshard {
 
@@ -30,8 +32,11 @@ std::string LossCurveSvg(const std::vector<LossPoint>& points,
 
 // Reads `dir`/metrics-rank<r>.jsonl for r in [0, world), writes the three
 // files above into `dir` and returns the summary table (markdown).
-// NOT_FOUND / DATA_LOSS naming a missing or unreadable rank file.
-absl::StatusOr<std::string> WriteRunReport(const std::string& dir, int world);
+// NOT_FOUND / DATA_LOSS naming a missing or unreadable rank file, the Env's
+// error naming an output that cannot be written.
+absl::StatusOr<std::string> WriteRunReport(
+    const std::string& dir, int world,
+    storage::Env* env = storage::DefaultEnv());
 
 }  // namespace zeroshard
 

@@ -18,13 +18,13 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/env/env.h"
 #include "common/fault/fault_spec.h"
 #include "common/flags.h"
 #include "common/hostname.h"
@@ -319,11 +319,11 @@ int Main(int argc, char** argv) {
   }
   server->GetHealthCheckService()->SetServingStatus(true);
   if (!port_file.empty()) {
-    const std::string tmp = port_file + ".tmp";
-    std::ofstream(tmp) << bound_port << "\n";
-    if (std::rename(tmp.c_str(), port_file.c_str()) != 0) {
+    absl::Status s = storage::WriteFileAtomic(storage::DefaultEnv(), port_file,
+                                              absl::StrCat(bound_port, "\n"));
+    if (!s.ok()) {
       ExitWithError(flags.program(),
-                    absl::StrCat("cannot write --port_file ", port_file), 1);
+                    absl::StrCat("cannot write --port_file: ", s.message()), 1);
     }
   }
   std::printf("zeroshard-server: shard %u/%u listening on %s:%d\n", shard_index,

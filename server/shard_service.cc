@@ -1,11 +1,12 @@
 #include "server/shard_service.h"
 
 #include <algorithm>
-#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/env/env.h"
 #include "common/model_spec.h"
 #include "server/auth/rejected_reactor.h"
 #include "server/data_plane.h"
@@ -24,7 +25,9 @@ constexpr char kCheckpoint[] = "/zeroshard.v1.ShardService/Checkpoint";
 constexpr char kRestore[] = "/zeroshard.v1.ShardService/Restore";
 
 uint64_t ResidentBytes() {
-  std::ifstream statm("/proc/self/statm");
+  std::istringstream statm(
+      storage::ReadSmallFile(storage::DefaultEnv(), "/proc/self/statm")
+          .value_or(""));
   uint64_t size = 0, resident = 0;
   statm >> size >> resident;
   return resident * 4096;

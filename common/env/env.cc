@@ -1,5 +1,6 @@
 #include "common/env/env.h"
 
+#include <algorithm>
 #include <deque>
 #include <utility>
 
@@ -53,39 +54,41 @@ std::string JoinPath(const std::string& dir, const std::string& name) {
   return dir + "/" + name;
 }
 
-static std::string DirOf(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
-absl::Status WriteFileAtomic(Env* env, const std::string& path,
-                             const std::string& contents) {
-  const std::string tmp = path + ".tmp";
-  if (env->FileExists(tmp)) ZS_RETURN_IF_ERROR(env->RemoveFile(tmp));
-  {
-    OpenOptions o;
-    o.create = true;
-    ZS_ASSIGN_OR_RETURN(std::unique_ptr<File> f, env->OpenFile(tmp, o));
-    ZS_RETURN_IF_ERROR(f->Write(0, contents.data(), contents.size()));
-    ZS_RETURN_IF_ERROR(f->Sync());
-  }
-  ZS_RETURN_IF_ERROR(env->RenameFile(tmp, path));
-  return env->SyncDir(DirOf(path));
-}
-
-absl::StatusOr<std::string> ReadSmallFile(Env* env, const std::string& path) {
+absl::StatusOr<std::string> ReadFileFrom(Env* env, const std::string& path,
+                                         uint64_t offset, size_t max_bytes) {
   OpenOptions o;
   o.read_only = true;
   ZS_ASSIGN_OR_RETURN(std::unique_ptr<File> f, env->OpenFile(path, o));
-  ZS_ASSIGN_OR_RETURN(uint64_t size, f->Size());
-  if (size > (64u << 20)) {
-    return absl::DataLossError(
-        absl::StrCat(path, ": ", size, " bytes is too large for a manifest"));
+  ZS_ASSIGN_OR_RETURN(const uint64_t size, f->Size());
+  // The size is only a first guess (/proc files report 0, logs grow): read
+  // until a read returns nothing or max_bytes are in (one byte more than the
+  // guess sees the end without growing the buffer).
+  std::string s(
+      std::min<uint64_t>((size > offset ? size - offset : 0) + 1, max_bytes),
+      '\0');
+  size_t n = 0;
+  for (;;) {
+    if (n == s.size()) {
+      if (n == max_bytes) break;
+      s.resize(std::min(std::max<size_t>(2 * n, 4096), max_bytes));
+    }
+    ZS_ASSIGN_OR_RETURN(const size_t got,
+                        f->ReadUpTo(offset + n, s.data() + n, s.size() - n));
+    if (got == 0) break;
+    n += got;
   }
-  std::string s(size, '\0');
-  ZS_RETURN_IF_ERROR(f->Read(0, s.data(), size));
+  s.resize(n);
+  return s;
+}
+
+absl::StatusOr<std::string> ReadSmallFile(Env* env, const std::string& path,
+                                          size_t max_bytes) {
+  // One byte more than allowed shows a file too large.
+  ZS_ASSIGN_OR_RETURN(std::string s, ReadFileFrom(env, path, 0, max_bytes + 1));
+  if (s.size() > max_bytes) {
+    return absl::DataLossError(absl::StrCat(path, ": more than ", max_bytes,
+                                            " bytes, too large to read whole"));
+  }
   return s;
 }
 

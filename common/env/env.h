@@ -1,14 +1,27 @@
-// Every OS call of the storage tier, behind a small interface (LevelDB's
-// Env): files with positional I/O, an asynchronous I/O queue, and the few
-// directory operations a tier needs. Implementations:
-//   PosixEnv (posix_env.h)  the real one: O_DIRECT files, io_uring queues
+// Every file operation of zeroshard, behind one small interface (LevelDB's
+// Env): files with positional I/O, an asynchronous I/O queue, file locks,
+// and the few directory operations callers need. Implementations:
+//   PosixEnv (DefaultEnv()) the real one: O_DIRECT files, io_uring queues
 //   MemEnv   (mem_env.h)    an in-memory fake for hermetic tests
 //   FaultEnv (fault_env.h)  a wrapper that injects ENOSPC, EIO, lost syncs
 //
+// Start here (code outside common/env does no file I/O of its own;
+// //tests:direct_io_test, tools/direct_io_check.sh, keeps it so):
+//   whole small files   ReadSmallFile (to EOF: /proc works), WriteFileAtomic
+//   large files         ReadOnlyFile (sized, positional reads) and
+//                       AtomicFileWriter (streamed, renamed into place on
+//                       Commit), in files.h
+//   logs, JSON lines    AppendableFile (files.h); ReadFileFrom to follow
+//   "one process per directory"  Env::LockFile
+//   file name patterns  Glob (files.h)
+// Every function takes the Env* to use; pass DefaultEnv() in production and
+// a MemEnv or FaultEnv in tests.
+//
 // Errors: every call returns a non-OK absl::Status whose message names the
 // path and the operation; codes follow errno (ENOENT -> NOT_FOUND, ENOSPC ->
-// RESOURCE_EXHAUSTED, EACCES/EROFS/EPERM -> PERMISSION_DENIED, short read
-// past the end -> DATA_LOSS, other I/O errors -> INTERNAL).
+// RESOURCE_EXHAUSTED, EACCES/EROFS/EPERM -> PERMISSION_DENIED, a directory
+// opened as a file -> INVALID_ARGUMENT, short read past the end ->
+// DATA_LOSS, other I/O errors -> INTERNAL).
 //
 // Threading: an Env and its File objects are thread-safe (positional I/O
 // only). An IoQueue is used by one thread at a time.
@@ -23,6 +36,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace zeroshard {
 namespace storage {
@@ -45,6 +59,11 @@ class File {
   // Reads exactly n bytes at offset into buf; DATA_LOSS if the file ends
   // first.
   virtual absl::Status Read(uint64_t offset, void* buf, size_t n) = 0;
+  // Reads up to n bytes at offset into buf and returns how many it read:
+  // fewer than n only at the end of the file, 0 at or past it. For files
+  // whose Size() says nothing (/proc reports 0).
+  virtual absl::StatusOr<size_t> ReadUpTo(uint64_t offset, void* buf,
+                                          size_t n) = 0;
   // Writes exactly n bytes at offset (extending the file if needed).
   virtual absl::Status Write(uint64_t offset, const void* buf, size_t n) = 0;
   // Reserves [0, size) on the device (fallocate); the file is at least
@@ -90,10 +109,19 @@ class IoQueue {
 };
 
 struct OpenOptions {
-  bool create = false;     // create if missing (never truncates)
+  bool create = false;     // create if missing
   bool exclusive = false;  // with create: ALREADY_EXISTS if present
+  bool truncate = false;   // empty an existing file (not with read_only)
   bool direct = false;     // ask for O_DIRECT (see Env::OpenFile)
   bool read_only = false;
+};
+
+// A lock taken by Env::LockFile, held until the object is destroyed (or
+// the process dies). Must not outlive the Env that made it.
+class FileLock {
+ public:
+  virtual ~FileLock() = default;
+  virtual const std::string& path() const = 0;
 };
 
 class Env {
@@ -103,7 +131,8 @@ class Env {
   // Opens `path`. With options.direct the file bypasses the page cache when
   // the file system allows; when it refuses O_DIRECT (EINVAL: tmpfs on old
   // kernels, overlayfs, ...) the file is opened buffered and direct() is
-  // false (PosixEnv logs this once per Env).
+  // false (PosixEnv logs this once per Env). A directory is
+  // INVALID_ARGUMENT ("open PATH: is a directory, not a file").
   virtual absl::StatusOr<std::unique_ptr<File>> OpenFile(
       const std::string& path, const OpenOptions& options) = 0;
   // A queue with room for `depth` requests in flight.
@@ -131,17 +160,39 @@ class Env {
   virtual bool FileExists(const std::string& path) = 0;
   // Bytes available to this process on the file system holding `path`.
   virtual absl::StatusOr<uint64_t> FreeBytes(const std::string& path) = 0;
+  // Takes an exclusive lock on `path` (created if missing, its directory
+  // must exist), so that two processes never use the same files: flock(2),
+  // released when the lock is destroyed or the process dies, so a crash
+  // leaves no stale lock. The holder's pid is written into the file.
+  // FAILED_PRECONDITION "PATH is locked (held by pid N)" while another
+  // lock (of this or another process) holds it; the errno's code for other
+  // failures.
+  virtual absl::StatusOr<std::unique_ptr<FileLock>> LockFile(
+      const std::string& path) = 0;
 };
 
 // The process-wide PosixEnv (never destroyed).
 Env* DefaultEnv();
 
-// Small-file helpers (buffered, not O_DIRECT): WriteFileAtomic writes
+// Small-file helpers (buffered, not O_DIRECT). WriteFileAtomic writes
 // `path`.tmp, syncs it, renames it over `path` and syncs the directory, so a
-// crash leaves either the old or the new contents.
+// crash leaves either the old or the new contents; on error `path` is as it
+// was. (A fixed temporary name: one writer per path; AtomicFileWriter in
+// files.h streams and takes a unique one.)
 absl::Status WriteFileAtomic(Env* env, const std::string& path,
-                             const std::string& contents);
-absl::StatusOr<std::string> ReadSmallFile(Env* env, const std::string& path);
+                             absl::string_view contents);
+
+// The whole file, read to its end (not to its reported size, so /proc files
+// work). DATA_LOSS naming the path when it holds more than `max_bytes`.
+inline constexpr size_t kMaxSmallFileBytes = size_t{64} << 20;
+absl::StatusOr<std::string> ReadSmallFile(
+    Env* env, const std::string& path, size_t max_bytes = kMaxSmallFileBytes);
+
+// The bytes of `path` from `offset` on, at most `max_bytes` of them: fewer
+// only at the end of the file (read to EOF, like ReadSmallFile), "" at or
+// past it. For files that grow while read (logs).
+absl::StatusOr<std::string> ReadFileFrom(Env* env, const std::string& path,
+                                         uint64_t offset, size_t max_bytes);
 
 // "dir/name".
 std::string JoinPath(const std::string& dir, const std::string& name);

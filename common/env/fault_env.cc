@@ -22,6 +22,11 @@ class FaultFile : public File {
     ZS_RETURN_IF_ERROR(env_->CheckRead(path(), offset));
     return inner_->Read(offset, buf, n);
   }
+  absl::StatusOr<size_t> ReadUpTo(uint64_t offset, void* buf,
+                                  size_t n) override {
+    ZS_RETURN_IF_ERROR(env_->CheckRead(path(), offset));
+    return inner_->ReadUpTo(offset, buf, n);
+  }
   absl::Status Write(uint64_t offset, const void* buf, size_t n) override {
     ZS_RETURN_IF_ERROR(env_->CheckWrite(path(), offset, n));
     return inner_->Write(offset, buf, n);

@@ -73,6 +73,10 @@ class FaultEnv : public Env {
     return base_->FileExists(path);
   }
   absl::StatusOr<uint64_t> FreeBytes(const std::string& path) override;
+  absl::StatusOr<std::unique_ptr<FileLock>> LockFile(
+      const std::string& path) override {
+    return base_->LockFile(path);
+  }
 
  private:
   Env* const base_;

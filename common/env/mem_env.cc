@@ -1,5 +1,8 @@
 #include "common/env/mem_env.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/match.h"
@@ -40,6 +43,19 @@ class MemFile : public File {
     }
     std::memcpy(buf, b.data() + offset, n);
     return absl::OkStatus();
+  }
+
+  absl::StatusOr<size_t> ReadUpTo(uint64_t offset, void* buf,
+                                  size_t n) override {
+    if (absl::Status s = CheckAligned("read", offset, buf, n); !s.ok()) {
+      return s;
+    }
+    absl::MutexLock l(&data_->mu);
+    const std::string& b = data_->bytes;
+    if (offset >= b.size()) return size_t{0};
+    n = std::min<uint64_t>(n, b.size() - offset);
+    std::memcpy(buf, b.data() + offset, n);
+    return n;
   }
 
   absl::Status Write(uint64_t offset, const void* buf, size_t n) override {
@@ -89,6 +105,46 @@ class MemFile : public File {
 
 }  // namespace
 
+// Removes its path from the MemEnv's lock set when destroyed.
+class MemFileLock : public FileLock {
+ public:
+  MemFileLock(std::string path, MemEnv* env)
+      : path_(std::move(path)), env_(env) {}
+  ~MemFileLock() override { env_->Unlock(path_); }
+  const std::string& path() const override { return path_; }
+
+ private:
+  const std::string path_;
+  MemEnv* const env_;
+};
+
+void MemEnv::Unlock(const std::string& path) {
+  absl::MutexLock l(&mu_);
+  locked_.erase(path);
+}
+
+absl::StatusOr<std::unique_ptr<FileLock>> MemEnv::LockFile(
+    const std::string& path) {
+  OpenOptions o;
+  o.create = true;
+  absl::StatusOr<std::unique_ptr<File>> f = OpenFile(path, o);
+  if (!f.ok()) return f.status();
+  {
+    absl::MutexLock l(&mu_);
+    if (!locked_.insert(path).second) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(path, " is locked (held by pid ", getpid(), ")"));
+    }
+  }
+  auto lock = std::make_unique<MemFileLock>(path, this);
+  const std::string pid = absl::StrCat(getpid(), "\n");
+  if (absl::Status s = Truncate(path, 0); !s.ok()) return s;
+  if (absl::Status s = (*f)->Write(0, pid.data(), pid.size()); !s.ok()) {
+    return s;
+  }
+  return std::unique_ptr<FileLock>(std::move(lock));
+}
+
 bool MemEnv::ParentExistsLocked(const std::string& path) {
   return dirs_.count(Parent(path)) > 0;
 }
@@ -113,7 +169,7 @@ absl::StatusOr<std::unique_ptr<File>> MemEnv::OpenFile(const std::string& path,
       data = it->second;
     } else if (dirs_.count(path) > 0) {
       return absl::InvalidArgumentError(
-          absl::StrCat("open ", path, ": Is a directory"));
+          absl::StrCat("open ", path, ": is a directory, not a file"));
     } else if (!o.create || !ParentExistsLocked(path)) {
       return absl::NotFoundError(
           absl::StrCat("open ", path, ": No such file or directory"));
@@ -121,6 +177,10 @@ absl::StatusOr<std::unique_ptr<File>> MemEnv::OpenFile(const std::string& path,
       data = std::make_shared<Data>();
       files_[path] = data;
     }
+  }
+  if (o.truncate && !o.read_only) {
+    absl::MutexLock l(&data->mu);
+    data->bytes.clear();
   }
   return std::unique_ptr<File>(new MemFile(
       path, std::move(data), o.direct && check_alignment_, o.read_only));

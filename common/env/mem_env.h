@@ -1,7 +1,9 @@
 // MemEnv: an in-memory Env for hermetic tests. Files are byte strings;
 // directories are a set of names (a file can only be created inside an
 // existing directory; "/" always exists). Hard links share contents.
-// Queues are synchronous (NewSyncIoQueue).
+// Queues are synchronous (NewSyncIoQueue). LockFile locks are per MemEnv:
+// a second lock of the same path fails until the first is destroyed (locks
+// must not outlive the MemEnv).
 //
 // With `check_alignment` (default) a file opened with options.direct reports
 // direct() == true and rejects, as O_DIRECT does, any Read/Write whose
@@ -23,6 +25,8 @@
 
 namespace zeroshard {
 namespace storage {
+
+class MemFileLock;
 
 class MemEnv : public Env {
  public:
@@ -51,6 +55,8 @@ class MemEnv : public Env {
   absl::StatusOr<uint64_t> FreeBytes(const std::string& path) override {
     return uint64_t{1} << 50;
   }
+  absl::StatusOr<std::unique_ptr<FileLock>> LockFile(
+      const std::string& path) override;
 
   // Test helpers: cut a file to `size` bytes; flip the bits of one byte.
   absl::Status Truncate(const std::string& path, uint64_t size);
@@ -62,6 +68,8 @@ class MemEnv : public Env {
   };
 
  private:
+  friend class MemFileLock;
+  void Unlock(const std::string& path) ABSL_LOCKS_EXCLUDED(mu_);
   std::shared_ptr<Data> Find(const std::string& path);
   bool ParentExistsLocked(const std::string& path)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -70,6 +78,7 @@ class MemEnv : public Env {
   absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<Data>> files_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> dirs_ ABSL_GUARDED_BY(mu_) = {"/"};
+  std::set<std::string> locked_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace storage

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <liburing.h>
 #include <linux/fs.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -16,7 +17,9 @@
 #include <cstring>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "common/env/env.h"
 #include "common/status_macros.h"
 
@@ -41,6 +44,7 @@ absl::Status ErrnoStatus(int err, const std::string& what) {
     case EROFS:
       return absl::PermissionDeniedError(msg);
     case EINVAL:
+    case EISDIR:
       return absl::InvalidArgumentError(msg);
     default:
       return absl::InternalError(msg);
@@ -74,6 +78,24 @@ class PosixFile : public File {
       n -= r;
     }
     return absl::OkStatus();
+  }
+
+  absl::StatusOr<size_t> ReadUpTo(uint64_t offset, void* buf,
+                                  size_t n) override {
+    char* p = static_cast<char*>(buf);
+    size_t done = 0;
+    while (done < n) {
+      const ssize_t r =
+          pread(fd_, p + done, n - done, static_cast<off_t>(offset + done));
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) {
+        return ErrnoStatus(errno,
+                           absl::StrCat("read ", path_, " at ", offset + done));
+      }
+      if (r == 0) break;
+      done += static_cast<size_t>(r);
+    }
+    return done;
   }
 
   absl::Status Write(uint64_t offset, const void* buf, size_t n) override {
@@ -210,6 +232,23 @@ class UringQueue : public IoQueue {
   std::vector<int> free_;
 };
 
+// Holds an flock(2) on its file descriptor; closing it releases the lock.
+class PosixFileLock : public FileLock {
+ public:
+  PosixFileLock(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  ~PosixFileLock() override { close(fd_); }
+  const std::string& path() const override { return path_; }
+
+ private:
+  const std::string path_;
+  const int fd_;
+};
+
+absl::Status IsDirectoryError(const std::string& path) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("open ", path, ": is a directory, not a file"));
+}
+
 class PosixEnv : public Env {
  public:
   absl::StatusOr<std::unique_ptr<File>> OpenFile(
@@ -217,6 +256,7 @@ class PosixEnv : public Env {
     int flags = O_CLOEXEC | (o.read_only ? O_RDONLY : O_RDWR);
     if (o.create) flags |= O_CREAT;
     if (o.create && o.exclusive) flags |= O_EXCL;
+    if (o.truncate && !o.read_only) flags |= O_TRUNC;
     int fd = -1;
     bool direct = false;
     if (o.direct) {
@@ -235,7 +275,14 @@ class PosixEnv : public Env {
       }
     }
     if (fd < 0) fd = open(path.c_str(), flags, 0644);
+    if (fd < 0 && errno == EISDIR) return IsDirectoryError(path);
     if (fd < 0) return ErrnoStatus(errno, absl::StrCat("open ", path));
+    // O_RDONLY opens a directory; reading it would fail later, less clearly.
+    struct stat st;
+    if (o.read_only && fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+      close(fd);
+      return IsDirectoryError(path);
+    }
     return std::unique_ptr<File>(new PosixFile(path, fd, direct));
   }
 
@@ -327,6 +374,9 @@ class PosixEnv : public Env {
     return static_cast<uint64_t>(s.f_bavail) * s.f_frsize;
   }
 
+  absl::StatusOr<std::unique_ptr<FileLock>> LockFile(
+      const std::string& path) override;
+
  private:
   std::atomic<bool> warned_direct_{false};
   std::atomic<bool> warned_uring_{false};
@@ -367,6 +417,35 @@ absl::Status PosixEnv::CopyFile(const std::string& from,
   close(in);
   close(out);
   return s;
+}
+
+absl::StatusOr<std::unique_ptr<FileLock>> PosixEnv::LockFile(
+    const std::string& path) {
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("open ", path));
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char text[32] = {0};
+    const ssize_t n = pread(fd, text, sizeof(text) - 1, 0);
+    close(fd);
+    if (err != EWOULDBLOCK) {
+      return ErrnoStatus(err, absl::StrCat("lock ", path));
+    }
+    int64_t pid = 0;
+    const bool known =
+        n > 0 && absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &pid);
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, " is locked",
+        known ? absl::StrCat(" (held by pid ", pid, ")") : std::string()));
+  }
+  const std::string pid = absl::StrCat(getpid(), "\n");
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, pid.data(), pid.size(), 0) !=
+                                   static_cast<ssize_t>(pid.size())) {
+    const int err = errno;
+    close(fd);
+    return ErrnoStatus(err, absl::StrCat("write ", path));
+  }
+  return std::unique_ptr<FileLock>(new PosixFileLock(path, fd));
 }
 
 }  // namespace

@@ -2,25 +2,24 @@
 
 #include <unistd.h>
 
-#include <fstream>
 #include <sstream>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "common/env/env.h"
 
 namespace zeroshard::metrics {
 namespace {
 
-std::string ReadFile(const char* path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
+// The whole of a /proc file ("" if unreadable). /proc files report size 0:
+// ReadSmallFile reads to their end.
+std::string ReadProcFile(const char* path) {
+  return storage::ReadSmallFile(storage::DefaultEnv(), path).value_or("");
 }
 
 double BootTime() {
-  std::istringstream in(ReadFile("/proc/stat"));
+  std::istringstream in(ReadProcFile("/proc/stat"));
   std::string key;
   double value = 0;
   while (in >> key) {
@@ -81,7 +80,7 @@ void AddProcessMetrics(Registry* registry) {
   const double boot = BootTime();
   registry->AddCollector([=] {
     absl::StatusOr<ProcessSample> s =
-        ParseProcStat(ReadFile("/proc/self/stat"), page, ticks, boot);
+        ParseProcStat(ReadProcFile("/proc/self/stat"), page, ticks, boot);
     if (!s.ok()) return;
     rss->Set(s->resident_bytes);
     vsz->Set(s->virtual_bytes);

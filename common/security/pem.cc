@@ -1,28 +1,26 @@
 #include "common/security/pem.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/env/env.h"
 
 namespace zeroshard::security {
 
 absl::StatusOr<std::string> ReadPemFile(const std::string& flag,
-                                        const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(
-        absl::StrCat("--", flag, ": cannot read ", path));
+                                        const std::string& path,
+                                        storage::Env* env) {
+  absl::StatusOr<std::string> text = storage::ReadSmallFile(env, path);
+  if (!text.ok()) {
+    return absl::Status(
+        text.status().code(),
+        absl::StrCat("--", flag, ": ", text.status().message()));
   }
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!absl::StrContains(text.str(), "-----BEGIN ")) {
+  if (!absl::StrContains(*text, "-----BEGIN ")) {
     return absl::InvalidArgumentError(
         absl::StrCat("--", flag, ": ", path, " is not a PEM file"));
   }
-  return text.str();
+  return text;
 }
 
 }  // namespace zeroshard::security

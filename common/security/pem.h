@@ -7,13 +7,16 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/env/env.h"
 
 namespace zeroshard::security {
 
-// The file's text. NOT_FOUND (unreadable) or INVALID_ARGUMENT (no PEM
-// block), each naming --`flag` and `path`.
-absl::StatusOr<std::string> ReadPemFile(const std::string& flag,
-                                        const std::string& path);
+// The file's text, read through `env`. The Env's error when it cannot be
+// read (NOT_FOUND when missing) or INVALID_ARGUMENT (no PEM block), each
+// naming --`flag` and `path`.
+absl::StatusOr<std::string> ReadPemFile(
+    const std::string& flag, const std::string& path,
+    storage::Env* env = storage::DefaultEnv());
 
 }  // namespace zeroshard::security
 

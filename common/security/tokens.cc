@@ -1,13 +1,12 @@
 #include "common/security/tokens.h"
 
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/env/env.h"
 
 namespace zeroshard::security {
 namespace {
@@ -20,15 +19,16 @@ bool ValidToken(absl::string_view t) {
   return true;
 }
 
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path,
+absl::StatusOr<std::string> ReadWholeFile(storage::Env* env,
+                                          const std::string& path,
                                           const std::string& what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(absl::StrCat("cannot read ", what, " ", path));
+  absl::StatusOr<std::string> text = storage::ReadSmallFile(env, path);
+  if (!text.ok()) {
+    return absl::Status(
+        text.status().code(),
+        absl::StrCat("cannot read ", what, ": ", text.status().message()));
   }
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+  return text;
 }
 
 // The first line of `text` that is not blank or a comment, trimmed.
@@ -116,8 +116,9 @@ absl::StatusOr<TokenTable> TokenTable::Parse(absl::string_view text,
   return table;
 }
 
-absl::StatusOr<TokenTable> TokenTable::ReadFile(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadWholeFile(path, "tokens file");
+absl::StatusOr<TokenTable> TokenTable::ReadFile(const std::string& path,
+                                                storage::Env* env) {
+  absl::StatusOr<std::string> text = ReadWholeFile(env, path, "tokens file");
   if (!text.ok()) return text.status();
   return Parse(*text, path);
 }
@@ -131,7 +132,7 @@ const Principal* TokenTable::Find(absl::string_view token) const {
 }
 
 absl::StatusOr<std::optional<std::string>> ReadClientToken(
-    const std::string& token_file) {
+    const std::string& token_file, storage::Env* env) {
   std::string path = token_file;
   if (path.empty()) {
     if (const char* v = std::getenv(kTokenEnv); v != nullptr && *v != '\0') {
@@ -142,7 +143,7 @@ absl::StatusOr<std::optional<std::string>> ReadClientToken(
     if (f == nullptr || *f == '\0') return std::nullopt;
     path = f;
   }
-  absl::StatusOr<std::string> text = ReadWholeFile(path, "token file");
+  absl::StatusOr<std::string> text = ReadWholeFile(env, path, "token file");
   if (!text.ok()) return text.status();
   return CheckedClientToken(FirstLine(*text), path);
 }

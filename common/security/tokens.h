@@ -30,6 +30,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/env/env.h"
 
 namespace zeroshard::security {
 
@@ -58,7 +59,10 @@ class TokenTable {
   // no token at all.
   static absl::StatusOr<TokenTable> Parse(absl::string_view text,
                                           const std::string& source);
-  static absl::StatusOr<TokenTable> ReadFile(const std::string& path);
+  // Parse() of the file at `path`, read through `env`; the Env's error
+  // (NOT_FOUND when missing) naming it when it cannot be read.
+  static absl::StatusOr<TokenTable> ReadFile(
+      const std::string& path, storage::Env* env = storage::DefaultEnv());
 
   // The principal of `token`, or null. Compares `token` with every entry
   // in constant time (no early exit on a match either), so the answer's
@@ -77,10 +81,12 @@ class TokenTable {
 
 // The client's token: the first line of `token_file` that is not blank or
 // a comment when `token_file` is set; else $ZEROSHARD_TOKEN; else the file
-// named by $ZEROSHARD_TOKEN_FILE; else nullopt (no token). NOT_FOUND or
-// INVALID_ARGUMENT name the file (or variable), never the token.
+// named by $ZEROSHARD_TOKEN_FILE; else nullopt (no token). Files are read
+// through `env`. The Env's error for a file that cannot be read (NOT_FOUND
+// when missing) or INVALID_ARGUMENT name the file (or variable), never the
+// token.
 absl::StatusOr<std::optional<std::string>> ReadClientToken(
-    const std::string& token_file);
+    const std::string& token_file, storage::Env* env = storage::DefaultEnv());
 
 }  // namespace zeroshard::security
 

@@ -1,10 +1,10 @@
-// DirLock: an exclusive advisory lock (flock) on DIR/LOCK, held for the
-// lifetime of the object, so that two servers never share one state
-// directory. The lock dies with the process (a crashed server leaves no
-// stale lock). The file holds the owner's pid, for the error message.
+// DirLock: an exclusive lock on DIR/LOCK (Env::LockFile: flock, the
+// holder's pid in the file), held for the lifetime of the object, so that
+// two servers never share one state directory. The lock dies with the
+// process (a crashed server leaves no stale lock).
 //
 // Threading: create and destroy from one thread; the object has no other
-// methods.
+// methods. Ownership: `env` must outlive the lock.
 #ifndef ZEROSHARD_SERVER_STORAGE_DIR_LOCK_H_
 #define ZEROSHARD_SERVER_STORAGE_DIR_LOCK_H_
 
@@ -12,6 +12,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/env/env.h"
 
 namespace zeroshard {
 namespace storage {
@@ -22,17 +23,13 @@ class DirLock {
   // FAILED_PRECONDITION naming the file (and the holder's pid when known)
   // if another process holds it; the errno's code for other failures.
   static absl::StatusOr<std::unique_ptr<DirLock>> Acquire(
-      const std::string& dir);
-  ~DirLock();
-  DirLock(const DirLock&) = delete;
-  DirLock& operator=(const DirLock&) = delete;
+      const std::string& dir, Env* env = DefaultEnv());
 
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return lock_->path(); }
 
  private:
-  DirLock(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
-  const std::string path_;
-  const int fd_;
+  explicit DirLock(std::unique_ptr<FileLock> lock) : lock_(std::move(lock)) {}
+  const std::unique_ptr<FileLock> lock_;
 };
 
 }  // namespace storage

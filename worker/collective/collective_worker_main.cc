@@ -8,11 +8,11 @@
 // The checked bytes are the whole buffer, or this rank's part for
 // ReduceScatter.
 #include <cstdio>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/env/files.h"
 #include "common/flags.h"
 #include "common/status_macros.h"
 #include "worker/collective/host_communicator.h"
@@ -39,9 +39,10 @@ absl::Status Main(const Args& a) {
   bo.coordinator = a.coord;
   bo.timeout = absl::Seconds(30);
   ZS_ASSIGN_OR_RETURN(auto bootstrap, TcpBootstrap::Create(bo));
+  storage::Env* env = storage::DefaultEnv();
   if (!a.port_file.empty()) {
-    std::ofstream(a.port_file + ".tmp") << bootstrap->port() << "\n";
-    std::rename((a.port_file + ".tmp").c_str(), a.port_file.c_str());
+    ZS_RETURN_IF_ERROR(storage::WriteFileAtomic(
+        env, a.port_file, absl::StrCat(bootstrap->port(), "\n")));
   }
   ZS_ASSIGN_OR_RETURN(auto transport, CreateUcxTransport(*bootstrap));
   HostCommunicatorOptions options;
@@ -57,18 +58,24 @@ absl::Status Main(const Args& a) {
   const int r = comm->rank();
   const std::vector<char> input = MakeInput(a.seed, r, n, dtype);
   const Range mine = comm->PartRange(n, r);
-  std::ofstream out(a.out);
+  // Each line reaches the file at once: a rank that dies later leaves its
+  // lines so far.
+  ZS_ASSIGN_OR_RETURN(storage::AppendableFile out,
+                      storage::AppendableFile::Open(env, a.out,
+                                                    /*truncate=*/true));
   auto report = [&](const char* name, const CollectiveOp& op, const char* data,
                     size_t bytes) {
     absl::Status s = op.Wait();
-    if (!s.ok()) {
-      out << name << " ERROR " << absl::StatusCodeToString(s.code()) << " "
-          << s.message() << "\n";
-    } else {
-      out << name << " OK " << op.stats().bytes_sent << " "
-          << op.stats().bytes_received << " " << Fnv1a(data, bytes) << "\n";
+    const std::string line =
+        s.ok()
+            ? absl::StrCat(name, " OK ", op.stats().bytes_sent, " ",
+                           op.stats().bytes_received, " ", Fnv1a(data, bytes),
+                           "\n")
+            : absl::StrCat(name, " ERROR ", absl::StatusCodeToString(s.code()),
+                           " ", s.message(), "\n");
+    if (absl::Status w = out.Append(line); !w.ok()) {
+      std::fprintf(stderr, "collective_worker: %s\n", w.ToString().c_str());
     }
-    out.flush();
   };
   std::vector<char> ar = input, rs = input, bc = input;
   // A first barrier connects every pair (UCX 1.13's TCP transport asserts

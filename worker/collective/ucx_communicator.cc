@@ -1,13 +1,10 @@
 #include "worker/collective/ucx_communicator.h"
 
-#include <cerrno>
-#include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <fstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/env/env.h"
 #include "common/status_macros.h"
 #include "worker/collective/tcp_bootstrap.h"
 #include "worker/collective/ucx_transport.h"
@@ -25,23 +22,6 @@ absl::Status IntFromEnv(const char* name, bool required, int* value) {
   if (!absl::SimpleAtoi(text, value)) {
     return absl::InvalidArgumentError(
         absl::StrCat(name, "='", text, "' is not an integer"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status WritePortFile(const std::string& path, int port) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp);
-    f << port << "\n";
-    if (!f.good()) {
-      return absl::InternalError(absl::StrCat("cannot write ", tmp));
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::Status(
-        absl::ErrnoToStatusCode(errno),
-        absl::StrCat("rename to ", path, ": ", std::strerror(errno)));
   }
   return absl::OkStatus();
 }
@@ -81,7 +61,9 @@ absl::StatusOr<std::unique_ptr<HostCommunicator>> CreateUcxCommunicator(
   ZS_ASSIGN_OR_RETURN(std::unique_ptr<TcpBootstrap> bootstrap,
                       TcpBootstrap::Create(b));
   if (config.rank == 0 && !config.port_file.empty()) {
-    ZS_RETURN_IF_ERROR(WritePortFile(config.port_file, bootstrap->port()));
+    ZS_RETURN_IF_ERROR(
+        storage::WriteFileAtomic(storage::DefaultEnv(), config.port_file,
+                                 absl::StrCat(bootstrap->port(), "\n")));
   }
   HostCommunicatorOptions options;
   options.part_alignment = config.part_alignment;

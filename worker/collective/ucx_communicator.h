@@ -36,7 +36,7 @@ struct UcxCommunicatorConfig {
   absl::Duration bootstrap_timeout = absl::Seconds(60);
   absl::Duration op_timeout = absl::Minutes(5);
   // Rank 0, optional: once listening, write the rendezvous port (one line)
-  // to this file, atomically (temporary file + rename), so that a launcher
+  // to this file, atomically (storage::WriteFileAtomic), so that a launcher
   // can start rank 0 on coordinator port 0 and pass the port on.
   std::string port_file;
 
@@ -46,7 +46,7 @@ struct UcxCommunicatorConfig {
 
 // Bootstraps (blocking until every rank joined, or bootstrap_timeout) and
 // returns the communicator. INVALID_ARGUMENT for an inconsistent config;
-// the errno of a port_file that cannot be written.
+// the Env's error (naming it) for a port_file that cannot be written.
 absl::StatusOr<std::unique_ptr<HostCommunicator>> CreateUcxCommunicator(
     const UcxCommunicatorConfig& config);
 

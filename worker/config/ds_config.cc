@@ -1,8 +1,6 @@
 #include "worker/config/ds_config.h"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -158,18 +156,13 @@ absl::StatusOr<EngineConfig> ParseDeepSpeedConfig(
 }
 
 absl::StatusOr<EngineConfig> ParseDeepSpeedConfigFile(
-    const std::string& path, int world_size,
-    std::vector<std::string>* warnings) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return absl::DataLossError(absl::StrCat(path, ": read error"));
+    const std::string& path, int world_size, std::vector<std::string>* warnings,
+    storage::Env* env) {
+  ZS_ASSIGN_OR_RETURN(const std::string text,
+                      storage::ReadSmallFile(env, path));
   std::vector<std::string> file_warnings;
   absl::StatusOr<EngineConfig> config =
-      ParseDeepSpeedConfig(text.str(), world_size, &file_warnings);
+      ParseDeepSpeedConfig(text, world_size, &file_warnings);
   if (warnings != nullptr) {
     for (const std::string& w : file_warnings) {
       warnings->push_back(absl::StrCat(path, ": ", w));

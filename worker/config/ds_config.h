@@ -85,6 +85,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/env/env.h"
 #include "worker/engine/loss_scaler.h"
 #include "worker/engine/lr_schedule.h"
 #include "worker/engine/precision.h"
@@ -161,10 +162,12 @@ struct EngineConfig {
 absl::StatusOr<EngineConfig> ParseDeepSpeedConfig(
     absl::string_view json, int world_size, std::vector<std::string>* warnings);
 
-// The same for a file; errors and warnings begin with "<path>: ".
+// The same for a file, read through `env`. Parse errors and warnings begin
+// with "<path>: "; a file that cannot be read is the Env's error, naming it
+// too ("open <path>: No such file or directory": NOT_FOUND).
 absl::StatusOr<EngineConfig> ParseDeepSpeedConfigFile(
-    const std::string& path, int world_size,
-    std::vector<std::string>* warnings);
+    const std::string& path, int world_size, std::vector<std::string>* warnings,
+    storage::Env* env = storage::DefaultEnv());
 
 // One line for logs: "stage 3 (offload_param=server), bf16, batch 32 = 4 x 2
 // x 4 workers, AdamW lr 0.0003 wd 0.1, WarmupCosineLR, clip 1, 2 servers".

@@ -5,14 +5,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <random>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/env/env.h"
 #include "common/status_macros.h"
 #include "common/subprocess.h"
 
@@ -23,13 +21,9 @@ constexpr char kPython[] = "/usr/bin/python3";
 
 absl::Status WriteBytes(const std::string& path, const void* data,
                         size_t bytes) {
-  FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) return absl::InternalError("cannot create " + path);
-  const bool ok = std::fwrite(data, 1, bytes, f) == bytes;
-  if (std::fclose(f) != 0 || !ok) {
-    return absl::InternalError("cannot write " + path);
-  }
-  return absl::OkStatus();
+  return storage::WriteFileAtomic(
+      storage::DefaultEnv(), path,
+      absl::string_view(static_cast<const char*>(data), bytes));
 }
 
 // Runs argv with extra environment `env`; returns its exit status and its
@@ -43,10 +37,8 @@ absl::StatusOr<int> Run(std::vector<std::string> argv,
   opts.log_path = dir + "/output.txt";
   ZS_ASSIGN_OR_RETURN(Subprocess child, Subprocess::Spawn(opts));
   ZS_ASSIGN_OR_RETURN(const int status, child.Wait(std::chrono::minutes(10)));
-  std::ifstream f(opts.log_path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  *out = ss.str();
+  ZS_ASSIGN_OR_RETURN(
+      *out, storage::ReadSmallFile(storage::DefaultEnv(), opts.log_path));
   return status;
 }
 

@@ -2,6 +2,8 @@
 // test and the benchmark): writes its input directory, runs it with Debian's
 // /usr/bin/python3, reads its outputs. Test and benchmark support only.
 //
+// Files are read and written through common/env (DefaultEnv()).
+//
 // Errors: every function returns a Status naming the file or command that
 // failed (FAILED_PRECONDITION when python3 or torch is missing).
 // Thread-compatible: no shared state.
@@ -9,7 +11,6 @@
 #define ZEROSHARD_WORKER_GPT2_REFERENCE_IO_H_
 
 #include <cstdint>
-#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
 #include "absl/types/span.h"
+#include "common/env/files.h"
 #include "worker/gpt2/config.h"
 
 namespace zeroshard::gpt2 {
@@ -61,17 +63,19 @@ absl::StatusOr<std::string> RunPython(const std::string& script,
 // Reads `n` raw values of T from `path` (exactly n: a shorter or longer
 // file is DATA_LOSS naming it; a missing one NOT_FOUND).
 template <typename T>
-absl::StatusOr<std::vector<T>> ReadValues(const std::string& path, size_t n) {
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return absl::NotFoundError("cannot open " + path);
-  std::vector<T> v(n + 1);
-  const size_t got = std::fread(v.data(), sizeof(T), n + 1, f);
-  std::fclose(f);
-  if (got != n) {
-    return absl::DataLossError(absl::StrFormat(
-        "%s: %d values of %d bytes, expected %d", path, got, sizeof(T), n));
+absl::StatusOr<std::vector<T>> ReadValues(
+    const std::string& path, size_t n,
+    storage::Env* env = storage::DefaultEnv()) {
+  absl::StatusOr<storage::ReadOnlyFile> f =
+      storage::ReadOnlyFile::Open(env, path);
+  if (!f.ok()) return f.status();
+  if (f->size() != n * sizeof(T)) {
+    return absl::DataLossError(
+        absl::StrFormat("%s: %d bytes, %d values of %d bytes expected", path,
+                        f->size(), n, sizeof(T)));
   }
-  v.resize(n);
+  std::vector<T> v(n);
+  if (absl::Status s = f->Read(0, v.data(), n * sizeof(T)); !s.ok()) return s;
   return v;
 }
 

@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/env/files.h"
 #include "common/status_macros.h"
-#include "worker/io/file_util.h"
 #include "worker/io/token_file.h"
 
 namespace zeroshard::io {
@@ -41,16 +41,18 @@ constexpr size_t kChunk = size_t{1} << 20;
 // Streams bytes [first, first + n) of `in` into a token file at `path`,
 // returned uncommitted so that the caller commits only when every part
 // was written.
-absl::StatusOr<TokenFileWriter> WritePart(const ReadOnlyFile& in,
+absl::StatusOr<TokenFileWriter> WritePart(const storage::ReadOnlyFile& in,
                                           uint64_t first, int64_t n,
                                           const std::string& path,
-                                          const TokenizeOptions& o) {
-  ZS_ASSIGN_OR_RETURN(TokenFileWriter out, TokenFileWriter::Create(path, n));
+                                          const TokenizeOptions& o,
+                                          storage::Env* env) {
+  ZS_ASSIGN_OR_RETURN(TokenFileWriter out,
+                      TokenFileWriter::Create(path, n, env));
   std::vector<uint8_t> bytes(std::min<int64_t>(kChunk, n));
   std::vector<uint16_t> tokens(bytes.size());
   for (int64_t done = 0; done < n;) {
     const size_t k = std::min<int64_t>(bytes.size(), n - done);
-    ZS_RETURN_IF_ERROR(in.PRead(first + done, k, bytes.data()));
+    ZS_RETURN_IF_ERROR(in.Read(first + done, bytes.data(), k));
     for (size_t i = 0; i < k; ++i) tokens[i] = bytes[i];
     ZS_RETURN_IF_ERROR(out.Append(tokens.data(), k));
     done += static_cast<int64_t>(k);
@@ -61,9 +63,11 @@ absl::StatusOr<TokenFileWriter> WritePart(const ReadOnlyFile& in,
 
 }  // namespace
 
-absl::StatusOr<TokenizeSummary> TokenizeFile(const TokenizeOptions& o) {
+absl::StatusOr<TokenizeSummary> TokenizeFile(const TokenizeOptions& o,
+                                             storage::Env* env) {
   ZS_RETURN_IF_ERROR(ValidateTokenizeOptions(o));
-  ZS_ASSIGN_OR_RETURN(ReadOnlyFile in, ReadOnlyFile::Open(o.input));
+  ZS_ASSIGN_OR_RETURN(storage::ReadOnlyFile in,
+                      storage::ReadOnlyFile::Open(env, o.input));
   const uint64_t size = in.size();
   if (size == 0) {
     return absl::InvalidArgumentError(
@@ -87,11 +91,11 @@ absl::StatusOr<TokenizeSummary> TokenizeFile(const TokenizeOptions& o) {
     }
   }
   ZS_ASSIGN_OR_RETURN(TokenFileWriter train,
-                      WritePart(in, 0, s.train_tokens, o.output, o));
+                      WritePart(in, 0, s.train_tokens, o.output, o, env));
   if (s.val_tokens > 0) {
     ZS_ASSIGN_OR_RETURN(
         TokenFileWriter val,
-        WritePart(in, s.train_tokens, s.val_tokens, o.val_output, o));
+        WritePart(in, s.train_tokens, s.val_tokens, o.val_output, o, env));
     ZS_RETURN_IF_ERROR(val.Commit());
   }
   ZS_RETURN_IF_ERROR(train.Commit());

@@ -6,11 +6,12 @@
 // With val_fraction f > 0 the last round(f * size) bytes go to a second
 // token file (validation) and the rest to the first; both must be
 // non-empty. The input is streamed in 1 MiB chunks; outputs are written
-// atomically (temporary file, then rename).
+// atomically (temporary file, then rename). All I/O goes through a
+// storage::Env (DefaultEnv() unless a test passes one).
 //
 // Errors: INVALID_ARGUMENT for bad options (naming the flag-like field),
 // an empty input, or a part larger than a token file holds (INT32_MAX
-// tokens); NOT_FOUND for a missing input; the errno's code for I/O.
+// tokens); NOT_FOUND for a missing input; the Env's error for I/O.
 //
 // Threading: TokenizeFile may run on several threads for distinct files;
 // `progress` is called on the calling thread.
@@ -22,6 +23,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/env/env.h"
 
 namespace zeroshard::io {
 
@@ -46,7 +48,8 @@ struct TokenizeSummary {
 // that is missing or inconsistent. TokenizeFile checks this first.
 absl::Status ValidateTokenizeOptions(const TokenizeOptions& options);
 
-absl::StatusOr<TokenizeSummary> TokenizeFile(const TokenizeOptions& options);
+absl::StatusOr<TokenizeSummary> TokenizeFile(
+    const TokenizeOptions& options, storage::Env* env = storage::DefaultEnv());
 
 }  // namespace zeroshard::io
 

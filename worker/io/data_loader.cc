@@ -1,12 +1,11 @@
 #include "worker/io/data_loader.h"
 
-#include <glob.h>
-
 #include <limits>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/env/files.h"
 #include "common/status_macros.h"
 
 namespace zeroshard::io {
@@ -74,39 +73,33 @@ absl::StatusOr<LoaderPosition> LoaderPosition::Parse(absl::string_view text) {
 }
 
 absl::StatusOr<std::vector<std::string>> ExpandFilePatterns(
-    const std::vector<std::string>& patterns) {
+    const std::vector<std::string>& patterns, storage::Env* env) {
   std::vector<std::string> out;
   for (const std::string& p : patterns) {
     if (p.find_first_of("*?[") == std::string::npos) {
       out.push_back(p);
       continue;
     }
-    glob_t g;
-    const int rc = ::glob(p.c_str(), 0, nullptr, &g);
-    if (rc == 0) {
-      for (size_t i = 0; i < g.gl_pathc; ++i) out.push_back(g.gl_pathv[i]);
-    }
-    ::globfree(&g);
-    if (rc == GLOB_NOMATCH) {
+    const std::vector<std::string> matches = storage::Glob(env, p);
+    if (matches.empty()) {
       return absl::NotFoundError(absl::StrCat("no file matches '", p, "'"));
     }
-    if (rc != 0) {
-      return absl::InternalError(absl::StrCat("glob '", p, "' failed"));
-    }
+    out.insert(out.end(), matches.begin(), matches.end());
   }
   return out;
 }
 
-absl::StatusOr<DataLoader> DataLoader::Open(const DataLoaderOptions& options) {
+absl::StatusOr<DataLoader> DataLoader::Open(const DataLoaderOptions& options,
+                                            storage::Env* env) {
   ZS_RETURN_IF_ERROR(CheckOptions(options));
   DataLoader loader;
   loader.options_ = options;
-  ZS_ASSIGN_OR_RETURN(loader.paths_, ExpandFilePatterns(options.files));
+  ZS_ASSIGN_OR_RETURN(loader.paths_, ExpandFilePatterns(options.files, env));
   loader.batch_tokens_ =
       static_cast<int64_t>(options.batch_size) * options.seq_len;
   loader.step_tokens_ = loader.batch_tokens_ * options.world_size;
   for (const std::string& path : loader.paths_) {
-    ZS_ASSIGN_OR_RETURN(TokenFile file, TokenFile::Open(path));
+    ZS_ASSIGN_OR_RETURN(TokenFile file, TokenFile::Open(path, env));
     if (file.num_tokens() < loader.step_tokens_ + 1) {
       return absl::InvalidArgumentError(absl::StrCat(
           path, ": ", file.num_tokens(),

@@ -25,7 +25,8 @@
 // files, every token id is below vocab_size (the whole data set is read
 // once, in bounded chunks; errors name the file, the index and the id), and
 // every shard holds at least one step (W*B*T + 1 tokens). Next() reads one
-// batch with a single pread.
+// batch with a single positional read. Files are opened and patterns
+// expanded through a storage::Env (DefaultEnv() unless a test passes one).
 //
 // Threading: a DataLoader is used by one thread at a time.
 #ifndef ZEROSHARD_WORKER_IO_DATA_LOADER_H_
@@ -38,6 +39,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/env/env.h"
 #include "worker/io/token_file.h"
 
 namespace zeroshard::io {
@@ -71,7 +73,8 @@ struct LoaderPosition {
 // Expands `patterns` as DataLoaderOptions::files describes. A pattern with
 // no glob characters is kept as is (its absence is reported on open).
 absl::StatusOr<std::vector<std::string>> ExpandFilePatterns(
-    const std::vector<std::string>& patterns);
+    const std::vector<std::string>& patterns,
+    storage::Env* env = storage::DefaultEnv());
 
 class DataLoader {
  public:
@@ -79,7 +82,10 @@ class DataLoader {
   // file (see token_file.h), NOT_FOUND for a missing file or a pattern
   // without matches, DATA_LOSS for a corrupt file, INVALID_ARGUMENT for a
   // shard shorter than one step.
-  static absl::StatusOr<DataLoader> Open(const DataLoaderOptions& options);
+  // `env` must outlive the loader.
+  static absl::StatusOr<DataLoader> Open(
+      const DataLoaderOptions& options,
+      storage::Env* env = storage::DefaultEnv());
 
   // Fills inputs and targets (B*T each, row-major (B, T)) with this rank's
   // batch of the current step and advances to the next step. On error the

@@ -3,6 +3,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "common/env/mem_env.h"
 #include "gtest/gtest.h"
 #include "worker/io/io_testing.h"
 #include "worker/io/token_file.h"
@@ -160,6 +162,33 @@ TEST(LoaderPositionTest, SerialisesAndParses) {
               absl::StatusCode::kInvalidArgument)
         << bad;
   }
+}
+
+// Patterns are expanded and shards read through the Env given to Open.
+TEST(DataLoaderEnvTest, ReadsGlobbedShardsFromAMemEnv) {
+  storage::MemEnv env;
+  ASSERT_TRUE(env.CreateDir("/data").ok());
+  for (int s : {1, 0}) {
+    std::vector<uint16_t> t(40);
+    for (int64_t i = 0; i < 40; ++i) t[i] = TokenAt(s, i);
+    ASSERT_TRUE(
+        WriteTokenFile(absl::StrCat("/data/train_", s, ".bin"), t, &env).ok());
+  }
+  ASSERT_TRUE(WriteTokenFile("/data/val_0.bin", {1, 2, 3}, &env).ok());
+  auto loader = DataLoader::Open(
+      testing::LoaderOptions({"/data/train_*.bin"}, 2, 4, 0, 1, kVocab), &env);
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  EXPECT_EQ(loader->files(), (std::vector<std::string>{"/data/train_0.bin",
+                                                       "/data/train_1.bin"}));
+  Batch b = NextBatch(*loader);
+  EXPECT_EQ(b.inputs[0], TokenAt(0, 0));
+  EXPECT_EQ(b.targets[7], TokenAt(0, 8));
+  EXPECT_EQ(DataLoader::Open(testing::LoaderOptions({"/data/test_*.bin"}, 2, 4,
+                                                    0, 1, kVocab),
+                             &env)
+                .status()
+                .code(),
+            absl::StatusCode::kNotFound);
 }
 
 }  // namespace

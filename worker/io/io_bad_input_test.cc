@@ -75,7 +75,7 @@ std::vector<Case> Cases() {
                "",
                ReadModel,
                StatusCode::kNotFound,
-               {"no such file"},
+               {"No such file or directory"},
                true});
   model("model_empty", "", StatusCode::kDataLoss,
         {"truncated: 0 bytes, shorter than the 1024-byte header"});
@@ -148,7 +148,7 @@ std::vector<Case> Cases() {
                "",
                ReadTokens,
                StatusCode::kNotFound,
-               {"no such file"},
+               {"No such file or directory"},
                true});
   tokens("tokens_short_header", Zeros(1000), StatusCode::kDataLoss,
          {"truncated: 1000 bytes, shorter than the 1024-byte header"});
@@ -202,7 +202,7 @@ std::vector<Case> Cases() {
                "",
                [](const std::string& path) { return OpenLoader({path}); },
                StatusCode::kNotFound,
-               {"no such file"},
+               {"No such file or directory"},
                true});
   c.push_back(
       {"loader_glob_no_match",

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "worker/io/data_loader.h"
-#include "worker/io/file_util.h"
+#include "worker/io/llmc_header.h"
 
 namespace zeroshard::io::testing {
 

@@ -6,14 +6,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/dtype.h"
+#include "common/env/files.h"
 #include "common/status_macros.h"
-#include "worker/io/file_util.h"
+#include "worker/io/llmc_header.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "llm.c files are little-endian; this reader assumes the host is");
 
 namespace zeroshard::io {
 namespace {
+
+using storage::AtomicFileWriter;
+using storage::ReadOnlyFile;
 
 // Elements converted per staging step for bf16 (2 MiB of bf16).
 constexpr size_t kBf16Chunk = size_t{1} << 20;
@@ -74,13 +78,13 @@ absl::Status ReadParams(const ReadOnlyFile& file, const ModelFileInfo& info,
   for (const gpt2::ParamTensor* t : layout.FileOrder()) {
     float* dst = params + t->offset;
     if (info.dtype == ModelDtype::kFp32) {
-      ZS_RETURN_IF_ERROR(file.PRead(pos, t->numel * sizeof(float), dst));
+      ZS_RETURN_IF_ERROR(file.Read(pos, dst, t->numel * sizeof(float)));
       pos += t->numel * sizeof(float);
       continue;
     }
     for (uint64_t done = 0; done < t->numel;) {
       const size_t n = std::min<uint64_t>(staging.size(), t->numel - done);
-      ZS_RETURN_IF_ERROR(file.PRead(pos, n * sizeof(uint16_t), staging.data()));
+      ZS_RETURN_IF_ERROR(file.Read(pos, staging.data(), n * sizeof(uint16_t)));
       ConvertBf16ToFp32(staging.data(), dst + done, n);
       pos += n * sizeof(uint16_t);
       done += n;
@@ -91,20 +95,23 @@ absl::Status ReadParams(const ReadOnlyFile& file, const ModelFileInfo& info,
 
 }  // namespace
 
-absl::StatusOr<ModelFileInfo> ReadModelFileInfo(const std::string& path) {
-  ZS_ASSIGN_OR_RETURN(ReadOnlyFile file, ReadOnlyFile::Open(path));
+absl::StatusOr<ModelFileInfo> ReadModelFileInfo(const std::string& path,
+                                                storage::Env* env) {
+  ZS_ASSIGN_OR_RETURN(ReadOnlyFile file, ReadOnlyFile::Open(env, path));
   return ParseHeader(file);
 }
 
 absl::Status ReadModelParams(const std::string& path,
-                             const gpt2::ParamLayout& layout, float* params) {
-  ZS_ASSIGN_OR_RETURN(ReadOnlyFile file, ReadOnlyFile::Open(path));
+                             const gpt2::ParamLayout& layout, float* params,
+                             storage::Env* env) {
+  ZS_ASSIGN_OR_RETURN(ReadOnlyFile file, ReadOnlyFile::Open(env, path));
   ZS_ASSIGN_OR_RETURN(ModelFileInfo info, ParseHeader(file));
   return ReadParams(file, info, layout, params);
 }
 
-absl::StatusOr<ModelFile> ReadModelFile(const std::string& path) {
-  ZS_ASSIGN_OR_RETURN(ReadOnlyFile file, ReadOnlyFile::Open(path));
+absl::StatusOr<ModelFile> ReadModelFile(const std::string& path,
+                                        storage::Env* env) {
+  ZS_ASSIGN_OR_RETURN(ReadOnlyFile file, ReadOnlyFile::Open(env, path));
   ZS_ASSIGN_OR_RETURN(ModelFileInfo info, ParseHeader(file));
   ZS_ASSIGN_OR_RETURN(gpt2::ParamLayout layout,
                       gpt2::ParamLayout::Create(info.config));
@@ -118,7 +125,8 @@ absl::StatusOr<ModelFile> ReadModelFile(const std::string& path) {
 
 absl::Status WriteModelFile(const std::string& path,
                             const gpt2::ParamLayout& layout,
-                            const float* params, ModelDtype dtype) {
+                            const float* params, ModelDtype dtype,
+                            storage::Env* env) {
   const gpt2::Config& c = layout.config();
   FileHeader h{};
   h[0] = kModelMagic;
@@ -129,7 +137,8 @@ absl::Status WriteModelFile(const std::string& path,
   h[5] = c.num_heads;
   h[6] = c.channels;
   h[7] = c.padded_vocab_size;
-  ZS_ASSIGN_OR_RETURN(AtomicFileWriter out, AtomicFileWriter::Create(path));
+  ZS_ASSIGN_OR_RETURN(AtomicFileWriter out,
+                      AtomicFileWriter::Create(env, path));
   ZS_RETURN_IF_ERROR(out.Append(h.data(), kHeaderBytes));
   std::vector<uint16_t> staging;
   if (dtype == ModelDtype::kBf16) {

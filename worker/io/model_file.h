@@ -13,10 +13,13 @@
 // Reading permutes file order into memory order; bf16 (version 5) is
 // widened to fp32 exactly (common/dtype.h). Writing produces version 3 by
 // default, version 5 on request (fp32 -> bf16 rounds to nearest even).
-// Each tensor is read with one pread into its place in the destination
-// (bf16: through a bounded staging buffer).
+// Each tensor is read with one positional read into its place in the
+// destination (bf16: through a bounded staging buffer).
 //
-// Errors (every message starts with the file's path):
+// I/O goes through a storage::Env (common/env; DefaultEnv() unless a test
+// passes a MemEnv or FaultEnv).
+//
+// Errors (every message names the file):
 //   NOT_FOUND         the file does not exist;
 //   INVALID_ARGUMENT  wrong magic, unsupported version, header fields that
 //                     are not a valid config (ValidateConfig: non-positive,
@@ -24,9 +27,9 @@
 //                     config other than the caller's layout;
 //   DATA_LOSS         shorter than the header, or a length other than the
 //                     header implies (truncated or trailing bytes);
-//   others            the errno of a failed open/read/write/rename.
-// Writers write to a temporary file and rename it into place, so a failed
-// write leaves no partial file at `path`.
+//   others            the Env's error of a failed open/read/write/rename.
+// Writers write to a temporary file and rename it into place
+// (storage::AtomicFileWriter), so a failed write leaves `path` as it was.
 //
 // Threading: the functions are independent and thread-safe; callers must
 // not modify `params` while it is being written or read into.
@@ -45,6 +48,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/env/env.h"
 #include "worker/gpt2/config.h"
 
 namespace zeroshard::io {
@@ -62,13 +66,15 @@ struct ModelFileInfo {
 };
 
 // Reads and checks the header and the file's length.
-absl::StatusOr<ModelFileInfo> ReadModelFileInfo(const std::string& path);
+absl::StatusOr<ModelFileInfo> ReadModelFileInfo(
+    const std::string& path, storage::Env* env = storage::DefaultEnv());
 
 // Reads the parameters into `params`, which must hold layout.num_params()
 // floats, in memory order. The file's config must equal layout.config().
 // On error `params` may be partly overwritten.
 absl::Status ReadModelParams(const std::string& path,
-                             const gpt2::ParamLayout& layout, float* params);
+                             const gpt2::ParamLayout& layout, float* params,
+                             storage::Env* env = storage::DefaultEnv());
 
 struct ModelFile {
   gpt2::Config config;
@@ -77,14 +83,16 @@ struct ModelFile {
 };
 
 // Reads the whole file: header and parameters.
-absl::StatusOr<ModelFile> ReadModelFile(const std::string& path);
+absl::StatusOr<ModelFile> ReadModelFile(
+    const std::string& path, storage::Env* env = storage::DefaultEnv());
 
 // Writes layout.num_params() floats of `params` (memory order) as a model
 // file of version 3 (kFp32) or 5 (kBf16).
 absl::Status WriteModelFile(const std::string& path,
                             const gpt2::ParamLayout& layout,
                             const float* params,
-                            ModelDtype dtype = ModelDtype::kFp32);
+                            ModelDtype dtype = ModelDtype::kFp32,
+                            storage::Env* env = storage::DefaultEnv());
 
 }  // namespace zeroshard::io
 

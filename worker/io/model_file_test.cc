@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "common/dtype.h"
+#include "common/env/fault_env.h"
+#include "common/env/mem_env.h"
 #include "gtest/gtest.h"
 #include "worker/gpt2/config.h"
 #include "worker/io/io_testing.h"
@@ -158,6 +160,39 @@ TEST_F(ModelFileTest, WriteReplacesAtomicallyAndLeavesNoTemporaryFile) {
   EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
   EXPECT_NE(s.message().find(dir_ + "/no/such/dir/m.bin"), std::string::npos);
   EXPECT_EQ(DirEntries(dir_), std::vector<std::string>{"m.bin"});
+}
+
+// Through an Env other than the disk: a device that fills half-way through
+// a write leaves the previous file whole and no temporary file; a failed
+// read names the file.
+TEST(ModelFileEnvTest, FullDeviceLeavesThePreviousFile) {
+  storage::MemEnv mem;
+  storage::FaultEnv env(&mem);
+  ASSERT_TRUE(mem.CreateDir("/m").ok());
+  const std::string path = "/m/gpt2.bin";
+  auto layout = ParamLayout::Create(SmallConfig(2));
+  ASSERT_TRUE(layout.ok());
+  const uint64_t n = layout->num_params();
+  const std::vector<float> old_params = testing::RandomParams(n, 1);
+  const std::vector<float> new_params = testing::RandomParams(n, 2);
+  ASSERT_TRUE(
+      WriteModelFile(path, *layout, old_params.data(), ModelDtype::kFp32, &env)
+          .ok());
+  env.SetWriteBudget(kHeaderBytes + 2 * n);
+  const absl::Status s =
+      WriteModelFile(path, *layout, new_params.data(), ModelDtype::kFp32, &env);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_NE(s.message().find(path), std::string::npos) << s;
+  EXPECT_EQ(*mem.ListDir("/m"), std::vector<std::string>{"gpt2.bin"});
+  env.ClearFaults();
+  auto model = ReadModelFile(path, &env);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_TRUE(SameBits(model->params, old_params));
+
+  env.FailReads("gpt2.bin", 1);
+  const absl::Status bad = ReadModelFile(path, &env).status();
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInternal) << bad;
+  EXPECT_NE(bad.message().find(path), std::string::npos) << bad;
 }
 
 }  // namespace

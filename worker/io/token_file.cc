@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "worker/io/llmc_header.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "llm.c files are little-endian; this reader assumes the host is");
@@ -38,8 +39,10 @@ absl::Status CheckTokenIds(const std::string& path, const uint16_t* tokens,
   return absl::OkStatus();
 }
 
-absl::StatusOr<TokenFile> TokenFile::Open(const std::string& path) {
-  ZS_ASSIGN_OR_RETURN(ReadOnlyFile file, ReadOnlyFile::Open(path));
+absl::StatusOr<TokenFile> TokenFile::Open(const std::string& path,
+                                          storage::Env* env) {
+  ZS_ASSIGN_OR_RETURN(storage::ReadOnlyFile file,
+                      storage::ReadOnlyFile::Open(env, path));
   ZS_ASSIGN_OR_RETURN(FileHeader h,
                       ReadHeader(file, kTokenMagic, "llm.c token file"));
   if (h[1] != kTokenVersion) {
@@ -65,8 +68,8 @@ absl::Status TokenFile::Read(int64_t first, size_t n, uint16_t* dst) const {
         absl::StrCat(path(), ": tokens [", first, ", ", first + n,
                      ") are outside the file's ", num_tokens_));
   }
-  return file_.PRead(kHeaderBytes + static_cast<uint64_t>(first) * 2, n * 2,
-                     dst);
+  return file_.Read(kHeaderBytes + static_cast<uint64_t>(first) * 2, dst,
+                    n * 2);
 }
 
 absl::Status TokenFile::CheckIds(int64_t vocab_size) const {
@@ -82,8 +85,9 @@ absl::Status TokenFile::CheckIds(int64_t vocab_size) const {
 }
 
 absl::StatusOr<std::vector<uint16_t>> ReadTokenFile(const std::string& path,
-                                                    int64_t vocab_size) {
-  ZS_ASSIGN_OR_RETURN(TokenFile file, TokenFile::Open(path));
+                                                    int64_t vocab_size,
+                                                    storage::Env* env) {
+  ZS_ASSIGN_OR_RETURN(TokenFile file, TokenFile::Open(path, env));
   std::vector<uint16_t> tokens(file.num_tokens());
   ZS_RETURN_IF_ERROR(file.Read(0, tokens.size(), tokens.data()));
   if (vocab_size > 0) {
@@ -94,16 +98,18 @@ absl::StatusOr<std::vector<uint16_t>> ReadTokenFile(const std::string& path,
 }
 
 absl::Status WriteTokenFile(const std::string& path,
-                            const std::vector<uint16_t>& tokens) {
+                            const std::vector<uint16_t>& tokens,
+                            storage::Env* env) {
   ZS_ASSIGN_OR_RETURN(
       TokenFileWriter w,
-      TokenFileWriter::Create(path, static_cast<int64_t>(tokens.size())));
+      TokenFileWriter::Create(path, static_cast<int64_t>(tokens.size()), env));
   ZS_RETURN_IF_ERROR(w.Append(tokens.data(), tokens.size()));
   return w.Commit();
 }
 
 absl::StatusOr<TokenFileWriter> TokenFileWriter::Create(const std::string& path,
-                                                        int64_t num_tokens) {
+                                                        int64_t num_tokens,
+                                                        storage::Env* env) {
   if (num_tokens < 1 || num_tokens > kMaxTokensPerFile) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": cannot write ", num_tokens,
@@ -113,7 +119,8 @@ absl::StatusOr<TokenFileWriter> TokenFileWriter::Create(const std::string& path,
   h[0] = kTokenMagic;
   h[1] = kTokenVersion;
   h[2] = static_cast<int32_t>(num_tokens);
-  ZS_ASSIGN_OR_RETURN(AtomicFileWriter out, AtomicFileWriter::Create(path));
+  ZS_ASSIGN_OR_RETURN(storage::AtomicFileWriter out,
+                      storage::AtomicFileWriter::Create(env, path));
   ZS_RETURN_IF_ERROR(out.Append(h.data(), kHeaderBytes));
   return TokenFileWriter(std::move(out), num_tokens);
 }

@@ -3,18 +3,22 @@
 // tokens, little-endian, nothing after them. A file holds 1..INT32_MAX
 // tokens.
 //
-// Errors (every message starts with the file's path):
+// I/O goes through a storage::Env (common/env; DefaultEnv() unless a test
+// passes a MemEnv or FaultEnv).
+//
+// Errors (every message names the file):
 //   NOT_FOUND         the file does not exist;
 //   INVALID_ARGUMENT  wrong magic, unsupported version, a token count <= 0,
 //                     a token id >= vocab_size (naming index and id);
 //   DATA_LOSS         shorter than the header, or a length other than
 //                     1024 + 2 N bytes (truncated or trailing bytes);
-//   others            the errno of a failed open/read/write/rename.
-// Writers write to a temporary file and rename it into place on Commit, so
-// a failed or abandoned write leaves no partial file at `path`.
+//   others            the Env's error of a failed open/read/write/rename.
+// Writers write to a temporary file and rename it into place on Commit
+// (storage::AtomicFileWriter), so a failed or abandoned write leaves `path`
+// as it was.
 //
-// Threading: a TokenFile may be read from several threads at once (pread);
-// a TokenFileWriter is used by one thread.
+// Threading: a TokenFile may be read from several threads at once
+// (positional reads); a TokenFileWriter is used by one thread.
 #ifndef ZEROSHARD_WORKER_IO_TOKEN_FILE_H_
 #define ZEROSHARD_WORKER_IO_TOKEN_FILE_H_
 
@@ -26,7 +30,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "worker/io/file_util.h"
+#include "common/env/env.h"
+#include "common/env/files.h"
 
 namespace zeroshard::io {
 
@@ -45,7 +50,8 @@ absl::Status CheckTokenIds(const std::string& path, const uint16_t* tokens,
 // An open token file whose header and length have been checked.
 class TokenFile {
  public:
-  static absl::StatusOr<TokenFile> Open(const std::string& path);
+  static absl::StatusOr<TokenFile> Open(
+      const std::string& path, storage::Env* env = storage::DefaultEnv());
 
   const std::string& path() const { return file_.path(); }
   int64_t num_tokens() const { return num_tokens_; }
@@ -58,19 +64,21 @@ class TokenFile {
   absl::Status CheckIds(int64_t vocab_size) const;
 
  private:
-  TokenFile(ReadOnlyFile file, int64_t n)
+  TokenFile(storage::ReadOnlyFile file, int64_t n)
       : file_(std::move(file)), num_tokens_(n) {}
-  ReadOnlyFile file_;
+  storage::ReadOnlyFile file_;
   int64_t num_tokens_ = 0;
 };
 
 // Reads a whole token file; with vocab_size > 0 also checks the ids.
-absl::StatusOr<std::vector<uint16_t>> ReadTokenFile(const std::string& path,
-                                                    int64_t vocab_size = 0);
+absl::StatusOr<std::vector<uint16_t>> ReadTokenFile(
+    const std::string& path, int64_t vocab_size = 0,
+    storage::Env* env = storage::DefaultEnv());
 
 // Writes `tokens` as a token file (1 <= size <= kMaxTokensPerFile).
 absl::Status WriteTokenFile(const std::string& path,
-                            const std::vector<uint16_t>& tokens);
+                            const std::vector<uint16_t>& tokens,
+                            storage::Env* env = storage::DefaultEnv());
 
 // Streams a token file whose length is known up front.
 //
@@ -80,8 +88,9 @@ absl::Status WriteTokenFile(const std::string& path,
 class TokenFileWriter {
  public:
   // INVALID_ARGUMENT unless 1 <= num_tokens <= kMaxTokensPerFile.
-  static absl::StatusOr<TokenFileWriter> Create(const std::string& path,
-                                                int64_t num_tokens);
+  static absl::StatusOr<TokenFileWriter> Create(
+      const std::string& path, int64_t num_tokens,
+      storage::Env* env = storage::DefaultEnv());
 
   // FAILED_PRECONDITION if this would exceed the declared count.
   absl::Status Append(const uint16_t* tokens, size_t n);
@@ -91,9 +100,9 @@ class TokenFileWriter {
   int64_t appended() const { return appended_; }
 
  private:
-  TokenFileWriter(AtomicFileWriter out, int64_t n)
+  TokenFileWriter(storage::AtomicFileWriter out, int64_t n)
       : out_(std::move(out)), num_tokens_(n) {}
-  AtomicFileWriter out_;
+  storage::AtomicFileWriter out_;
   int64_t num_tokens_ = 0;
   int64_t appended_ = 0;
 };

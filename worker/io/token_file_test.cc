@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "worker/io/file_util.h"
 #include "worker/io/io_testing.h"
+#include "worker/io/llmc_header.h"
 
 namespace zeroshard::io {
 namespace {

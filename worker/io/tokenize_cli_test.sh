@@ -32,7 +32,7 @@ expect "--val_output without --val_fraction exits 2" 2 "needs --val_fraction" \
   "$TOK" --input=a --output=b --val_output=c
 expect "non-numeric --val_fraction exits 2" 2 "val_fraction" \
   "$TOK" --input=a --output=b --val_fraction=abc
-expect "missing input exits 1 naming it" 1 "$T/nope.txt: no such file" \
+expect "missing input exits 1 naming it" 1 "$T/nope.txt: No such file or directory" \
   "$TOK" --input="$T/nope.txt" --output="$T/nope.bin"
 : >"$T/empty.txt"
 expect "empty input exits 1" 1 "$T/empty.txt: empty file" \
