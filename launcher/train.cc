@@ -52,7 +52,8 @@ class Job {
   Job(const TrainOptions& o, std::string worker_bin)
       : o_(o),
         worker_bin_(std::move(worker_bin)),
-        progress_(stdout, isatty(STDOUT_FILENO) == 1, o.steps, o.print_every),
+        progress_(stdout, isatty(STDOUT_FILENO) == 1, o.train.steps,
+                  o.print_every),
         metrics_(o.work_dir + "/metrics-rank0.jsonl") {}
 
   int Run();
@@ -110,7 +111,7 @@ absl::Status Job::StartServers() {
   servers_ = absl::StrJoin(addresses, ",");
   ClientOptions co;
   co.addresses = addresses;
-  if (!fleet_) ZS_RETURN_IF_ERROR(ApplyClientSecurity(o_.security, &co));
+  if (!fleet_) ZS_RETURN_IF_ERROR(ApplyClientSecurity(o_.train.security, &co));
   auto client = ShardClient::Connect(co);
   if (!client.ok()) return client.status();
   client_ = *std::move(client);
@@ -122,11 +123,8 @@ absl::Status Job::SpawnWorker(int r, const std::string& coord) {
   const int local = static_cast<int>(o_.workers / o_.nodes);
   SpawnOptions so;
   so.argv = {worker_bin_};
-  for (std::string& f : WorkerFlags(o_, servers_)) so.argv.push_back(f);
-  if (r == 0) {
-    so.argv.push_back("--port_file=" + o_.work_dir + "/rank0.port");
-    if (!o_.save.empty()) so.argv.push_back("--save=" + o_.save);
-  }
+  for (std::string& f : WorkerArgs(o_, servers_)) so.argv.push_back(f);
+  if (r == 0) so.argv.push_back("--port_file=" + o_.work_dir + "/rank0.port");
   so.env = {absl::StrCat("ZEROSHARD_RANK=", r),
             absl::StrCat("ZEROSHARD_WORLD_SIZE=", o_.workers),
             absl::StrCat("ZEROSHARD_LOCAL_RANK=", r % local),
@@ -173,7 +171,7 @@ void Job::UpdateProgress() {
     const double secs =
         std::chrono::duration<double>(Clock::now() - start_).count();
     p.tokens_per_s = secs > 0 ? tokens_ / secs : 0;
-    if (p.step > 0) p.eta_seconds = secs / p.step * (o_.steps - p.step);
+    if (p.step > 0) p.eta_seconds = secs / p.step * (o_.train.steps - p.step);
     p.server_step = client_ ? server_step_ : -1;
     progress_.Update(p);
   }
@@ -273,11 +271,11 @@ int Job::Run() {
   std::printf(
       "zeroshard train: %u workers (%u node%s), stage %d, GPT-2 L=%d H=%d "
       "C=%d V=%d, B=%d T=%lld, %lld steps (logs in %s)\n",
-      o_.workers, o_.nodes, o_.nodes > 1 ? "s" : "", o_.zero.stage,
-      o_.model.num_layers, o_.model.num_heads, o_.model.channels,
-      o_.model.vocab_size, o_.zero.micro_batch,
-      static_cast<long long>(o_.seq_len), static_cast<long long>(o_.steps),
-      o_.work_dir.c_str());
+      o_.workers, o_.nodes, o_.nodes > 1 ? "s" : "", o_.spec.zero.stage,
+      o_.spec.config.num_layers, o_.spec.config.num_heads,
+      o_.spec.config.channels, o_.spec.config.vocab_size,
+      o_.spec.zero.micro_batch, static_cast<long long>(o_.train.seq_len),
+      static_cast<long long>(o_.train.steps), o_.work_dir.c_str());
   std::fflush(stdout);
   absl::Status s = StartServers();
   if (!s.ok()) {
@@ -329,9 +327,11 @@ int Job::Run() {
   std::printf(
       "\n%s\ntrained %lld steps in %.0f s; metrics %s/metrics.jsonl, "
       "loss curve %s/loss.svg, report %s/report.md\n",
-      summary->c_str(), static_cast<long long>(o_.steps), secs,
+      summary->c_str(), static_cast<long long>(o_.train.steps), secs,
       o_.work_dir.c_str(), o_.work_dir.c_str(), o_.work_dir.c_str());
-  if (!o_.save.empty()) std::printf("final model: %s\n", o_.save.c_str());
+  if (!o_.train.save.empty()) {
+    std::printf("final model: %s\n", o_.train.save.c_str());
+  }
   return 0;
 }
 

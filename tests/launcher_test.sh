@@ -32,7 +32,7 @@ JSON
 sed -e 's/"stage": 3}/"stage": 0}/' \
   -e 's/"servers": 2}/"servers": 2, "server_aggregation": true}/' \
   "$T/ds.json" >"$T/agg0.json"
-TINY=(--config="$T/ds.json" --data="$T/tokens.bin" --model-config=1,2,32 --seq-len=16)
+TINY=(--config="$T/ds.json" --data="$T/tokens.bin" --layers=1 --heads=2 --channels=32 --seq-len=16)
 
 # Bad input: exit 2, one line naming the problem, nothing started.
 bad() {  # description, expected text, then the launcher's arguments
@@ -49,10 +49,11 @@ bad "engine rejects aggregation at stage 0" "server_aggregation" \
 bad "missing config" "$T/none.json" --config="$T/none.json" --data="$T/tokens.bin"
 bad "checkpoint dir with external servers" "for the servers the launcher starts" \
   "${TINY[@]}" --server-addrs=127.0.0.1:1 --checkpoint-dir="$T/ckpt"
-bad "checkpoint interval" "--checkpoint_every must be >= 1" "${TINY[@]}" \
-  --checkpoint-dir="$T/ckpt" --checkpoint-every=0
+bad "checkpoint interval" "--checkpoint_dir needs --checkpoint_interval >= 1" "${TINY[@]}" \
+  --checkpoint-dir="$T/ckpt" --checkpoint-interval=0
 bad "nodes must divide workers" "must be >= 1 and divide --workers 2" "${TINY[@]}" --nodes=3
-bad "bad model config" "LAYERS,HEADS,CHANNELS" "${TINY[@]}" --model_config=2,x
+bad "bad model shape" "--heads 3 does not divide --channels 32" "${TINY[@]}" --heads=3
+bad "bad number" "flag --steps: 'x' is not an integer" "${TINY[@]}" --steps=x
 
 # End to end.
 W="$T/run"
@@ -102,12 +103,12 @@ pkill -KILL -f "$T/fail/" 2>/dev/null
   --work-dir="$T/ref12" >/dev/null 2>&1
 check "uninterrupted 12-step run" $?
 "$LAUNCHER" train "${TINY[@]}" --steps=6 --checkpoint-dir="$T/ckpt" \
-  --checkpoint-every=3 --work-dir="$T/c6" >/dev/null 2>&1
+  --checkpoint-interval=3 --work-dir="$T/c6" >/dev/null 2>&1
 check "6 steps with checkpoints" $?
 [ -f "$T/ckpt/step-0000000006/MANIFEST" ] && [ -f "$T/ckpt/step-0000000006/shard-00001-of-00002.ckpt" ]
 check "step 6 checkpoint: manifest and shard files" $?
 out=$("$LAUNCHER" train "${TINY[@]}" --steps=12 --checkpoint-dir="$T/ckpt" \
-  --checkpoint-every=3 --save="$T/res12.bin" --work-dir="$T/c12" 2>&1)
+  --checkpoint-interval=3 --save="$T/res12.bin" --work-dir="$T/c12" 2>&1)
 check "resumed run exits 0" $?
 grep -q "restored step 6" "$T/c12/server-0.log"; check "servers restored step 6" $?
 cmp -s "$T/ref12.bin" "$T/res12.bin"; check "resumed run saves the same bits" $?
@@ -116,7 +117,7 @@ cmp -s "$T/ref12.bin" "$T/res12.bin"; check "resumed run saves the same bits" $?
   --work-dir="$T/ref40" >/dev/null 2>&1
 check "uninterrupted 40-step run" $?
 "$LAUNCHER" train "${TINY[@]}" --steps=40 --checkpoint-dir="$T/ckpt40" \
-  --checkpoint-every=4 --print_every=1 --save="$T/kill40.bin" \
+  --checkpoint-interval=4 --print_every=1 --save="$T/kill40.bin" \
   --work-dir="$T/kill40" >"$T/kill40.log" 2>&1 &
 lpid=$!
 for _ in $(seq 600); do grep -q "^step 10/" "$T/kill40.log" 2>/dev/null && break; sleep 0.02; done
