@@ -346,7 +346,10 @@ int RunTrain(int argc, char** argv) {
   for (const std::string& w : options->config_warnings) {
     std::printf("config warning: %s\n", w.c_str());
   }
-  auto worker_bin = FindBinary("zeroshard-worker", {".", "../worker/train"});
+  absl::StatusOr<std::string> worker_bin = options->worker_binary;
+  if (options->worker_binary.empty()) {
+    worker_bin = FindBinary("zeroshard-worker", {".", "../worker/train"});
+  }
   if (!worker_bin.ok()) {
     ExitWithError(kProg, std::string(worker_bin.status().message()));
   }

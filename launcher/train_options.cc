@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/env/env.h"
 #include "common/flags.h"
 #include "common/status_macros.h"
 #include "worker/io/data_loader.h"
@@ -100,6 +101,11 @@ absl::Status Check(TrainOptions& o) {
     return Invalid(absl::StrCat(
         "--nodes ", o.nodes, " must be >= 1 and divide --workers ", o.workers));
   }
+  if (!o.worker_binary.empty() &&
+      !storage::DefaultEnv()->FileExists(o.worker_binary)) {
+    return absl::NotFoundError(
+        absl::StrCat("--worker_binary ", o.worker_binary, " does not exist"));
+  }
   ZS_RETURN_IF_ERROR(CheckData(o));
   ZS_ASSIGN_OR_RETURN(o.engine, config::ParseDeepSpeedConfigFile(
                                     o.train.config, static_cast<int>(o.workers),
@@ -141,6 +147,9 @@ absl::StatusOr<TrainOptions> ParseTrainOptions(int argc, char** argv) {
                "logs, metrics.jsonl, loss.svg and report.md go here");
   flags.Int64("print_every", &o.print_every,
               "steps between plain progress lines when not on a terminal");
+  flags.String("worker_binary", &o.worker_binary,
+               "for tests: run this worker binary instead of zeroshard-worker "
+               "(e.g. zeroshard-worker-for-tests, which has failure points)");
   auto rest = flags.Parse(argc, argv, 2);
   if (flags.help_requested()) {
     std::fputs(flags.Usage().c_str(), stdout);

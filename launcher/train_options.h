@@ -15,6 +15,9 @@
 // model file, a DeepSpeed config that the parser or the engine rejects,
 // an inconsistent --checkpoint_dir — is one line naming it; the caller
 // exits 2 with nothing started.
+//
+// Tests only: --worker_binary=PATH runs PATH instead of zeroshard-worker
+// (e.g. zeroshard-worker-for-tests, which has failure points).
 #ifndef ZEROSHARD_LAUNCHER_TRAIN_OPTIONS_H_
 #define ZEROSHARD_LAUNCHER_TRAIN_OPTIONS_H_
 
@@ -35,7 +38,8 @@ struct TrainOptions {
   train::TrainFlags train;
   std::string server_addrs, checkpoint_dir;
   std::string work_dir = "/tmp/zeroshard-train";
-  uint32_t servers = 0;  // 0: the config's zeroshard.servers count, else 2
+  std::string worker_binary;  // tests; empty: zeroshard-worker
+  uint32_t servers = 0;       // 0: the config's zeroshard.servers count, else 2
   uint32_t workers = 2, nodes = 1;
   int64_t print_every = 0;  // 0: about 20 plain lines per run
 

@@ -33,6 +33,8 @@ sed -e 's/"stage": 3}/"stage": 0}/' \
   -e 's/"servers": 2}/"servers": 2, "server_aggregation": true}/' \
   "$T/ds.json" >"$T/agg0.json"
 TINY=(--config="$T/ds.json" --data="$T/tokens.bin" --layers=1 --heads=2 --channels=32 --seq-len=16)
+# The worker with failure points (ZEROSHARD_TEST_FAIL_AT); zeroshard-worker has none.
+TEST_WORKER="$R/worker/train/zeroshard-worker-for-tests"
 
 # Bad input: exit 2, one line naming the problem, nothing started.
 bad() {  # description, expected text, then the launcher's arguments
@@ -54,6 +56,8 @@ bad "checkpoint interval" "--checkpoint_dir needs --checkpoint_interval >= 1" "$
 bad "nodes must divide workers" "must be >= 1 and divide --workers 2" "${TINY[@]}" --nodes=3
 bad "bad model shape" "--heads 3 does not divide --channels 32" "${TINY[@]}" --heads=3
 bad "bad number" "flag --steps: 'x' is not an integer" "${TINY[@]}" --steps=x
+bad "missing worker binary" "--worker_binary $T/none does not exist" "${TINY[@]}" \
+  --worker_binary="$T/none"
 
 # End to end.
 W="$T/run"
@@ -76,7 +80,7 @@ check "saved model's PyTorch loss $torch = logged eval loss $logged" $?
 
 # A worker that fails stops the job, naming its rank and status.
 out=$(ZEROSHARD_TEST_FAIL_AT=1:2 "$LAUNCHER" train "${TINY[@]}" --steps=1000 \
-  --work_dir="$T/fail" 2>&1); rc=$?
+  --worker_binary="$TEST_WORKER" --work_dir="$T/fail" 2>&1); rc=$?
 [ $rc -eq 1 ] && grep -q "worker rank 1 (pid [0-9]*) failed with exit code 3" <<<"$out"
 check "failing worker: exit 1 naming rank 1 and exit code 3 (rc $rc)" $?
 [ "$(left_of "$T/fail/")" -eq 0 ]; check "no process left after the failure" $?

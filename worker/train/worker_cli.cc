@@ -38,7 +38,7 @@ void AddWorkerFlags(FlagSet* flags, WorkerOptions* o, std::string* fault_spec) {
 
 }  // namespace
 
-int WorkerMain(int argc, char** argv) {
+int WorkerMain(int argc, char** argv, const WorkerHooks& hooks) {
   TuneMallocForTransfers();
   WorkerOptions o;
   std::string fault_spec;
@@ -63,7 +63,7 @@ int WorkerMain(int argc, char** argv) {
   o.faults = *faults;
   // Before any thread starts (gRPC, UCX, metrics).
   if (o.elastic.elastic) HandleStopSignals();
-  const absl::Status st = RunWorker(o);
+  const absl::Status st = RunWorker(o, hooks);
   if (!st.ok()) {
     std::fprintf(stderr, "%s: %s\n", kProgram, st.ToString().c_str());
     return 1;

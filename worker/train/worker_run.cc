@@ -1,9 +1,6 @@
 #include "worker/train/worker_run.h"
 
-#include <unistd.h>
-
 #include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -57,17 +54,6 @@ absl::StatusOr<std::unique_ptr<ShardClient>> ConnectServers(
   return ShardClient::Connect(co);
 }
 
-// The ZEROSHARD_TEST_FAIL_AT step for `rank`, or -1.
-int64_t TestFailStep(int rank) {
-  const char* v = std::getenv("ZEROSHARD_TEST_FAIL_AT");
-  int r = -1;
-  long long k = -1;
-  if (v == nullptr || std::sscanf(v, "%d:%lld", &r, &k) != 2 || r != rank) {
-    return -1;
-  }
-  return k;
-}
-
 // Opens --metrics_file (with "%r" replaced) into `out` and writes its
 // "start" record.
 absl::Status OpenMetricsFile(const WorkerOptions& o, const TrainSpec& spec,
@@ -102,7 +88,7 @@ void PrintStep(const TrainSpec& spec, const engine::StepStats& s) {
 
 }  // namespace
 
-absl::Status RunWorker(const WorkerOptions& o) {
+absl::Status RunWorker(const WorkerOptions& o, const WorkerHooks& hooks) {
   collective::UcxCommunicatorConfig cc;
   if (o.elastic.elastic) {
     cc.world_size = ElasticConfigWorld(o.elastic);
@@ -161,7 +147,6 @@ absl::Status RunWorker(const WorkerOptions& o) {
   if (!o.metrics_file.empty()) {
     ZS_RETURN_IF_ERROR(OpenMetricsFile(o, spec, rank, cc.world_size, &metrics));
   }
-  const int64_t fail_at = TestFailStep(rank);
   auto on_step = [&](const engine::StepStats& s) {
     const int rank = progress_now.rank;
     worker_metrics.OnStep(s);
@@ -171,12 +156,7 @@ absl::Status RunWorker(const WorkerOptions& o) {
     }
     if (rank == 0) PrintStep(spec, s);
     std::fflush(stdout);
-    if (s.step == fail_at) {
-      std::fprintf(stderr, "rank %d: ZEROSHARD_TEST_FAIL_AT: exiting 3\n",
-                   rank);
-      std::fflush(stderr);
-      _exit(3);
-    }
+    if (hooks.after_step) hooks.after_step(rank, s);
   };
   TrainResult r;
   if (o.elastic.elastic) {

@@ -21,19 +21,18 @@
 // Prometheus metrics on --metrics_host:P (worker_metrics.h) while the rank
 // trains and prints "rank R: metrics on http://HOST:PORT/metrics".
 //
-// Test hook: ZEROSHARD_TEST_FAIL_AT="R:K" makes rank R exit with status 3
-// right after step K (the launcher's failure tests).
-//
 // Threading: RunWorker trains on the calling thread (and starts gRPC's,
 // UCX's and the metrics server's threads).
 #ifndef ZEROSHARD_WORKER_TRAIN_WORKER_RUN_H_
 #define ZEROSHARD_WORKER_TRAIN_WORKER_RUN_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "absl/status/status.h"
 #include "common/fault/fault_spec.h"
+#include "worker/engine/step_stats.h"
 #include "worker/train/elastic_worker.h"
 #include "worker/train/train_flags.h"
 
@@ -51,11 +50,20 @@ struct WorkerOptions {
   ElasticFlags elastic;
 };
 
+// Where a build may hook into a run. The production zeroshard-worker
+// installs none; test builds (zeroshard-worker-for-tests) install failure
+// points here.
+struct WorkerHooks {
+  // After every step has been reported (progress line, metrics record),
+  // on the training thread, with this worker's rank now.
+  std::function<void(int rank, const engine::StepStats&)> after_step;
+};
+
 // Runs `o` to the end. OK also when an elastic worker left the job on a
 // signal. Errors: the config's, the model's, the servers', the run's;
 // INVALID_ARGUMENT for options that do not fit together (no servers for
 // stages 1-3, --elastic at stage 0).
-absl::Status RunWorker(const WorkerOptions& o);
+absl::Status RunWorker(const WorkerOptions& o, const WorkerHooks& hooks);
 
 }  // namespace zeroshard::train
 
