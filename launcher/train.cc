@@ -1,14 +1,12 @@
 #include "launcher/train.h"
 
 #include <signal.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -16,7 +14,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "client/shard_client.h"
+#include "common/env/env.h"
 #include "common/flags.h"
 #include "common/status_macros.h"
 #include "common/subprocess.h"
@@ -37,13 +37,29 @@ const char kProg[] = "zeroshard";
 std::atomic<int> g_signal{0};
 void OnSignal(int signo) { g_signal = signo; }
 
-bool MakeDirs(const std::string& path) {
+// Creates `path` and its parents, and checks that a file can be created
+// in it.
+absl::Status MakeWritableDir(storage::Env* env, const std::string& path) {
+  absl::Status made;
   for (size_t i = 1; i <= path.size(); ++i) {
     if (i == path.size() || path[i] == '/') {
-      mkdir(path.substr(0, i).c_str(), 0755);
+      made = env->CreateDir(path.substr(0, i));  // the last one counts
     }
   }
-  return access(path.c_str(), W_OK) == 0;
+  ZS_RETURN_IF_ERROR(made);
+  const std::string probe = storage::JoinPath(path, ".zeroshard-probe");
+  storage::OpenOptions create;
+  create.create = true;
+  ZS_RETURN_IF_ERROR(env->OpenFile(probe, create).status());
+  return env->RemoveFile(probe);
+}
+
+// Removes `path` if it is there.
+void RemoveStale(storage::Env* env, const std::string& path) {
+  absl::Status s = env->RemoveFile(path);
+  if (!s.ok() && !absl::IsNotFound(s)) {
+    std::fprintf(stderr, "%s: %s\n", kProg, std::string(s.message()).c_str());
+  }
 }
 
 // One running job: its processes, logs and progress.
@@ -72,6 +88,7 @@ class Job {
   void StopAll();
   void Say(const std::string& line) { progress_.Print(line); }
 
+  storage::Env* const env_ = storage::DefaultEnv();
   const TrainOptions& o_;
   const std::string worker_bin_;
   Progress progress_;
@@ -131,7 +148,7 @@ absl::Status Job::SpawnWorker(int r, const std::string& coord) {
             absl::StrCat("ZEROSHARD_LOCAL_SIZE=", local),
             "ZEROSHARD_COORD=" + coord};
   so.log_path = absl::StrCat(o_.work_dir, "/rank-", r, ".log");
-  unlink(so.log_path.c_str());
+  RemoveStale(env_, so.log_path);
   auto p = Subprocess::Spawn(so);
   if (!p.ok()) return p.status();
   workers_.push_back(*std::move(p));
@@ -283,15 +300,17 @@ int Job::Run() {
     return 1;
   }
   const std::string port_file = o_.work_dir + "/rank0.port";
-  unlink(port_file.c_str());
+  RemoveStale(env_, port_file);
   for (uint32_t r = 0; r < o_.workers; ++r) {
-    unlink(absl::StrCat(o_.work_dir, "/metrics-rank", r, ".jsonl").c_str());
+    RemoveStale(env_, absl::StrCat(o_.work_dir, "/metrics-rank", r, ".jsonl"));
   }
   s = SpawnWorker(0, "127.0.0.1:0");
   std::string port;
   while (s.ok() && port.empty() && o_.workers > 1) {
     if (auto code = Poll(); code.has_value()) return *code;
-    std::ifstream(port_file) >> port;
+    // The worker writes it atomically (write, then rename).
+    auto text = storage::ReadSmallFile(env_, port_file);
+    if (text.ok()) port = std::string(absl::StripAsciiWhitespace(*text));
     if (port.empty())
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -353,9 +372,11 @@ int RunTrain(int argc, char** argv) {
   if (!worker_bin.ok()) {
     ExitWithError(kProg, std::string(worker_bin.status().message()));
   }
-  if (!MakeDirs(options->work_dir)) {
-    ExitWithError(kProg, absl::StrCat("--work_dir ", options->work_dir,
-                                      " is not a writable directory"));
+  absl::Status dir = MakeWritableDir(storage::DefaultEnv(), options->work_dir);
+  if (!dir.ok()) {
+    ExitWithError(
+        kProg, absl::StrCat("--work_dir ", options->work_dir,
+                            " is not a writable directory: ", dir.message()));
   }
   signal(SIGINT, OnSignal);
   signal(SIGTERM, OnSignal);

@@ -1,17 +1,18 @@
 #include "worker/train/worker_run.h"
 
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "client/fault_interceptor.h"
 #include "client/security.h"
 #include "client/shard_client.h"
+#include "common/env/env.h"
 #include "common/metrics/http_exporter.h"
 #include "common/metrics/process_metrics.h"
 #include "common/metrics/rpc_metrics.h"
@@ -22,6 +23,7 @@
 #include "worker/gpt2/config.h"
 #include "worker/io/model_file.h"
 #include "worker/train/eval_loss.h"
+#include "worker/train/metrics_log.h"
 #include "worker/train/run_metrics.h"
 #include "worker/train/worker_metrics.h"
 
@@ -54,15 +56,20 @@ absl::StatusOr<std::unique_ptr<ShardClient>> ConnectServers(
   return ShardClient::Connect(co);
 }
 
-// Opens --metrics_file (with "%r" replaced) into `out` and writes its
-// "start" record.
-absl::Status OpenMetricsFile(const WorkerOptions& o, const TrainSpec& spec,
-                             int rank, int world, std::ofstream* out) {
+// --metrics_file with "%r" replaced, and its "start" record written.
+absl::StatusOr<MetricsLog> OpenMetricsLog(const WorkerOptions& o,
+                                          const TrainSpec& spec, int rank,
+                                          int world) {
   const std::string who =
       o.elastic.elastic ? ElasticWorkerName(o.elastic) : std::to_string(rank);
   const std::string path = absl::StrReplaceAll(o.metrics_file, {{"%r", who}});
-  out->open(path, std::ios::trunc);
-  if (!*out) return absl::NotFoundError("cannot write --metrics_file " + path);
+  absl::StatusOr<MetricsLog> log =
+      MetricsLog::Create(storage::DefaultEnv(), path);
+  if (!log.ok()) {
+    return absl::Status(
+        log.status().code(),
+        absl::StrCat("--metrics_file: ", log.status().message()));
+  }
   RunInfo info;
   info.rank = rank;
   info.world = world;
@@ -75,8 +82,8 @@ absl::Status OpenMetricsFile(const WorkerOptions& o, const TrainSpec& spec,
   info.micro_batch = spec.zero.micro_batch;
   info.seq_len = spec.zero.seq_len;
   info.grad_accum = spec.zero.gradient_accumulation_steps;
-  *out << StartRecord(info) << std::endl;
-  return absl::OkStatus();
+  ZS_RETURN_IF_ERROR(log->Append(StartRecord(info)));
+  return log;
 }
 
 void PrintStep(const TrainSpec& spec, const engine::StepStats& s) {
@@ -143,14 +150,24 @@ absl::Status RunWorker(const WorkerOptions& o, const WorkerHooks& hooks) {
   TrainProgress progress_now;  // rank and group size as they change
   progress_now.rank = comm != nullptr ? comm->rank() : 0;
   const int rank = progress_now.rank;
-  std::ofstream metrics;
+  std::optional<MetricsLog> metrics;
   if (!o.metrics_file.empty()) {
-    ZS_RETURN_IF_ERROR(OpenMetricsFile(o, spec, rank, cc.world_size, &metrics));
+    ZS_ASSIGN_OR_RETURN(metrics, OpenMetricsLog(o, spec, rank, cc.world_size));
   }
+  // A metrics file that fails mid-run is reported once and closed; the
+  // run goes on.
+  auto append = [&metrics, &progress_now](const std::string& record) {
+    if (!metrics.has_value()) return;
+    absl::Status s = metrics->Append(record);
+    if (s.ok()) return;
+    std::fprintf(stderr, "rank %d: --metrics_file: %s; no more records\n",
+                 progress_now.rank, s.ToString().c_str());
+    metrics.reset();
+  };
   auto on_step = [&](const engine::StepStats& s) {
     const int rank = progress_now.rank;
     worker_metrics.OnStep(s);
-    if (metrics.is_open()) metrics << StepRecord(s) << std::endl;
+    append(StepRecord(s));
     if (o.stats) {
       std::printf("rank %d: %s\n", rank, engine::DescribeStepStats(s).c_str());
     }
@@ -180,15 +197,16 @@ absl::Status RunWorker(const WorkerOptions& o, const WorkerHooks& hooks) {
     ZS_RETURN_IF_ERROR(
         io::WriteModelFile(o.train.save, layout, r.params.data()));
   }
-  if (final_rank0 && metrics.is_open()) {
+  if (final_rank0 && metrics.has_value()) {
     ZS_ASSIGN_OR_RETURN(std::optional<EvalResult> eval,
                         EvalLoss(spec, r.params));
     if (eval.has_value()) {
       std::printf("eval loss %.6f (final parameters, first %lld tokens)\n",
                   eval->loss, static_cast<long long>(eval->tokens));
-      metrics << EndRecord(eval->loss, eval->tokens) << std::endl;
+      append(EndRecord(eval->loss, eval->tokens));
     }
   }
+  if (metrics.has_value()) ZS_RETURN_IF_ERROR(metrics->Sync());
   return absl::OkStatus();
 }
 

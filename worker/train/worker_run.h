@@ -14,7 +14,7 @@
 //   step 3/100 loss 4.123456 lr 6.0e-04 norm 1.234 tokens/s 12345
 // (--stats: every rank also prints its step_stats.h line). Rank 0 (at the
 // end) writes the final parameters to --save. With --metrics_file every
-// rank writes JSON lines (run_metrics.h) there: a "start"
+// rank writes JSON lines (run_metrics.h, metrics_log.h) there: a "start"
 // record, one "step" record per step and, on rank 0, an "end" record with
 // the eval loss (eval_loss.h). A "%r" in the path is replaced by the rank
 // (--elastic: the worker name). --metrics_port P (0: a free one) serves
