@@ -1,14 +1,12 @@
 #include "launcher/train.h"
 
 #include <signal.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -16,7 +14,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "client/shard_client.h"
+#include "common/env/env.h"
 #include "common/flags.h"
 #include "common/status_macros.h"
 #include "common/subprocess.h"
@@ -37,13 +37,29 @@ const char kProg[] = "zeroshard";
 std::atomic<int> g_signal{0};
 void OnSignal(int signo) { g_signal = signo; }
 
-bool MakeDirs(const std::string& path) {
+// Creates `path` and its parents, and checks that a file can be created
+// in it.
+absl::Status MakeWritableDir(storage::Env* env, const std::string& path) {
+  absl::Status made;
   for (size_t i = 1; i <= path.size(); ++i) {
     if (i == path.size() || path[i] == '/') {
-      mkdir(path.substr(0, i).c_str(), 0755);
+      made = env->CreateDir(path.substr(0, i));  // the last one counts
     }
   }
-  return access(path.c_str(), W_OK) == 0;
+  ZS_RETURN_IF_ERROR(made);
+  const std::string probe = storage::JoinPath(path, ".zeroshard-probe");
+  storage::OpenOptions create;
+  create.create = true;
+  ZS_RETURN_IF_ERROR(env->OpenFile(probe, create).status());
+  return env->RemoveFile(probe);
+}
+
+// Removes `path` if it is there.
+void RemoveStale(storage::Env* env, const std::string& path) {
+  absl::Status s = env->RemoveFile(path);
+  if (!s.ok() && !absl::IsNotFound(s)) {
+    std::fprintf(stderr, "%s: %s\n", kProg, std::string(s.message()).c_str());
+  }
 }
 
 // One running job: its processes, logs and progress.
@@ -52,7 +68,8 @@ class Job {
   Job(const TrainOptions& o, std::string worker_bin)
       : o_(o),
         worker_bin_(std::move(worker_bin)),
-        progress_(stdout, isatty(STDOUT_FILENO) == 1, o.steps, o.print_every),
+        progress_(stdout, isatty(STDOUT_FILENO) == 1, o.train.steps,
+                  o.print_every),
         metrics_(o.work_dir + "/metrics-rank0.jsonl") {}
 
   int Run();
@@ -71,6 +88,7 @@ class Job {
   void StopAll();
   void Say(const std::string& line) { progress_.Print(line); }
 
+  storage::Env* const env_ = storage::DefaultEnv();
   const TrainOptions& o_;
   const std::string worker_bin_;
   Progress progress_;
@@ -110,7 +128,7 @@ absl::Status Job::StartServers() {
   servers_ = absl::StrJoin(addresses, ",");
   ClientOptions co;
   co.addresses = addresses;
-  if (!fleet_) ZS_RETURN_IF_ERROR(ApplyClientSecurity(o_.security, &co));
+  if (!fleet_) ZS_RETURN_IF_ERROR(ApplyClientSecurity(o_.train.security, &co));
   auto client = ShardClient::Connect(co);
   if (!client.ok()) return client.status();
   client_ = *std::move(client);
@@ -122,18 +140,15 @@ absl::Status Job::SpawnWorker(int r, const std::string& coord) {
   const int local = static_cast<int>(o_.workers / o_.nodes);
   SpawnOptions so;
   so.argv = {worker_bin_};
-  for (std::string& f : WorkerFlags(o_, servers_)) so.argv.push_back(f);
-  if (r == 0) {
-    so.argv.push_back("--port_file=" + o_.work_dir + "/rank0.port");
-    if (!o_.save.empty()) so.argv.push_back("--save=" + o_.save);
-  }
+  for (std::string& f : WorkerArgs(o_, servers_)) so.argv.push_back(f);
+  if (r == 0) so.argv.push_back("--port_file=" + o_.work_dir + "/rank0.port");
   so.env = {absl::StrCat("ZEROSHARD_RANK=", r),
             absl::StrCat("ZEROSHARD_WORLD_SIZE=", o_.workers),
             absl::StrCat("ZEROSHARD_LOCAL_RANK=", r % local),
             absl::StrCat("ZEROSHARD_LOCAL_SIZE=", local),
             "ZEROSHARD_COORD=" + coord};
   so.log_path = absl::StrCat(o_.work_dir, "/rank-", r, ".log");
-  unlink(so.log_path.c_str());
+  RemoveStale(env_, so.log_path);
   auto p = Subprocess::Spawn(so);
   if (!p.ok()) return p.status();
   workers_.push_back(*std::move(p));
@@ -173,7 +188,7 @@ void Job::UpdateProgress() {
     const double secs =
         std::chrono::duration<double>(Clock::now() - start_).count();
     p.tokens_per_s = secs > 0 ? tokens_ / secs : 0;
-    if (p.step > 0) p.eta_seconds = secs / p.step * (o_.steps - p.step);
+    if (p.step > 0) p.eta_seconds = secs / p.step * (o_.train.steps - p.step);
     p.server_step = client_ ? server_step_ : -1;
     progress_.Update(p);
   }
@@ -273,11 +288,11 @@ int Job::Run() {
   std::printf(
       "zeroshard train: %u workers (%u node%s), stage %d, GPT-2 L=%d H=%d "
       "C=%d V=%d, B=%d T=%lld, %lld steps (logs in %s)\n",
-      o_.workers, o_.nodes, o_.nodes > 1 ? "s" : "", o_.zero.stage,
-      o_.model.num_layers, o_.model.num_heads, o_.model.channels,
-      o_.model.vocab_size, o_.zero.micro_batch,
-      static_cast<long long>(o_.seq_len), static_cast<long long>(o_.steps),
-      o_.work_dir.c_str());
+      o_.workers, o_.nodes, o_.nodes > 1 ? "s" : "", o_.spec.zero.stage,
+      o_.spec.config.num_layers, o_.spec.config.num_heads,
+      o_.spec.config.channels, o_.spec.config.vocab_size,
+      o_.spec.zero.micro_batch, static_cast<long long>(o_.train.seq_len),
+      static_cast<long long>(o_.train.steps), o_.work_dir.c_str());
   std::fflush(stdout);
   absl::Status s = StartServers();
   if (!s.ok()) {
@@ -285,15 +300,17 @@ int Job::Run() {
     return 1;
   }
   const std::string port_file = o_.work_dir + "/rank0.port";
-  unlink(port_file.c_str());
+  RemoveStale(env_, port_file);
   for (uint32_t r = 0; r < o_.workers; ++r) {
-    unlink(absl::StrCat(o_.work_dir, "/metrics-rank", r, ".jsonl").c_str());
+    RemoveStale(env_, absl::StrCat(o_.work_dir, "/metrics-rank", r, ".jsonl"));
   }
   s = SpawnWorker(0, "127.0.0.1:0");
   std::string port;
   while (s.ok() && port.empty() && o_.workers > 1) {
     if (auto code = Poll(); code.has_value()) return *code;
-    std::ifstream(port_file) >> port;
+    // The worker writes it atomically (write, then rename).
+    auto text = storage::ReadSmallFile(env_, port_file);
+    if (text.ok()) port = std::string(absl::StripAsciiWhitespace(*text));
     if (port.empty())
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -329,9 +346,11 @@ int Job::Run() {
   std::printf(
       "\n%s\ntrained %lld steps in %.0f s; metrics %s/metrics.jsonl, "
       "loss curve %s/loss.svg, report %s/report.md\n",
-      summary->c_str(), static_cast<long long>(o_.steps), secs,
+      summary->c_str(), static_cast<long long>(o_.train.steps), secs,
       o_.work_dir.c_str(), o_.work_dir.c_str(), o_.work_dir.c_str());
-  if (!o_.save.empty()) std::printf("final model: %s\n", o_.save.c_str());
+  if (!o_.train.save.empty()) {
+    std::printf("final model: %s\n", o_.train.save.c_str());
+  }
   return 0;
 }
 
@@ -346,13 +365,18 @@ int RunTrain(int argc, char** argv) {
   for (const std::string& w : options->config_warnings) {
     std::printf("config warning: %s\n", w.c_str());
   }
-  auto worker_bin = FindBinary("zeroshard-worker", {".", "../worker/train"});
+  absl::StatusOr<std::string> worker_bin = options->worker_binary;
+  if (options->worker_binary.empty()) {
+    worker_bin = FindBinary("zeroshard-worker", {".", "../worker/train"});
+  }
   if (!worker_bin.ok()) {
     ExitWithError(kProg, std::string(worker_bin.status().message()));
   }
-  if (!MakeDirs(options->work_dir)) {
-    ExitWithError(kProg, absl::StrCat("--work_dir ", options->work_dir,
-                                      " is not a writable directory"));
+  absl::Status dir = MakeWritableDir(storage::DefaultEnv(), options->work_dir);
+  if (!dir.ok()) {
+    ExitWithError(
+        kProg, absl::StrCat("--work_dir ", options->work_dir,
+                            " is not a writable directory: ", dir.message()));
   }
   signal(SIGINT, OnSignal);
   signal(SIGTERM, OnSignal);

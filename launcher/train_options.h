@@ -2,15 +2,22 @@
 //
 //   zeroshard train --config ds_config.json --data 'tokens_*.bin'
 //       [--servers N | --server_addrs host:port,...] [--workers W]
-//       [--nodes M] [--model_file init.bin | --model_config L,H,C]
-//       [--vocab V] [--seq_len T] [--steps S] [--save final.bin]
+//       [--nodes M] [--model_file init.bin | --layers L --heads H
+//       --channels C --vocab V] [--seq_len T] [--steps S] [--save final.bin]
 //       [--work_dir DIR] [--print_every N] [--threads N] [--seed N]
 //
+// The training options (--config, --data, the model, --seq_len, --steps,
+// --save, --checkpoint_interval, --job_id, the client security flags, ...)
+// are zeroshard-worker's, declared once in worker/train/train_flags.h and
+// handed to every worker as they are; the rest are the launcher's own.
 // Flags may be spelled with '-' or '_' (--model-file = --model_file).
 // Every problem found here — a bad flag, a missing or malformed data or
 // model file, a DeepSpeed config that the parser or the engine rejects,
 // an inconsistent --checkpoint_dir — is one line naming it; the caller
 // exits 2 with nothing started.
+//
+// Tests only: --worker_binary=PATH runs PATH instead of zeroshard-worker
+// (e.g. zeroshard-worker-for-tests, which has failure points).
 #ifndef ZEROSHARD_LAUNCHER_TRAIN_OPTIONS_H_
 #define ZEROSHARD_LAUNCHER_TRAIN_OPTIONS_H_
 
@@ -19,34 +26,27 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "client/security.h"
 #include "worker/config/ds_config.h"
-#include "worker/engine/zero_options.h"
-#include "worker/gpt2/config.h"
+#include "worker/train/train_flags.h"
+#include "worker/train/trainer.h"
 
 namespace zeroshard {
 
 struct TrainOptions {
-  // As given on the command line.
-  std::string config, data, model_file, model_config = "2,4,128", save;
+  // As given on the command line: the workers' options (as they pass to
+  // each worker), then the launcher's own.
+  train::TrainFlags train;
   std::string server_addrs, checkpoint_dir;
-  int64_t checkpoint_every = 100;
   std::string work_dir = "/tmp/zeroshard-train";
-  uint32_t servers = 0;  // 0: the config's zeroshard.servers count, else 2
+  std::string worker_binary;  // tests; empty: zeroshard-worker
+  uint32_t servers = 0;       // 0: the config's zeroshard.servers count, else 2
   uint32_t workers = 2, nodes = 1;
-  int64_t vocab = 256, seq_len = 64, steps = 100, seed = 1, threads = 1;
   int64_t print_every = 0;  // 0: about 20 plain lines per run
-  double init_std = 0.02;
-  // TLS and token of --server_addrs servers, passed on to the workers
-  // (client/security.h); the launcher's own servers are plaintext on
-  // loopback.
-  ClientSecurityFlags security;
 
   // Derived by ParseTrainOptions.
   config::EngineConfig engine;
   std::vector<std::string> config_warnings;
-  gpt2::Config model;
-  engine::ZeroOptions zero;
+  train::TrainSpec spec;                // the model and the engine's options
   std::vector<std::string> data_files;  // the patterns, expanded
   // Existing servers to use (--server_addrs or the config's list); empty
   // with num_servers > 0: the launcher starts that many.
@@ -59,9 +59,10 @@ struct TrainOptions {
 // message otherwise.
 absl::StatusOr<TrainOptions> ParseTrainOptions(int argc, char** argv);
 
-// The zeroshard-worker flags (no rank-specific ones) for `o`.
-std::vector<std::string> WorkerFlags(const TrainOptions& o,
-                                     const std::string& servers);
+// Every worker's argv after the binary (no rank-specific flags): the
+// training options and `servers` (host:port,...; empty: none).
+std::vector<std::string> WorkerArgs(const TrainOptions& o,
+                                    const std::string& servers);
 
 }  // namespace zeroshard
 

@@ -53,7 +53,7 @@ cat >"$T/ds.json" <<'JSON'
 JSON
 train() {  # servers, steps
   "$LAUNCHER" train --config="$T/ds.json" --data="$T/tokens.bin" \
-    --model-config=1,2,32 --seq-len=16 --workers=1 --insecure \
+    --layers=1 --heads=2 --channels=32 --seq-len=16 --workers=1 --insecure \
     --server-addrs="$1" --steps="$2" --work-dir="$T/run-$2" >"$T/train-$2.log" 2>&1
 }
 

@@ -32,7 +32,9 @@ JSON
 sed -e 's/"stage": 3}/"stage": 0}/' \
   -e 's/"servers": 2}/"servers": 2, "server_aggregation": true}/' \
   "$T/ds.json" >"$T/agg0.json"
-TINY=(--config="$T/ds.json" --data="$T/tokens.bin" --model-config=1,2,32 --seq-len=16)
+TINY=(--config="$T/ds.json" --data="$T/tokens.bin" --layers=1 --heads=2 --channels=32 --seq-len=16)
+# The worker with failure points (ZEROSHARD_TEST_FAIL_AT); zeroshard-worker has none.
+TEST_WORKER="$R/worker/train/zeroshard-worker-for-tests"
 
 # Bad input: exit 2, one line naming the problem, nothing started.
 bad() {  # description, expected text, then the launcher's arguments
@@ -49,10 +51,13 @@ bad "engine rejects aggregation at stage 0" "server_aggregation" \
 bad "missing config" "$T/none.json" --config="$T/none.json" --data="$T/tokens.bin"
 bad "checkpoint dir with external servers" "for the servers the launcher starts" \
   "${TINY[@]}" --server-addrs=127.0.0.1:1 --checkpoint-dir="$T/ckpt"
-bad "checkpoint interval" "--checkpoint_every must be >= 1" "${TINY[@]}" \
-  --checkpoint-dir="$T/ckpt" --checkpoint-every=0
+bad "checkpoint interval" "--checkpoint_dir needs --checkpoint_interval >= 1" "${TINY[@]}" \
+  --checkpoint-dir="$T/ckpt" --checkpoint-interval=0
 bad "nodes must divide workers" "must be >= 1 and divide --workers 2" "${TINY[@]}" --nodes=3
-bad "bad model config" "LAYERS,HEADS,CHANNELS" "${TINY[@]}" --model_config=2,x
+bad "bad model shape" "--heads 3 does not divide --channels 32" "${TINY[@]}" --heads=3
+bad "bad number" "flag --steps: 'x' is not an integer" "${TINY[@]}" --steps=x
+bad "missing worker binary" "--worker_binary $T/none does not exist" "${TINY[@]}" \
+  --worker_binary="$T/none"
 
 # End to end.
 W="$T/run"
@@ -75,7 +80,7 @@ check "saved model's PyTorch loss $torch = logged eval loss $logged" $?
 
 # A worker that fails stops the job, naming its rank and status.
 out=$(ZEROSHARD_TEST_FAIL_AT=1:2 "$LAUNCHER" train "${TINY[@]}" --steps=1000 \
-  --work_dir="$T/fail" 2>&1); rc=$?
+  --worker_binary="$TEST_WORKER" --work_dir="$T/fail" 2>&1); rc=$?
 [ $rc -eq 1 ] && grep -q "worker rank 1 (pid [0-9]*) failed with exit code 3" <<<"$out"
 check "failing worker: exit 1 naming rank 1 and exit code 3 (rc $rc)" $?
 [ "$(left_of "$T/fail/")" -eq 0 ]; check "no process left after the failure" $?
@@ -102,12 +107,12 @@ pkill -KILL -f "$T/fail/" 2>/dev/null
   --work-dir="$T/ref12" >/dev/null 2>&1
 check "uninterrupted 12-step run" $?
 "$LAUNCHER" train "${TINY[@]}" --steps=6 --checkpoint-dir="$T/ckpt" \
-  --checkpoint-every=3 --work-dir="$T/c6" >/dev/null 2>&1
+  --checkpoint-interval=3 --work-dir="$T/c6" >/dev/null 2>&1
 check "6 steps with checkpoints" $?
 [ -f "$T/ckpt/step-0000000006/MANIFEST" ] && [ -f "$T/ckpt/step-0000000006/shard-00001-of-00002.ckpt" ]
 check "step 6 checkpoint: manifest and shard files" $?
 out=$("$LAUNCHER" train "${TINY[@]}" --steps=12 --checkpoint-dir="$T/ckpt" \
-  --checkpoint-every=3 --save="$T/res12.bin" --work-dir="$T/c12" 2>&1)
+  --checkpoint-interval=3 --save="$T/res12.bin" --work-dir="$T/c12" 2>&1)
 check "resumed run exits 0" $?
 grep -q "restored step 6" "$T/c12/server-0.log"; check "servers restored step 6" $?
 cmp -s "$T/ref12.bin" "$T/res12.bin"; check "resumed run saves the same bits" $?
@@ -116,7 +121,7 @@ cmp -s "$T/ref12.bin" "$T/res12.bin"; check "resumed run saves the same bits" $?
   --work-dir="$T/ref40" >/dev/null 2>&1
 check "uninterrupted 40-step run" $?
 "$LAUNCHER" train "${TINY[@]}" --steps=40 --checkpoint-dir="$T/ckpt40" \
-  --checkpoint-every=4 --print_every=1 --save="$T/kill40.bin" \
+  --checkpoint-interval=4 --print_every=1 --save="$T/kill40.bin" \
   --work-dir="$T/kill40" >"$T/kill40.log" 2>&1 &
 lpid=$!
 for _ in $(seq 600); do grep -q "^step 10/" "$T/kill40.log" 2>/dev/null && break; sleep 0.02; done

@@ -54,8 +54,8 @@ cat >"$T/ds.json" <<'JSON'
   "zero_optimization": {"stage": 3}
 }
 JSON
-TRAIN=(train --config="$T/ds.json" --data="$T/tokens.bin" --model-config=1,2,32
-  --seq-len=16 --workers=2 --steps=4 --server_addrs="$ADDRS")
+TRAIN=(train --config="$T/ds.json" --data="$T/tokens.bin" --layers=1 --heads=2
+  --channels=32 --seq-len=16 --workers=2 --steps=4 --server_addrs="$ADDRS")
 
 out=$("$LAUNCHER" "${TRAIN[@]}" --work_dir="$T/nocert" --tls_ca="$C/ca.pem" \
   --token_file="$C/zero-worker.token" 2>&1); rc=$?

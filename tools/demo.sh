@@ -16,5 +16,5 @@ bazel-bin/worker/io/zeroshard-tokenize --input="$DEMO_DIR/licenses.txt" \
   --output="$DEMO_DIR/licenses.bin"
 exec bazel-bin/launcher/zeroshard train \
   --config=launcher/demo/ds_config.json --data="$DEMO_DIR/licenses.bin" \
-  --servers=2 --workers=2 --model-config=2,4,128 --seq-len=64 --steps=1000 \
-  --save="$DEMO_DIR/final.bin" --work-dir="$DEMO_DIR/run" "$@"
+  --servers=2 --workers=2 --layers=2 --heads=4 --channels=128 --seq-len=64 \
+  --steps=1000 --save="$DEMO_DIR/final.bin" --work-dir="$DEMO_DIR/run" "$@"

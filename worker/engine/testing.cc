@@ -21,6 +21,7 @@
 #include "worker/engine/zero_plan.h"
 #include "worker/gpt2/reference_io.h"
 #include "worker/io/token_file.h"
+#include "worker/train/train_flags.h"
 
 namespace zeroshard::engine {
 
@@ -219,18 +220,20 @@ std::vector<std::string> TrainWorkerFlags(const train::TrainSpec& s,
                                           const std::string& config_path) {
   std::ofstream(config_path) << DeepSpeedJson(s, kTestAlignment);
   const gpt2::Config& c = s.config;
-  return {"--config=" + config_path,
-          "--data=" + absl::StrJoin(s.data, ","),
-          absl::StrCat("--steps=", s.steps),
-          absl::StrCat("--max_seq_len=", c.max_seq_len),
-          absl::StrCat("--vocab=", c.vocab_size),
-          absl::StrCat("--layers=", c.num_layers),
-          absl::StrCat("--heads=", c.num_heads),
-          absl::StrCat("--channels=", c.channels),
-          absl::StrCat("--seq_len=", s.zero.seq_len),
-          absl::StrCat("--seed=", s.seed),
-          absl::StrCat("--init_std=", s.init_std),
-          "--job_id=" + s.zero.job_id};
+  train::TrainFlags f;
+  f.config = config_path;
+  f.data = absl::StrJoin(s.data, ",");
+  f.steps = s.steps;
+  f.max_seq_len = c.max_seq_len;
+  f.vocab = c.vocab_size;
+  f.layers = c.num_layers;
+  f.heads = c.num_heads;
+  f.channels = c.channels;
+  f.seq_len = s.zero.seq_len;
+  f.seed = static_cast<int64_t>(s.seed);
+  f.init_std = s.init_std;
+  f.job_id = s.zero.job_id;
+  return train::TrainFlagsArgv(f);
 }
 
 bool FlipByteNearEnd(const std::string& path) {

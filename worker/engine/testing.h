@@ -79,8 +79,9 @@ absl::StatusOr<std::string> WriteTestTokens(const std::string& name,
 // are not DeepSpeed keys), with zeroshard.alignment `alignment`.
 std::string DeepSpeedJson(const train::TrainSpec& spec, uint32_t alignment);
 
-// zeroshard-worker's flags for `spec` (model, data, steps, seed, job;
-// its config written to `config_path` by DeepSpeedJson).
+// zeroshard-worker's flags for `spec` (TrainFlagsArgv, train_flags.h:
+// model, data, steps, seed, job; its config written to `config_path` by
+// DeepSpeedJson).
 std::vector<std::string> TrainWorkerFlags(const train::TrainSpec& spec,
                                           const std::string& config_path);
 

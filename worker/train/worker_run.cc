@@ -1,0 +1,213 @@
+#include "worker/train/worker_run.h"
+
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "client/fault_interceptor.h"
+#include "client/security.h"
+#include "client/shard_client.h"
+#include "common/env/env.h"
+#include "common/metrics/http_exporter.h"
+#include "common/metrics/process_metrics.h"
+#include "common/metrics/rpc_metrics.h"
+#include "common/status_macros.h"
+#include "worker/collective/faulty_communicator.h"
+#include "worker/collective/ucx_communicator.h"
+#include "worker/config/ds_config.h"
+#include "worker/gpt2/config.h"
+#include "worker/io/model_file.h"
+#include "worker/train/eval_loss.h"
+#include "worker/train/metrics_log.h"
+#include "worker/train/run_metrics.h"
+#include "worker/train/worker_metrics.h"
+
+namespace zeroshard::train {
+namespace {
+
+// Stages 1-3: a client of --servers (else the config's), its RPCs timed in
+// `registry` (which must outlive it) and faulted by `faults`. Stage 0: null.
+absl::StatusOr<std::unique_ptr<ShardClient>> ConnectServers(
+    const WorkerOptions& o, const config::EngineConfig& config,
+    const TrainSpec& spec, metrics::Registry* registry,
+    std::shared_ptr<fault::FaultInjector> faults) {
+  if (spec.zero.stage == 0) return nullptr;
+  ClientOptions co;
+  co.addresses = absl::StrSplit(o.servers, ',', absl::SkipEmpty());
+  if (co.addresses.empty()) co.addresses = config.zeroshard.server_addresses;
+  if (co.addresses.empty()) {
+    return absl::InvalidArgumentError(
+        "stages 1-3 need shard servers: --servers or zeroshard.servers");
+  }
+  co.interceptors = [registry] {
+    std::vector<
+        std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>>
+        v;
+    v.push_back(metrics::ClientLatencyInterceptorFactory(registry));
+    return v;
+  };
+  ZS_RETURN_IF_ERROR(ApplyClientSecurity(o.train.security, &co));
+  AddClientFaultInjection(std::move(faults), &co);  // last: after auth
+  return ShardClient::Connect(co);
+}
+
+// --metrics_file with "%r" replaced, and its "start" record written.
+absl::StatusOr<MetricsLog> OpenMetricsLog(const WorkerOptions& o,
+                                          const TrainSpec& spec, int rank,
+                                          int world) {
+  const std::string who =
+      o.elastic.elastic ? ElasticWorkerName(o.elastic) : std::to_string(rank);
+  const std::string path = absl::StrReplaceAll(o.metrics_file, {{"%r", who}});
+  absl::StatusOr<MetricsLog> log =
+      MetricsLog::Create(storage::DefaultEnv(), path);
+  if (!log.ok()) {
+    return absl::Status(
+        log.status().code(),
+        absl::StrCat("--metrics_file: ", log.status().message()));
+  }
+  RunInfo info;
+  info.rank = rank;
+  info.world = world;
+  info.stage = spec.zero.stage;
+  info.offload_param = spec.zero.offload_param_server;
+  ZS_ASSIGN_OR_RETURN(gpt2::ParamLayout layout,
+                      gpt2::ParamLayout::Create(spec.config));
+  info.params = static_cast<int64_t>(layout.num_params());
+  info.steps = spec.steps;
+  info.micro_batch = spec.zero.micro_batch;
+  info.seq_len = spec.zero.seq_len;
+  info.grad_accum = spec.zero.gradient_accumulation_steps;
+  ZS_RETURN_IF_ERROR(log->Append(StartRecord(info)));
+  return log;
+}
+
+void PrintStep(const TrainSpec& spec, const engine::StepStats& s) {
+  std::printf("step %d/%d loss %.6f lr %.3e norm %.4g%s tokens/s %.0f\n",
+              static_cast<int>(s.step), spec.steps, s.global_loss, s.lr,
+              s.grad_norm, s.skipped ? " (skipped: non-finite)" : "",
+              s.step_seconds > 0 ? s.tokens / s.step_seconds : 0.0);
+}
+
+}  // namespace
+
+absl::Status RunWorker(const WorkerOptions& o, const WorkerHooks& hooks) {
+  collective::UcxCommunicatorConfig cc;
+  if (o.elastic.elastic) {
+    cc.world_size = ElasticConfigWorld(o.elastic);
+  } else {
+    ZS_ASSIGN_OR_RETURN(cc, collective::UcxCommunicatorConfig::FromEnv());
+  }
+  std::vector<std::string> warnings;
+  ZS_ASSIGN_OR_RETURN(config::EngineConfig config,
+                      config::ParseDeepSpeedConfigFile(
+                          o.train.config, cc.world_size, &warnings));
+  ZS_ASSIGN_OR_RETURN(TrainSpec spec,
+                      TrainSpecFromFlags(o.train, config, &warnings));
+  if (cc.rank == 0) {
+    std::printf("config: %s\n", config::DescribeEngineConfig(config).c_str());
+    for (const std::string& w : warnings) {
+      std::printf("config warning: %s\n", w.c_str());
+    }
+    std::fflush(stdout);
+  }
+
+  cc.part_alignment = config.zeroshard.alignment;
+  cc.port_file = o.port_file;
+  metrics::Registry registry;  // outlives the client (its interceptors)
+  metrics::AddProcessMetrics(&registry);
+  WorkerMetrics worker_metrics(&registry, cc.rank, cc.world_size,
+                               spec.zero.stage, spec.steps);
+  std::unique_ptr<metrics::HttpExporter> metrics_http;
+  if (o.metrics_port >= 0) {
+    ZS_ASSIGN_OR_RETURN(
+        metrics_http,
+        metrics::HttpExporter::Start(
+            o.metrics_host, static_cast<int>(o.metrics_port), &registry));
+    std::printf("rank %d: metrics on http://%s/metrics\n", cc.rank,
+                metrics_http->address().c_str());
+    std::fflush(stdout);
+  }
+  std::unique_ptr<collective::Communicator> comm;
+  if (!o.elastic.elastic) {
+    ZS_ASSIGN_OR_RETURN(comm, collective::CreateUcxCommunicator(cc));
+  }
+  auto faults = std::make_shared<fault::FaultInjector>(o.faults);
+  if (!o.faults.empty() && comm != nullptr) {
+    comm = std::make_unique<collective::FaultyCommunicator>(std::move(comm),
+                                                            faults);
+  }
+  ZS_ASSIGN_OR_RETURN(std::unique_ptr<ShardClient> client,
+                      ConnectServers(o, config, spec, &registry, faults));
+  if (o.elastic.elastic && client == nullptr) {
+    return absl::InvalidArgumentError(
+        "--elastic needs stage 1-3 (the servers own the optimizer state)");
+  }
+  TrainProgress progress_now;  // rank and group size as they change
+  progress_now.rank = comm != nullptr ? comm->rank() : 0;
+  const int rank = progress_now.rank;
+  std::optional<MetricsLog> metrics;
+  if (!o.metrics_file.empty()) {
+    ZS_ASSIGN_OR_RETURN(metrics, OpenMetricsLog(o, spec, rank, cc.world_size));
+  }
+  // A metrics file that fails mid-run is reported once and closed; the
+  // run goes on.
+  auto append = [&metrics, &progress_now](const std::string& record) {
+    if (!metrics.has_value()) return;
+    absl::Status s = metrics->Append(record);
+    if (s.ok()) return;
+    std::fprintf(stderr, "rank %d: --metrics_file: %s; no more records\n",
+                 progress_now.rank, s.ToString().c_str());
+    metrics.reset();
+  };
+  auto on_step = [&](const engine::StepStats& s) {
+    const int rank = progress_now.rank;
+    worker_metrics.OnStep(s);
+    append(StepRecord(s));
+    if (o.stats) {
+      std::printf("rank %d: %s\n", rank, engine::DescribeStepStats(s).c_str());
+    }
+    if (rank == 0) PrintStep(spec, s);
+    std::fflush(stdout);
+    if (hooks.after_step) hooks.after_step(rank, s);
+  };
+  TrainResult r;
+  if (o.elastic.elastic) {
+    ZS_ASSIGN_OR_RETURN(std::optional<TrainResult> er,
+                        RunElasticWorker(o.elastic, config, spec, client.get(),
+                                         on_step, &progress_now));
+    if (!er.has_value()) return absl::OkStatus();  // left the job
+    r = *std::move(er);
+  } else {
+    ZS_ASSIGN_OR_RETURN(
+        r, RunTraining(spec, comm.get(), client.get(), on_step, &progress_now));
+  }
+  if (!o.faults.empty()) {
+    std::printf("rank %d: %s\n", rank, faults->Summary().c_str());
+    std::fflush(stdout);
+  }
+  const bool final_rank0 = progress_now.rank == 0;  // elastic: may change
+  if (final_rank0 && !o.train.save.empty()) {
+    ZS_ASSIGN_OR_RETURN(gpt2::ParamLayout layout,
+                        gpt2::ParamLayout::Create(spec.config));
+    ZS_RETURN_IF_ERROR(
+        io::WriteModelFile(o.train.save, layout, r.params.data()));
+  }
+  if (final_rank0 && metrics.has_value()) {
+    ZS_ASSIGN_OR_RETURN(std::optional<EvalResult> eval,
+                        EvalLoss(spec, r.params));
+    if (eval.has_value()) {
+      std::printf("eval loss %.6f (final parameters, first %lld tokens)\n",
+                  eval->loss, static_cast<long long>(eval->tokens));
+      append(EndRecord(eval->loss, eval->tokens));
+    }
+  }
+  if (metrics.has_value()) ZS_RETURN_IF_ERROR(metrics->Sync());
+  return absl::OkStatus();
+}
+
+}  // namespace zeroshard::train
