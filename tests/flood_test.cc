@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/security.h"
 #include "client/shard_client.h"
+#include "common/metrics/process_metrics.h"
 #include "fleet/local_fleet.h"
 #include "gtest/gtest.h"
 #include "tests/testing.h"
@@ -32,7 +33,7 @@ constexpr int64_t kSlackBytes = 32ll << 20;
 
 // VmHWM or VmRSS of `pid`, in bytes (tests/testing.h).
 int64_t ProcBytes(int pid, const std::string& field) {
-  return static_cast<int64_t>(testing::ProcStatusBytes(pid, field));
+  return static_cast<int64_t>(metrics::ProcStatusBytes(pid, field));
 }
 
 v1::ModelSpec FloodSpec() {

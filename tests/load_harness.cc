@@ -13,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "client/fault_interceptor.h"
 #include "common/fault/fault_spec.h"
+#include "common/metrics/process_metrics.h"
 #include "common/seeded_random.h"
 #include "tests/testing.h"
 
@@ -193,8 +194,8 @@ LoadResult RunLoad(const LoadOptions& o) {
   if (!r.status.ok()) return r;
   r.params_match = FirstBitDifference(p, reference.params()) == -1;
   for (uint32_t k = 0; k < o.servers; ++k) {
-    r.vm_hwm =
-        std::max(r.vm_hwm, ProcStatusBytes(fleet->server(k).pid(), "VmHWM"));
+    r.vm_hwm = std::max(
+        r.vm_hwm, metrics::ProcStatusBytes(fleet->server(k).pid(), "VmHWM"));
   }
   return r;
 }

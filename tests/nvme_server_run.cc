@@ -16,6 +16,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/dtype.h"
+#include "common/metrics/process_metrics.h"
 #include "common/model_spec.h"
 #include "common/optim/adamw.h"
 #include "common/optim/adamw_hyper.h"
@@ -62,7 +63,7 @@ class RssSampler {
     } while (!stop_.WaitForNotificationWithTimeout(absl::Milliseconds(50)));
   }
   void Sample() {
-    const uint64_t rss = ProcStatusBytes(pid_, "VmRSS");
+    const uint64_t rss = metrics::ProcStatusBytes(pid_, "VmRSS");
     ++samples_;
     uint64_t seen = peak_;
     while (rss > seen && !peak_.compare_exchange_weak(seen, rss)) {
@@ -203,7 +204,7 @@ absl::Status Train(const NvmeServerOptions& o, LocalFleet& fleet,
   if (total < 16 * kSampleElements) {
     return absl::InvalidArgumentError("state_bytes is too small to sample");
   }
-  r.rss_idle = ProcStatusBytes(fleet.server(0).pid(), "VmRSS");
+  r.rss_idle = metrics::ProcStatusBytes(fleet.server(0).pid(), "VmRSS");
   log(absl::StrFormat("registered %d elements (%.2f GiB of p+m+v)", total,
                       total * 12.0 / (1 << 30)));
   absl::Time t = absl::Now();
@@ -290,7 +291,7 @@ NvmeServerResult RunNvmeServer(const NvmeServerOptions& o) {
     {
       RssSampler rss(pid);
       r.status = Train(o, *fleet, rss, r);
-      r.vm_hwm = ProcStatusBytes(pid, "VmHWM");
+      r.vm_hwm = metrics::ProcStatusBytes(pid, "VmHWM");
       r.rss_peak = rss.peak();
       r.rss_samples = rss.samples();
     }

@@ -121,17 +121,4 @@ int64_t FirstBitDifference(const std::vector<float>& a,
   return -1;
 }
 
-uint64_t ProcStatusBytes(int pid, const std::string& field) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
-  const std::string key = field + ":";
-  std::string word;
-  while (in >> word) {
-    if (word != key) continue;
-    uint64_t kib = 0;
-    in >> kib;
-    return kib * 1024;
-  }
-  return 0;
-}
-
 }  // namespace zeroshard::testing

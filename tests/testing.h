@@ -60,9 +60,6 @@ class ReferenceAdamW {
 int64_t FirstBitDifference(const std::vector<float>& a,
                            const std::vector<float>& b);
 
-// `field` ("VmRSS", "VmHWM") of /proc/<pid>/status in bytes; 0 if unknown.
-uint64_t ProcStatusBytes(int pid, const std::string& field);
-
 }  // namespace zeroshard::testing
 
 #endif  // ZEROSHARD_TESTS_TESTING_H_

@@ -7,12 +7,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <set>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/env/env.h"
 
 namespace zeroshard {
 namespace bench {
@@ -197,9 +197,11 @@ void ResultLine::Print() const {
 }
 
 CpuTimes ProcessCpu(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
-  std::string line;
-  if (!std::getline(in, line)) return CpuTimes{};
+  const std::string line =
+      storage::ReadSmallFile(storage::DefaultEnv(),
+                             absl::StrCat("/proc/", pid, "/stat"))
+          .value_or("");
+  if (line.empty()) return CpuTimes{};
   // Fields after the parenthesised command name (which may hold spaces):
   // state(3) ... minflt(10) ... utime(14) stime(15).
   const size_t close = line.rfind(')');
@@ -220,18 +222,6 @@ CpuTimes ProcessesCpu(const std::vector<pid_t>& pids) {
   CpuTimes total;
   for (pid_t p : pids) total += ProcessCpu(p);
   return total;
-}
-
-uint64_t ProcStatusBytes(pid_t pid, absl::string_view field) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
-  const std::string prefix = absl::StrCat(field, ":");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.compare(0, prefix.size(), prefix) != 0) continue;
-    // "VmHWM:    123456 kB"
-    return std::strtoull(line.c_str() + prefix.size(), nullptr, 10) * 1024;
-  }
-  return 0;
 }
 
 std::string MakeWorkDir(const std::string& name) {

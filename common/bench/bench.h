@@ -229,10 +229,6 @@ CpuTimes ProcessCpu(pid_t pid);
 // Summed over `pids`.
 CpuTimes ProcessesCpu(const std::vector<pid_t>& pids);
 
-// A size field of /proc/<pid>/status ("VmRSS", "VmHWM") in bytes; 0 if it
-// cannot be read.
-uint64_t ProcStatusBytes(pid_t pid, absl::string_view field);
-
 // A fresh directory for logs and port files: $TEST_TMPDIR/<name> when run
 // by Bazel, else a new /tmp/<name>.XXXXXX.
 std::string MakeWorkDir(const std::string& name);

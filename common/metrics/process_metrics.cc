@@ -5,8 +5,11 @@
 #include <sstream>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/env/env.h"
 
 namespace zeroshard::metrics {
@@ -29,6 +32,22 @@ double BootTime() {
 }
 
 }  // namespace
+
+uint64_t ProcStatusBytes(int pid, absl::string_view field) {
+  const std::string text =
+      storage::ReadSmallFile(storage::DefaultEnv(),
+                             absl::StrCat("/proc/", pid, "/status"))
+          .value_or("");
+  const std::string prefix = absl::StrCat(field, ":");
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (!absl::ConsumePrefix(&line, prefix)) continue;
+    uint64_t kib = 0;  // "VmHWM:    123456 kB"
+    line = absl::StripAsciiWhitespace(line);
+    return absl::SimpleAtoi(line.substr(0, line.find(' ')), &kib) ? kib * 1024
+                                                                  : 0;
+  }
+  return 0;
+}
 
 absl::StatusOr<ProcessSample> ParseProcStat(absl::string_view stat,
                                             double page_bytes,

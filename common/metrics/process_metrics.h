@@ -5,6 +5,7 @@
 #ifndef ZEROSHARD_COMMON_METRICS_PROCESS_METRICS_H_
 #define ZEROSHARD_COMMON_METRICS_PROCESS_METRICS_H_
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -27,6 +28,10 @@ absl::StatusOr<ProcessSample> ParseProcStat(absl::string_view stat,
                                             double page_bytes,
                                             double ticks_per_second,
                                             double boot_time_seconds);
+
+// The byte count of `field` ("VmRSS", "VmHWM", ...) in /proc/<pid>/status
+// (reported there in kB); 0 when the file or the field cannot be read.
+uint64_t ProcStatusBytes(int pid, absl::string_view field);
 
 // Adds a collector to `registry` that refreshes the metrics above (a read
 // that fails leaves the previous values).

@@ -32,6 +32,7 @@
 #include "common/bench/bench.h"
 #include "common/crc32c.h"
 #include "common/flags.h"
+#include "common/metrics/process_metrics.h"
 #include "common/thread_pool.h"
 #include "server/storage/adamw_pass.h"
 #include "server/storage/array_file.h"
@@ -237,14 +238,14 @@ int Main(int argc, char** argv) {
     std::printf(
         "memory: VmRSS %.1f MiB, VmHWM %.1f MiB, tier peak allocation %.1f "
         "MiB, compute reference arrays %.1f MiB\n",
-        MiB(bench::ProcStatusBytes(getpid(), "VmRSS")),
-        MiB(bench::ProcStatusBytes(getpid(), "VmHWM")),
+        MiB(metrics::ProcStatusBytes(getpid(), "VmRSS")),
+        MiB(metrics::ProcStatusBytes(getpid(), "VmHWM")),
         MiB(t->Stats().peak_bytes_allocated), MiB(18 * o.sub_group_size));
     absl::Status v = t->Verify();
     verified = v.ok();
     if (!v.ok()) std::printf("verify: %s\n", v.ToString().c_str());
   }
-  const double hwm_mib = MiB(bench::ProcStatusBytes(getpid(), "VmHWM"));
+  const double hwm_mib = MiB(metrics::ProcStatusBytes(getpid(), "VmHWM"));
   if (!keep) {
     absl::StatusOr<std::vector<std::string>> names = env->ListDir(o.path);
     if (names.ok()) {
