@@ -26,21 +26,22 @@
 //      persistent: every rank fetches them whole after each commit and
 //      never gathers or releases them.
 //
-// Gradient norm and clipping, the same bits on every stage and K:
-// grad_reducer.h accumulates and scales identical parts; each rank sums the
-// squares of its parts in fp64; the W partials (with each rank's loss sum)
-// are all-gathered (a bit copy) and added in rank order on every rank;
-// engine::DecideStep (worker/engine/clip.h) turns them into the norm and
-// torch 1.13's clip coefficient, applied as AdamW's grad_scale. The servers'
-// own partial norms (which depend on K) are not used.
-//
-// Server-side aggregation (ZeroOptions::server_aggregation, stages 1-3):
-// no gradient collective; each rank pushes every micro-batch's scaled
-// gradient (grad_pusher.h) and the servers sum the W·gas contributions in
-// a fixed order. The norm then comes from the servers' prepare (their fp64
-// partials, added in shard order), so the leader decides clip and skip and
-// broadcasts them. Deterministic for a given W and K, but not bit-identical
-// to reduction among workers (the sums associate differently).
+// Gradients leave backward through one GradPath (grad_path.h), one per
+// mode. Reduction among the workers (grad_reducer.h; every stage, the same
+// bits on every stage and K): identical parts are accumulated and scaled;
+// each rank sums the squares of its parts in fp64; the W partials (with
+// each rank's loss sum) are all-gathered (a bit copy) and added in rank
+// order on every rank; DecideStep (common/optim/clip.h) turns them into the
+// norm and torch 1.13's clip coefficient, applied as AdamW's grad_scale.
+// The servers' own partial norms (which depend on K) are not used.
+// Server-side aggregation (ZeroOptions::server_aggregation, stages 1-3;
+// grad_pusher.h): no gradient collective; each rank pushes every
+// micro-batch's scaled gradient and the servers sum the W·gas
+// contributions in a fixed order; the norm then comes from the servers'
+// prepare (their fp64 partials, added in shard order), so the leader
+// decides clip and skip. Deterministic for a given W and K, but not
+// bit-identical to reduction among workers (the sums associate
+// differently).
 //
 // Non-finite gradients (a NaN/Inf norm, seen identically by every rank):
 // the update is skipped — stage 0 leaves its parameters and moments alone,
@@ -62,24 +63,19 @@
 // state goes into every commit's and checkpoint's TrainerState and comes
 // back with a roll back or a continued start.
 //
-// Step synchronisation (stages 1-3): pushes → leader Prepare + Commit →
-// Broadcast of {status, committed step} from the leader → gathers.
+// The step against the servers (stages 1-3) is the client library's step
+// protocol (client/step_protocol.h; the engine's ranks are its StepGroup,
+// comm_group.h): pushes → the leader's prepare, decision and commit (and a
+// checkpoint every checkpoint_interval steps) → the outcome on every rank
+// → gathers; with checkpoints on, a failure rolls every rank back to the
+// newest common checkpoint (step, updates, data position and loss scaler
+// restored; rollbacks() counts it) or retries a failed fetch.
 //
-// Initialisation: stage 0 copies `initial_params`; stages 1-3 register the
-// model's spec (optimizer.h) on the servers from every rank, rank 0 writes
-// `initial_params`, a barrier, then every rank fetches what it keeps. The
-// servers must be fresh (step 0) for this job, unless checkpoints are on
-// (ZeroOptions::checkpoint_interval): then a job whose servers hold
-// checkpoints resumes from the newest common one instead, and a fresh job
-// checkpoints step 0.
-//
-// Recovery (checkpoints on): after the pushes and after the parameter
-// fetch every rank learns whether any failed; on a failure the leader
-// looks at the servers (client/rollback.h): a restarted server or a commit that
-// reached only some servers rolls every rank back to the newest checkpoint
-// (new epoch; step, updates and data position restored, rollbacks()
-// counts it); servers all up and consistent: the fetch is retried, a
-// failed step is an error.
+// Initialisation: stage 0 copies `initial_params`; stages 1-3 start the
+// protocol (register the model's spec, optimizer.h; rank 0 of a fresh job
+// writes `initial_params`, and checkpoints step 0 with checkpoints on; a
+// job whose servers hold a later state resumes from it), a barrier, then
+// every rank fetches what it keeps.
 //
 // Elastic groups (ElasticHooks; worker/elastic/elastic_trainer.h): the
 // engine of a worker group formed after a worker left or joined starts
@@ -109,10 +105,11 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "client/shard_client.h"
+#include "client/step_protocol.h"
+#include "common/optim/clip.h"
 #include "worker/collective/collective.h"
-#include "worker/engine/clip.h"
-#include "worker/engine/grad_pusher.h"
-#include "worker/engine/grad_reducer.h"
+#include "worker/engine/comm_group.h"
+#include "worker/engine/grad_path.h"
 #include "worker/engine/loss_scaler.h"
 #include "worker/engine/optimizer.h"
 #include "worker/engine/param_window.h"
@@ -146,7 +143,8 @@ class ZeroEngine {
   // One micro-batch (B·T tokens each). Returns the micro-batch's mean loss.
   absl::StatusOr<float> Forward(absl::Span<const int> inputs,
                                 absl::Span<const int> targets);
-  // Backward of the last Forward, reducing gradient buckets as they finish.
+  // Backward of the last Forward, sending gradient buckets on as they
+  // finish (the GradPath).
   absl::Status Backward();
   // Ends a micro-batch; the gradient_accumulation_steps-th call of a step
   // runs the optimizer step (collective). Sets *stepped (if not null).
@@ -178,8 +176,10 @@ class ZeroEngine {
   // restored_state() is that commit's state); the membership epoch of the
   // leader's last step word; the epoch of pushes and commits.
   bool continued() const { return continued_; }
-  uint64_t world_epoch() const { return world_epoch_; }
-  uint64_t epoch() const { return epoch_; }
+  uint64_t world_epoch() const {
+    return protocol_ ? protocol_->world_epoch() : 0;
+  }
+  uint64_t epoch() const { return protocol_ ? protocol_->epoch() : 0; }
 
   gpt2::Model& model() { return *model_; }
   const gpt2::ParamLayout& layout() const { return model_->layout(); }
@@ -188,59 +188,33 @@ class ZeroEngine {
 
  private:
   ZeroEngine(const ZeroOptions& options, collective::Communicator* comm,
-             ShardClient* client, const ElasticHooks* elastic)
+             ShardClient* client)
       : options_(options),
         comm_(comm),
         client_(client),
-        elastic_(elastic != nullptr ? std::optional<ElasticHooks>(*elastic)
-                                    : std::nullopt),
+        group_(comm, &stats_),
         scaler_(ScalerOptions(options)) {}
-  static engine::LossScalerOptions ScalerOptions(const ZeroOptions& options);
-  bool mixed() const { return options_.precision != engine::Precision::kFp32; }
-  // The scaler continues from `state`'s record of it (a roll back or a
-  // continued start).
-  absl::Status RestoreScaler(const v1::TrainerState& state);
+  static LossScalerOptions ScalerOptions(const ZeroOptions& options);
+  bool mixed() const { return options_.precision != Precision::kFp32; }
   absl::Status Init(const gpt2::Config& config,
-                    absl::Span<const float> initial_params);
+                    absl::Span<const float> initial_params,
+                    const ElasticHooks* elastic);
   absl::Status OptimizerStep();
-  // Rank 0 of a fresh job: the initial parameters to the servers (and,
-  // with recovery, a checkpoint of step 0).
-  absl::Status WriteInitial(const v1::ModelSpec& spec,
-                            absl::Span<const float> initial);
+  // Stage 0: AdamW on this rank's copy with the decision.
+  void LocalStep(const StepDecision& d, double lr);
   // All-gathers each rank's sum of squares and loss sum; `partials` in rank
   // order, `loss_sum` added in rank order.
   absl::Status ExchangeNormAndLoss(std::vector<double>* partials,
                                    double* loss_sum);
-  // Server-side aggregation: waits for this rank's pushes; the leader
-  // prepares the step and decides norm, clip and skip from the servers'
-  // answer; every rank receives the decision (or rolls back: *rolled_back).
-  absl::Status ServerDecision(engine::StepDecision* d, bool* rolled_back);
-  // Pushes this rank's reduced parts (none with server-side aggregation:
-  // they are pushed during backward), then the leader commits.
-  absl::Status PushAndCommit(float clip_coef, double lr, bool skip,
-                             bool* rolled_back);
-  // Leader: prepare (unless ServerDecision did) and commit `step` (with
-  // the workers' state after it).
-  absl::Status LeaderCommit(uint64_t step, float clip_coef, double lr,
-                            bool skip, const v1::TrainerState* after);
+  // Every rank moves to `o`'s state when it is a roll back or a continued
+  // start (step, updates, loss scaler); true if it did.
+  absl::StatusOr<bool> Apply(const Outcome& o);
   // Fetches what this rank keeps from the servers, then (stages 0-2)
   // all-gathers it; with recovery on, a failure anywhere rolls back.
   absl::Status Refresh();
   absl::Status FetchOwn();
-  bool recovery() const { return options_.checkpoint_interval > 0; }
-  // The workers' state now (step_, updates_, data position, seed).
+  // The workers' state now (step_, updates_, data position, seed, scaler).
   v1::TrainerState StateNow() const;
-  // Collective: whether every rank's `mine` is OK.
-  absl::StatusOr<bool> AllOk(const absl::Status& mine);
-  // Collective, after a phase whose outcome the leader knows: OK, a roll
-  // back (every rank applies the checkpoint's state; *rolled_back), or the
-  // error. `at_start`: resume from the newest checkpoint if the servers
-  // hold any. *healthy (if not null): the leader found every server up,
-  // none restarted and all at one step, so the phase may be retried.
-  absl::Status Decide(const absl::Status& leader_status, bool at_start,
-                      bool* rolled_back, bool* healthy = nullptr);
-  // Collective: `bytes` of raw bits at `word` replaced by rank 0's.
-  absl::Status BroadcastFromLeader(void* word, size_t bytes);
   void ResetStats();
 
   const ZeroOptions options_;
@@ -248,8 +222,7 @@ class ZeroEngine {
   ShardClient* client_;
   std::vector<float> params_, grads_;  // the model's buffers
   std::unique_ptr<gpt2::Model> model_;
-  std::unique_ptr<GradReducer> reducer_;  // or, with server_aggregation:
-  std::unique_ptr<GradPusher> pusher_;
+  std::unique_ptr<GradPath> grad_path_;
   std::unique_ptr<ParamWindow> window_;  // stage 3
   std::unique_ptr<LocalAdamW> adamw_;    // stage 0
   std::vector<float> master_;            // stage 0, fp16/bf16: the fp32 weights
@@ -259,18 +232,14 @@ class ZeroEngine {
   double loss_sum_ = 0;
   double step_start_ = -1;
   StepStats stats_, last_stats_;
-  // Recovery (checkpoint_interval > 0).
-  uint64_t epoch_ = 0;  // of pushes and commits; +1 per roll back
+  CommGroup group_;                         // the ranks, for the protocol
+  std::unique_ptr<StepProtocol> protocol_;  // stages 1-3
   uint64_t seed_ = 0;
   v1::TrainerState data_position_;  // data_* fields only
   int rollbacks_ = 0;
-  v1::TrainerState restored_;
-  std::vector<uint64_t> incarnations_;  // leader: servers' at last view
-  // Elastic.
-  const std::optional<ElasticHooks> elastic_;
   bool continued_ = false;
-  uint64_t world_epoch_ = 0;
-  engine::LossScaler scaler_;
+  v1::TrainerState restored_;
+  LossScaler scaler_;
 };
 
 }  // namespace zeroshard::engine

@@ -12,6 +12,7 @@ GradPusher::GradPusher(uint64_t bucket_size, uint32_t alignment, bool overlap,
     : overlap_(overlap),
       world_(world),
       rank_(rank),
+      gas_(gas),
       scale_(static_cast<float>(1.0 / (static_cast<double>(world) * gas))),
       client_(client),
       grads_(grads),
@@ -53,8 +54,9 @@ void GradPusher::OnSegment(const gpt2::GradSegment& segment) {
   while (next_ < end) Issue(next_++);
 }
 
-void GradPusher::EndMicroBatch() {
+absl::Status GradPusher::EndMicroBatch() {
   while (next_ < buckets_.size()) Issue(next_++);
+  return absl::OkStatus();
 }
 
 void GradPusher::WaitPushes() {
@@ -65,7 +67,8 @@ void GradPusher::WaitPushes() {
   pushes_.clear();
 }
 
-absl::Status GradPusher::TakeStatus() {
+absl::Status GradPusher::Push(uint64_t step, uint64_t epoch) {
+  WaitPushes();
   absl::Status s = std::move(status_);
   status_ = absl::OkStatus();
   return s;

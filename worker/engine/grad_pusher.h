@@ -1,4 +1,5 @@
-// GradPusher: server-side aggregation (ZeroOptions::server_aggregation).
+// GradPusher: the GradPath (grad_path.h) of server-side aggregation
+// (ZeroOptions::server_aggregation).
 // Ranks do not reduce gradients among themselves; each pushes every
 // micro-batch's gradient to the shard servers, which sum the contributions.
 //
@@ -15,8 +16,8 @@
 // the step) waits for them. The rank keeps no gradient accumulator.
 //
 // Errors: a failed push does not fail the micro-batch; the first error of
-// the step is kept and returned by TakeStatus() at the step, so that every
-// rank reaches the step's collective decision (engine.h recovery).
+// the step is kept and returned by Push() at the step, so that every rank
+// reaches the step's collective decision (client/step_protocol.h).
 //
 // Threading: one thread (the engine's); the client's RPC threads push.
 #ifndef ZEROSHARD_WORKER_ENGINE_GRAD_PUSHER_H_
@@ -29,46 +30,46 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "client/shard_client.h"
+#include "worker/engine/grad_path.h"
 #include "worker/engine/step_stats.h"
 #include "worker/gpt2/model.h"
 
 namespace zeroshard::engine {
 
-class GradPusher {
+class GradPusher : public GradPath {
  public:
   // `grads`: the model's gradient buffer; it and `client` must outlive the
   // pusher. `world` ranks, this one `rank`; `alignment`: the plan's.
   GradPusher(uint64_t bucket_size, uint32_t alignment, bool overlap, int world,
              int rank, int gas, ShardClient* client, absl::Span<float> grads);
-  ~GradPusher();  // waits for pushes in flight
+  ~GradPusher() override;  // waits for pushes in flight
 
-  // Where the stats of the current step go (not owned; set before use).
-  void set_stats(StepStats* stats) { stats_ = stats; }
+  void set_stats(StepStats* stats) override { stats_ = stats; }
 
-  // Before micro-batch `micro` (0-based in the step) of step `step`, pushed
-  // with `epoch`. Waits for the previous micro-batch's pushes.
-  void BeginMicroBatch(int micro, uint64_t step, uint64_t epoch);
-  // The model's GradHook.
-  void OnSegment(const gpt2::GradSegment& segment);
-  // After Backward: pushes what is left (does not wait).
-  void EndMicroBatch();
+  // Waits for the previous micro-batch's pushes (they read the gradients
+  // about to be zeroed).
+  void BeginMicroBatch(int micro, uint64_t step, uint64_t epoch) override;
+  void OnSegment(const gpt2::GradSegment& segment) override;
+  // Pushes what is left (does not wait).
+  absl::Status EndMicroBatch() override;
 
-  // Waits for every push in flight.
-  void WaitPushes();
-  // At the step, after WaitPushes: the first push error since the last
-  // call (OK if none), and resets it.
-  absl::Status TakeStatus();
-
-  // Contributions each element receives per step: W·gas.
-  static uint32_t Contributions(int world, int gas) {
-    return static_cast<uint32_t>(world) * static_cast<uint32_t>(gas);
+  void FinishStep(float scale) override {}  // each push was scaled
+  double SumSquares() const override { return 0; }
+  bool summed_on_servers() const override { return true; }
+  // Waits for every push in flight; the first push error of the step.
+  absl::Status Push(uint64_t step, uint64_t epoch) override;
+  // W·gas.
+  uint32_t contributions_per_step() const override {
+    return static_cast<uint32_t>(world_) * static_cast<uint32_t>(gas_);
   }
+  uint64_t acc_bytes() const override { return 0; }
 
  private:
   void Issue(size_t k);
+  void WaitPushes();
 
   const bool overlap_;
-  const int world_, rank_;
+  const int world_, rank_, gas_;
   const float scale_;  // 1/(W·gas)
   ShardClient* client_;
   absl::Span<float> grads_;

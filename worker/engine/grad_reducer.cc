@@ -1,7 +1,10 @@
 #include "worker/engine/grad_reducer.h"
 
 #include <algorithm>
+#include <future>
+#include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "worker/engine/op_wait.h"
 #include "worker/engine/zero_plan.h"
@@ -9,9 +12,13 @@
 namespace zeroshard::engine {
 
 GradReducer::GradReducer(int stage, uint64_t bucket_size, bool overlap,
-                         collective::Communicator* comm,
+                         collective::Communicator* comm, ShardClient* client,
                          absl::Span<float> grads)
-    : stage_(stage), overlap_(overlap), comm_(comm), grads_(grads) {
+    : stage_(stage),
+      overlap_(overlap),
+      comm_(comm),
+      client_(client),
+      grads_(grads) {
   const uint32_t align = comm->part_alignment();
   buckets_ = GradientBuckets(grads.size(), bucket_size, align);
   uint64_t packed = 0;
@@ -33,8 +40,8 @@ Range GradReducer::Accumulated(size_t k) const {
   return stage_ == 0 ? buckets_[k] : parts_[k];
 }
 
-void GradReducer::BeginMicroBatch(bool first) {
-  first_ = first;
+void GradReducer::BeginMicroBatch(int micro, uint64_t step, uint64_t epoch) {
+  first_ = micro == 0;
   next_ = 0;
   stats_->bucket_issue_seconds.assign(buckets_.size(), 0.0);
 }
@@ -79,7 +86,7 @@ absl::Status GradReducer::EndMicroBatch() {
   return first_error;
 }
 
-void GradReducer::Scale(float s) {
+void GradReducer::FinishStep(float s) {
   for (size_t k = 0; k < buckets_.size(); ++k) {
     float* dst = acc_.data() + acc_offset_[k];
     const uint64_t n = Accumulated(k).size();
@@ -111,6 +118,28 @@ std::vector<GradReducer::Part> GradReducer::OwnParts() const {
     out.push_back(Part{parts_[k], data});
   }
   return out;
+}
+
+absl::Status GradReducer::Push(uint64_t step, uint64_t epoch) {
+  if (client_ == nullptr) return absl::OkStatus();  // stage 0
+  std::vector<std::future<absl::Status>> pushes;
+  for (const Part& p : OwnParts()) {
+    PushId id;
+    id.epoch = epoch;
+    id.step = step;
+    id.slot = 0;
+    id.key_prefix =
+        absl::StrCat("w", comm_->rank(), "/s", step, "/o", p.range.begin);
+    pushes.push_back(
+        client_->PushAsync(p.range, v1::DTYPE_FP32, p.data, std::move(id)));
+    stats_->server_push.Add(4 * p.range.size(), 0);
+  }
+  absl::Status pushed;
+  for (auto& f : pushes) {
+    absl::Status s = WaitFuture(f, &stats_->server_wait_seconds);
+    if (pushed.ok()) pushed = s;
+  }
+  return pushed;
 }
 
 }  // namespace zeroshard::engine

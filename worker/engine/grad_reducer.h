@@ -1,7 +1,9 @@
-// GradReducer: reduces each micro-batch's gradients bucket by bucket
-// (zero_plan.h) and accumulates this rank's reduced parts over the
-// micro-batches of a step. The arithmetic is the same in every stage, so the
-// accumulated parts are bit-identical across stages:
+// GradReducer: the GradPath (grad_path.h) that reduces each micro-batch's
+// gradients among the workers bucket by bucket (zero_plan.h), accumulates
+// this rank's reduced parts over the micro-batches of a step and, at the
+// step, pushes them to the servers that own them (stages 1-3). The arithmetic
+// is the same in every stage, so the accumulated parts are bit-identical across
+// stages:
 //
 //   per micro-batch m, per bucket (backward order): reduce-scatter (stage 0:
 //   all-reduce, which equals reduce-scatter + all-gather bit for bit) of the
@@ -29,32 +31,43 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "client/shard_client.h"
 #include "worker/collective/collective.h"
+#include "worker/engine/grad_path.h"
 #include "worker/engine/step_stats.h"
 #include "worker/gpt2/model.h"
 
 namespace zeroshard::engine {
 
-class GradReducer {
+class GradReducer : public GradPath {
  public:
-  // `grads`: the model's gradient buffer (must outlive the reducer).
+  // `grads`: the model's gradient buffer; it, `comm` and `client` (stages
+  // 1-3; null at stage 0) must outlive the reducer.
   GradReducer(int stage, uint64_t bucket_size, bool overlap,
-              collective::Communicator* comm, absl::Span<float> grads);
+              collective::Communicator* comm, ShardClient* client,
+              absl::Span<float> grads);
 
-  // Where the stats of the current step go (not owned; must be set before
-  // any other call). Records traffic, waits and bucket_issue_seconds.
-  void set_stats(StepStats* stats) { stats_ = stats; }
+  // Records traffic, waits and bucket_issue_seconds.
+  void set_stats(StepStats* stats) override { stats_ = stats; }
 
-  // Call before each micro-batch's Backward: `first` for the first of a
-  // step.
-  void BeginMicroBatch(bool first);
-  // The model's GradHook.
-  void OnSegment(const gpt2::GradSegment& segment);
-  // After Backward: reduces what is left, waits, accumulates.
-  absl::Status EndMicroBatch();
+  void BeginMicroBatch(int micro, uint64_t step, uint64_t epoch) override;
+  void OnSegment(const gpt2::GradSegment& segment) override;
+  // Reduces what is left, waits, accumulates.
+  absl::Status EndMicroBatch() override;
 
-  // acc *= s over this rank's parts (stage 0: everything).
-  void Scale(float s);
+  // acc *= scale over this rank's parts (stage 0: everything).
+  void FinishStep(float scale) override;
+  double SumSquares() const override { return SumSquares(comm_->rank()); }
+  bool summed_on_servers() const override { return false; }
+  // Pushes each non-empty part as slot 0 of the step and waits.
+  absl::Status Push(uint64_t step, uint64_t epoch) override;
+  uint32_t contributions_per_step() const override { return 1; }
+  uint64_t acc_bytes() const override { return 4 * acc_.size(); }
+  absl::Span<const float> full() const override {
+    return stage_ == 0 ? absl::Span<const float>(acc_)
+                       : absl::Span<const float>();
+  }
+
   // fp64 sum of squares of rank r's parts; stage 0 any r, else own rank.
   double SumSquares(int r) const;
 
@@ -64,11 +77,8 @@ class GradReducer {
     const float* data;
   };
   std::vector<Part> OwnParts() const;
-  // Stage 0: the full reduced gradient.
-  absl::Span<const float> full() const { return acc_; }
 
   const std::vector<Range>& buckets() const { return buckets_; }
-  uint64_t acc_bytes() const { return 4 * acc_.size(); }
 
  private:
   void Issue(size_t k);
@@ -78,6 +88,7 @@ class GradReducer {
   const int stage_;
   const bool overlap_;
   collective::Communicator* comm_;
+  ShardClient* client_;
   absl::Span<float> grads_;
   std::vector<Range> buckets_;  // reduction order
   std::vector<Range> parts_;    // this rank's part of each bucket

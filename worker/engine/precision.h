@@ -10,7 +10,7 @@
 //     type (round to nearest even, common/dtype.h);
 //   * each micro-batch's gradient, multiplied by the loss scale, is rounded
 //     to the type: a gradient past the type's range becomes +-Inf, which the
-//     step decision sees as an overflow and skips (worker/engine/clip.h).
+//     step decision sees as an overflow and skips (common/optim/clip.h).
 // The held values are exact 16-bit values stored in 4 bytes.
 //
 // Pure functions; thread-safe.

@@ -1,4 +1,4 @@
-#include "worker/engine/clip.h"
+#include "common/optim/clip.h"
 
 #include <cmath>
 #include <limits>
@@ -6,7 +6,7 @@
 
 #include "gtest/gtest.h"
 
-namespace zeroshard::engine {
+namespace zeroshard {
 namespace {
 
 // Values from torch 1.13: for a float32 total_norm t and a Python float m,
@@ -67,4 +67,4 @@ TEST(ClipTest, DecideStepSkipsNonFinite) {
 }
 
 }  // namespace
-}  // namespace zeroshard::engine
+}  // namespace zeroshard

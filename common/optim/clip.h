@@ -19,12 +19,12 @@
 // subnormals): the same as torch unscaling then clipping.
 //
 // Pure functions; thread-safe.
-#ifndef ZEROSHARD_WORKER_ENGINE_CLIP_H_
-#define ZEROSHARD_WORKER_ENGINE_CLIP_H_
+#ifndef ZEROSHARD_COMMON_OPTIM_CLIP_H_
+#define ZEROSHARD_COMMON_OPTIM_CLIP_H_
 
 #include "absl/types/span.h"
 
-namespace zeroshard::engine {
+namespace zeroshard {
 
 // sqrt of the partial sums of squares added in the given order (shard
 // order), in fp64. Infinite or NaN if any partial is.
@@ -49,6 +49,6 @@ struct StepDecision {
 StepDecision DecideStep(absl::Span<const double> partial_sums_of_squares,
                         bool any_nonfinite, double loss_scale, double max_norm);
 
-}  // namespace zeroshard::engine
+}  // namespace zeroshard
 
-#endif  // ZEROSHARD_WORKER_ENGINE_CLIP_H_
+#endif  // ZEROSHARD_COMMON_OPTIM_CLIP_H_

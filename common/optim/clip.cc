@@ -1,9 +1,9 @@
-#include "worker/engine/clip.h"
+#include "common/optim/clip.h"
 
 #include <algorithm>
 #include <cmath>
 
-namespace zeroshard::engine {
+namespace zeroshard {
 
 double GlobalGradNorm(absl::Span<const double> partial_sums_of_squares) {
   double sum = 0;
@@ -33,4 +33,4 @@ StepDecision DecideStep(absl::Span<const double> partial_sums_of_squares,
   return d;
 }
 
-}  // namespace zeroshard::engine
+}  // namespace zeroshard

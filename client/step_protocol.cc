@@ -1,0 +1,324 @@
+#include "client/step_protocol.h"
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace zeroshard {
+namespace {
+
+// Outcome codes beyond absl's status codes in the leader's word.
+constexpr uint64_t kRolledBack = 1000, kHealthy = 1001, kContinued = 1002;
+
+// The leader's outcome as raw bits: code, the workers' state to move to,
+// the epoch of that move, the leader's membership epoch.
+struct OutcomeWord {
+  uint64_t code, step, updates, data_epoch, data_shard, data_offset, epoch,
+      seed;
+  double loss_scale;
+  int64_t scale_hysteresis, scale_iteration, scale_last_overflow;
+  uint64_t world;
+};
+
+void StateToWord(const v1::TrainerState& s, OutcomeWord* w) {
+  w->step = s.step();
+  w->updates = s.updates();
+  w->data_epoch = static_cast<uint64_t>(s.data_epoch());
+  w->data_shard = static_cast<uint64_t>(s.data_shard());
+  w->data_offset = static_cast<uint64_t>(s.data_offset());
+  w->seed = s.seed();
+  w->loss_scale = s.loss_scale();
+  w->scale_hysteresis = s.loss_scale_hysteresis();
+  w->scale_iteration = s.loss_scale_iteration();
+  w->scale_last_overflow = s.loss_scale_last_overflow();
+}
+
+v1::TrainerState StateOfWord(const OutcomeWord& w) {
+  v1::TrainerState s;
+  s.set_step(w.step);
+  s.set_updates(w.updates);
+  s.set_data_epoch(static_cast<int64_t>(w.data_epoch));
+  s.set_data_shard(static_cast<int64_t>(w.data_shard));
+  s.set_data_offset(static_cast<int64_t>(w.data_offset));
+  s.set_seed(w.seed);
+  s.set_loss_scale(w.loss_scale);
+  s.set_loss_scale_hysteresis(w.scale_hysteresis);
+  s.set_loss_scale_iteration(w.scale_iteration);
+  s.set_loss_scale_last_overflow(w.scale_last_overflow);
+  return s;
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+}  // namespace
+
+StepProtocol::StepProtocol(ShardClient* client, StepGroup* group,
+                           StepProtocolOptions options)
+    : client_(client),
+      group_(group),
+      options_(std::move(options)),
+      epoch_(options_.min_epoch) {}
+
+void StepProtocol::ServerWait(double seconds) const {
+  if (options_.on_server_wait) options_.on_server_wait(seconds);
+}
+
+absl::StatusOr<bool> StepProtocol::AllOk(const absl::Status& mine) {
+  const uint32_t code = static_cast<uint32_t>(mine.code());
+  std::vector<uint32_t> all(group_->size());
+  ZS_RETURN_IF_ERROR(group_->AllGather(&code, sizeof(code), all.data()));
+  return std::all_of(all.begin(), all.end(), [](uint32_t c) { return c == 0; });
+}
+
+absl::StatusOr<Outcome> StepProtocol::Decide(const absl::Status& leader_status,
+                                             bool at_start, bool* healthy) {
+  OutcomeWord w{};
+  std::optional<v1::TrainerState> to;  // leader: the state to move to
+  absl::Status err = leader_status;
+  if (leader() && (at_start || !leader_status.ok())) {
+    absl::StatusOr<ServerView> view =
+        ViewServers(client_, options_.recovery_timeout_seconds);
+    bool roll = false;
+    if (!view.ok()) {
+      err = view.status();
+    } else if (at_start && options_.elastic && (to = ContinueState(*view))) {
+      w.code = kContinued;
+    } else if (at_start) {
+      roll = std::any_of(view->steps.begin(), view->steps.end(),
+                         [](uint64_t s) { return s != 0; }) ||
+             !CommonCheckpoints(view->checkpoints).empty();
+    } else {
+      roll = NeedsRollback(*view, incarnations_);
+    }
+    if (view.ok()) {
+      incarnations_ = view->incarnations;
+      w.epoch = NextEpoch(*view, epoch_);
+    }
+    if (view.ok() && !at_start && !roll) {
+      w.code = kHealthy;  // a transient failure: the phase may be retried
+      err = absl::AbortedError(absl::StrCat(
+          leader_status.message(), " (the servers are up, at step ",
+          view->steps[0], ", none restarted)"));
+    }
+    if (roll) {
+      absl::StatusOr<v1::TrainerState> state =
+          RollBack(client_, *view, w.epoch);
+      if (state.ok()) {
+        w.code = kRolledBack;
+        to = *std::move(state);
+      } else {
+        err = state.status();
+      }
+    }
+    if (to.has_value()) StateToWord(*to, &w);
+  }
+  if (leader() && options_.elastic && options_.world_epoch) {
+    w.world = options_.world_epoch();
+  }
+  if (w.code != kRolledBack && w.code != kHealthy && w.code != kContinued) {
+    w.code = static_cast<uint64_t>(err.code());
+  }
+  ZS_RETURN_IF_ERROR(group_->Broadcast(&w, sizeof(w)));
+  world_epoch_ = w.world;
+  if (w.code == kRolledBack || w.code == kContinued) {
+    epoch_ = w.epoch;
+    Outcome o;
+    o.kind = w.code == kContinued ? Outcome::Kind::kContinued
+                                  : Outcome::Kind::kRolledBack;
+    o.state = StateOfWord(w);
+    return o;
+  }
+  if (healthy != nullptr) *healthy = w.code == kHealthy;
+  if (leader()) {
+    if (!err.ok()) return err;
+    return Outcome();
+  }
+  if (w.code == 0) return Outcome();
+  return absl::AbortedError(
+      absl::StrCat("the step leader failed (code ", w.code, ")"));
+}
+
+absl::StatusOr<Outcome> StepProtocol::Start(
+    const v1::ModelSpec& spec,
+    const std::function<absl::Status()>& write_initial,
+    const v1::TrainerState& now) {
+  ZS_RETURN_IF_ERROR(client_->RegisterModel(spec));
+  Outcome o;
+  if (recovery()) {
+    ZS_ASSIGN_OR_RETURN(o, Decide(absl::OkStatus(), true, nullptr));
+  }
+  if (o.moved()) return o;
+  absl::Status written;
+  if (leader()) written = WriteInitial(spec, write_initial, now);
+  if (!recovery()) {
+    ZS_RETURN_IF_ERROR(written);
+    return o;
+  }
+  // Every rank learns the outcome (no rank is left in a collective).
+  ZS_ASSIGN_OR_RETURN(bool all_ok, AllOk(written));
+  if (!all_ok) {
+    ZS_RETURN_IF_ERROR(written);
+    return absl::AbortedError("rank 0 could not write the parameters");
+  }
+  return o;
+}
+
+absl::Status StepProtocol::WriteInitial(
+    const v1::ModelSpec& spec,
+    const std::function<absl::Status()>& write_initial,
+    const v1::TrainerState& now) {
+  if (!recovery()) return write_initial();
+  // Then checkpoint step 0, so that a crash before the first interval
+  // recovers. A server restarted meanwhile comes back without a model:
+  // register it again and start over.
+  absl::Status s;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    s = client_->RegisterModel(spec);
+    if (s.ok()) s = write_initial();
+    if (s.ok()) s = client_->Checkpoint(0, &now).status();
+    if (s.ok()) return s;
+    ZS_RETURN_IF_ERROR(
+        ViewServers(client_, options_.recovery_timeout_seconds).status());
+  }
+  return s;
+}
+
+absl::StatusOr<Outcome> StepProtocol::DecideOnServers(
+    uint64_t step, const absl::Status& pushed, double loss_scale,
+    double max_norm, StepDecision* decision) {
+  absl::Status leader_status = pushed;
+  if (recovery()) {
+    ZS_ASSIGN_OR_RETURN(bool all_ok, AllOk(pushed));
+    if (!all_ok && pushed.ok()) {
+      leader_status = absl::AbortedError(
+          absl::StrCat("step ", step, ": another rank's push failed"));
+    }
+  }
+  // The decision as raw bits, from the leader.
+  struct Word {
+    uint32_t code, skip;
+    double grad_norm;
+    float grad_scale, pad;
+  } w{};
+  if (leader() && leader_status.ok()) {
+    const auto start = std::chrono::steady_clock::now();
+    absl::StatusOr<StepNorm> norm = client_->Prepare(epoch_, step);
+    ServerWait(SecondsSince(start));
+    if (norm.ok()) {
+      const double partial[1] = {norm->sum_squares};
+      const StepDecision d =
+          DecideStep(partial, norm->overflow, loss_scale, max_norm);
+      w.skip = d.skip;
+      w.grad_norm = d.grad_norm;
+      w.grad_scale = d.grad_scale;
+    } else {
+      leader_status = norm.status();
+    }
+  }
+  if (recovery()) {
+    ZS_ASSIGN_OR_RETURN(Outcome o, Decide(leader_status, false, nullptr));
+    if (o.moved()) return o;
+  }
+  w.code = static_cast<uint32_t>(leader_status.code());
+  ZS_RETURN_IF_ERROR(group_->Broadcast(&w, sizeof(w)));
+  if (!leader_status.ok()) return leader_status;
+  if (w.code != 0) {
+    return absl::AbortedError(absl::StrCat(
+        "step ", step, ": the leader failed to prepare (code ", w.code, ")"));
+  }
+  decision->skip = w.skip != 0;
+  decision->grad_norm = w.grad_norm;
+  decision->grad_scale = w.grad_scale;
+  return Outcome();
+}
+
+absl::Status StepProtocol::LeaderCommit(uint64_t step, const StepDecision& d,
+                                        double lr,
+                                        const v1::TrainerState& after,
+                                        bool prepared) {
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<StepNorm> norm =
+      prepared ? StepNorm() : client_->Prepare(epoch_, step);
+  absl::Status s = norm.status();
+  if (norm.ok() && norm->overflow && !d.skip) {
+    s = absl::DataLossError(absl::StrCat(
+        "step ", step,
+        ": the servers hold NaN/Inf gradients the workers did not see"));
+  } else if (norm.ok()) {
+    s = client_->Commit(epoch_, step, d.grad_scale, lr, d.skip, &after);
+  }
+  ServerWait(SecondsSince(start));
+  return s;
+}
+
+absl::StatusOr<Outcome> StepProtocol::Commit(
+    uint64_t step, const absl::Status& pushed, const StepDecision& decision,
+    double lr, const v1::TrainerState& after, bool prepared) {
+  if (recovery()) {
+    ZS_ASSIGN_OR_RETURN(bool all_ok, AllOk(pushed));
+    absl::Status s = all_ok ? absl::OkStatus()
+                     : pushed.ok()
+                         ? absl::AbortedError(absl::StrCat(
+                               "step ", step, ": another rank's push failed"))
+                         : pushed;
+    if (leader() && all_ok) {
+      s = LeaderCommit(step, decision, lr, after, prepared);
+      if (s.ok() && (step + 1) % options_.checkpoint_interval == 0) {
+        s = client_->Checkpoint(step + 1, &after).status();
+      }
+    }
+    return Decide(s, false, nullptr);
+  }
+  // {status code, committed step} from the leader, as raw bits.
+  struct Word {
+    uint32_t code;
+    uint32_t pad;
+    uint64_t step;
+  } w{static_cast<uint32_t>(pushed.code()), 0, step};
+  absl::Status s = pushed;
+  if (leader() && pushed.ok()) {
+    s = LeaderCommit(step, decision, lr, after, prepared);
+    w.code = static_cast<uint32_t>(s.code());
+  }
+  ZS_RETURN_IF_ERROR(group_->Broadcast(&w, sizeof(w)));
+  if (!s.ok()) return s;
+  if (w.code != 0 || w.step != step) {
+    return absl::AbortedError(
+        absl::StrCat("step ", step, ": the leader failed to commit (code ",
+                     w.code, ", step ", w.step, ")"));
+  }
+  return Outcome();
+}
+
+absl::StatusOr<Outcome> StepProtocol::AfterFetch(const absl::Status& fetched) {
+  if (!recovery()) {
+    ZS_RETURN_IF_ERROR(fetched);
+    return Outcome();
+  }
+  ZS_ASSIGN_OR_RETURN(bool all_ok, AllOk(fetched));
+  if (all_ok) return Outcome();
+  bool healthy = false;
+  absl::StatusOr<Outcome> o =
+      Decide(fetched.ok() ? absl::AbortedError("another rank's fetch failed")
+                          : fetched,
+             false, &healthy);
+  if (o.ok() && o->moved()) return o;
+  if (healthy) {
+    Outcome retry;
+    retry.kind = Outcome::Kind::kRetry;
+    retry.error = o.ok() ? absl::AbortedError("parameters could not be fetched")
+                         : o.status();
+    return retry;
+  }
+  ZS_RETURN_IF_ERROR(o.status());
+  return absl::AbortedError("parameters could not be fetched");
+}
+
+}  // namespace zeroshard
