@@ -28,7 +28,7 @@ absl::StatusOr<Subprocess> Subprocess::Spawn(const SpawnOptions& options) {
   }
   int log_fd = -1;
   if (!options.log_path.empty()) {
-    // Not through storage::Env on purpose: the child needs a raw descriptor
+    // Not through Env on purpose: the child needs a raw descriptor
     // to dup2 onto its stdout and stderr before exec, which an Env's File
     // does not hand out. (Allowed by tools/direct_io_check.sh.)
     log_fd = open(options.log_path.c_str(),

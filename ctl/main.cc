@@ -67,8 +67,7 @@ std::string HumanBytes(double b) {
 }
 
 absl::StatusOr<v1::ModelSpec> ReadSpecFile(const std::string& path) {
-  absl::StatusOr<std::string> text =
-      storage::ReadSmallFile(storage::DefaultEnv(), path);
+  absl::StatusOr<std::string> text = ReadSmallFile(DefaultEnv(), path);
   if (!text.ok()) return text.status();
   v1::ModelSpec spec;
   auto s = google::protobuf::util::JsonStringToMessage(*text, &spec);
@@ -334,8 +333,8 @@ int Main(int argc, char** argv) {
   uint64_t step = 0;
   s = (*client)->Gather(range, dtype, data.data(), &step);
   if (!s.ok()) ExitWithError(flags.program(), std::string(s.message()), 1);
-  s = storage::WriteFileAtomic(storage::DefaultEnv(), out,
-                               absl::string_view(data.data(), data.size()));
+  s = WriteFileAtomic(DefaultEnv(), out,
+                      absl::string_view(data.data(), data.size()));
   if (!s.ok()) ExitWithError(flags.program(), std::string(s.message()), 1);
   std::printf("wrote %llu elements (%s, step %llu) to %s\n",
               static_cast<unsigned long long>(range.size()), dtype_name.c_str(),

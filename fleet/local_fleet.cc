@@ -57,7 +57,7 @@ absl::StatusOr<std::unique_ptr<LocalFleet>> LocalFleet::Start(
   for (uint32_t k = 0; k < options.num_shards; ++k) {
     const std::string port_file =
         absl::StrCat(options.work_dir, "/server-", k, ".port");
-    (void)storage::DefaultEnv()->RemoveFile(port_file);  // a previous run's
+    (void)DefaultEnv()->RemoveFile(port_file);  // a previous run's
     auto p = fleet->Spawn(k, 0, port_file, log_of(k));
     if (!p.ok()) return p.status();
     fleet->servers_.push_back(std::move(*p));
@@ -74,7 +74,7 @@ absl::StatusOr<std::unique_ptr<LocalFleet>> LocalFleet::Start(
       }
       // 0 until the server has written the file (atomically).
       absl::StatusOr<std::string> text =
-          storage::ReadSmallFile(storage::DefaultEnv(), port_files[k]);
+          ReadSmallFile(DefaultEnv(), port_files[k]);
       if (!text.ok() ||
           !absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &port)) {
         port = 0;

@@ -15,9 +15,8 @@ constexpr size_t kFollowChunk = size_t{16} << 20;
 
 }  // namespace
 
-std::string TailLines(const std::string& path, int lines, storage::Env* env) {
-  absl::StatusOr<storage::ReadOnlyFile> f =
-      storage::ReadOnlyFile::Open(env, path);
+std::string TailLines(const std::string& path, int lines, Env* env) {
+  absl::StatusOr<ReadOnlyFile> f = ReadOnlyFile::Open(env, path);
   if (!f.ok()) return "";
   const uint64_t start = f->size() > kTailBytes ? f->size() - kTailBytes : 0;
   std::string data(f->size() - start, '\0');
@@ -36,7 +35,7 @@ std::string TailLines(const std::string& path, int lines, storage::Env* env) {
 std::vector<std::string> LogFollower::ReadNewLines() {
   std::vector<std::string> lines;
   absl::StatusOr<std::string> data =
-      storage::ReadFileFrom(env_, path_, offset_, kFollowChunk);
+      ReadFileFrom(env_, path_, offset_, kFollowChunk);
   if (!data.ok()) return lines;  // not there yet
   size_t begin = 0;
   for (size_t nl; (nl = data->find('\n', begin)) != std::string::npos;

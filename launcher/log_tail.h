@@ -1,7 +1,7 @@
 // Reading workers' log files while they grow: the last lines of a log for
 // an error message, and new complete lines as they are appended (for the
 // launcher's rank-prefixed output and its progress). Files are read through
-// a storage::Env (DefaultEnv() unless a test passes one; it must outlive
+// a Env (DefaultEnv() unless a test passes one; it must outlive
 // the follower).
 //
 // Threading: a LogFollower is used by one thread at a time.
@@ -19,22 +19,21 @@ namespace zeroshard {
 // The last `lines` lines of the file at `path` (within its last MiB), each
 // indented by four spaces and ending in '\n'; "" when it cannot be read.
 std::string TailLines(const std::string& path, int lines,
-                      storage::Env* env = storage::DefaultEnv());
+                      Env* env = DefaultEnv());
 
 // Follows one file: each ReadNewLines() returns the complete lines appended
 // since the last call (without '\n'); a partial last line waits for its
 // newline. A file that does not exist yet reads as empty.
 class LogFollower {
  public:
-  explicit LogFollower(std::string path,
-                       storage::Env* env = storage::DefaultEnv())
+  explicit LogFollower(std::string path, Env* env = DefaultEnv())
       : path_(std::move(path)), env_(env) {}
   std::vector<std::string> ReadNewLines();
   const std::string& path() const { return path_; }
 
  private:
   std::string path_;
-  storage::Env* env_;
+  Env* env_;
   int64_t offset_ = 0;  // bytes consumed (up to the last newline)
 };
 

@@ -27,10 +27,8 @@ struct RankRecords {
 // bound.
 constexpr size_t kMaxMetricsBytes = size_t{1} << 30;
 
-absl::StatusOr<RankRecords> ReadRank(storage::Env* env,
-                                     const std::string& path) {
-  absl::StatusOr<std::string> text =
-      storage::ReadSmallFile(env, path, kMaxMetricsBytes);
+absl::StatusOr<RankRecords> ReadRank(Env* env, const std::string& path) {
+  absl::StatusOr<std::string> text = ReadSmallFile(env, path, kMaxMetricsBytes);
   if (!text.ok()) {
     return absl::Status(
         text.status().code(),
@@ -203,7 +201,7 @@ std::string LossCurveSvg(const std::vector<LossPoint>& points,
 }
 
 absl::StatusOr<std::string> WriteRunReport(const std::string& dir, int world,
-                                           storage::Env* env) {
+                                           Env* env) {
   std::vector<RankRecords> ranks;
   for (int r = 0; r < world; ++r) {
     auto rr = ReadRank(env, absl::StrCat(dir, "/metrics-rank", r, ".jsonl"));
@@ -211,9 +209,8 @@ absl::StatusOr<std::string> WriteRunReport(const std::string& dir, int world,
     ranks.push_back(*std::move(rr));
   }
   const RankRecords& r0 = ranks[0];
-  ZS_ASSIGN_OR_RETURN(
-      storage::AtomicFileWriter jsonl,
-      storage::AtomicFileWriter::Create(env, dir + "/metrics.jsonl"));
+  ZS_ASSIGN_OR_RETURN(AtomicFileWriter jsonl,
+                      AtomicFileWriter::Create(env, dir + "/metrics.jsonl"));
   std::vector<LossPoint> curve;
   for (size_t i = 0; i < r0.steps.size(); ++i) {
     const std::string& s = r0.steps[i];
@@ -236,12 +233,12 @@ absl::StatusOr<std::string> WriteRunReport(const std::string& dir, int world,
     curve.push_back({Num(s, "step"), Num(s, "loss")});
   }
   ZS_RETURN_IF_ERROR(jsonl.Commit());
-  ZS_RETURN_IF_ERROR(storage::WriteFileAtomic(
+  ZS_RETURN_IF_ERROR(WriteFileAtomic(
       env, dir + "/loss.svg",
       LossCurveSvg(
           curve, absl::StrFormat("zeroshard train: loss, %d workers", world))));
   const std::string summary = Summary(ranks);
-  ZS_RETURN_IF_ERROR(storage::WriteFileAtomic(
+  ZS_RETURN_IF_ERROR(WriteFileAtomic(
       env, dir + "/report.md",
       absl::StrCat("# zeroshard train report\n\n![loss](loss.svg)\n\n",
                    summary)));

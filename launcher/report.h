@@ -9,7 +9,7 @@
 //                  stage-0 (DDP) figure of worker/engine/zero_theory.h, and
 //                  communication per step against the DESIGN formula.
 //
-// Thread-compatible pure file work, through a storage::Env (DefaultEnv()
+// Thread-compatible pure file work, through a Env (DefaultEnv()
 // unless a test passes one); each output is replaced atomically.
 #ifndef ZEROSHARD_LAUNCHER_REPORT_H_
 #define ZEROSHARD_LAUNCHER_REPORT_H_
@@ -34,9 +34,8 @@ std::string LossCurveSvg(const std::vector<LossPoint>& points,
 // files above into `dir` and returns the summary table (markdown).
 // NOT_FOUND / DATA_LOSS naming a missing or unreadable rank file, the Env's
 // error naming an output that cannot be written.
-absl::StatusOr<std::string> WriteRunReport(
-    const std::string& dir, int world,
-    storage::Env* env = storage::DefaultEnv());
+absl::StatusOr<std::string> WriteRunReport(const std::string& dir, int world,
+                                           Env* env = DefaultEnv());
 
 }  // namespace zeroshard
 

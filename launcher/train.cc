@@ -39,7 +39,7 @@ void OnSignal(int signo) { g_signal = signo; }
 
 // Creates `path` and its parents, and checks that a file can be created
 // in it.
-absl::Status MakeWritableDir(storage::Env* env, const std::string& path) {
+absl::Status MakeWritableDir(Env* env, const std::string& path) {
   absl::Status made;
   for (size_t i = 1; i <= path.size(); ++i) {
     if (i == path.size() || path[i] == '/') {
@@ -47,15 +47,15 @@ absl::Status MakeWritableDir(storage::Env* env, const std::string& path) {
     }
   }
   ZS_RETURN_IF_ERROR(made);
-  const std::string probe = storage::JoinPath(path, ".zeroshard-probe");
-  storage::OpenOptions create;
+  const std::string probe = JoinPath(path, ".zeroshard-probe");
+  OpenOptions create;
   create.create = true;
   ZS_RETURN_IF_ERROR(env->OpenFile(probe, create).status());
   return env->RemoveFile(probe);
 }
 
 // Removes `path` if it is there.
-void RemoveStale(storage::Env* env, const std::string& path) {
+void RemoveStale(Env* env, const std::string& path) {
   absl::Status s = env->RemoveFile(path);
   if (!s.ok() && !absl::IsNotFound(s)) {
     std::fprintf(stderr, "%s: %s\n", kProg, std::string(s.message()).c_str());
@@ -88,7 +88,7 @@ class Job {
   void StopAll();
   void Say(const std::string& line) { progress_.Print(line); }
 
-  storage::Env* const env_ = storage::DefaultEnv();
+  Env* const env_ = DefaultEnv();
   const TrainOptions& o_;
   const std::string worker_bin_;
   Progress progress_;
@@ -309,7 +309,7 @@ int Job::Run() {
   while (s.ok() && port.empty() && o_.workers > 1) {
     if (auto code = Poll(); code.has_value()) return *code;
     // The worker writes it atomically (write, then rename).
-    auto text = storage::ReadSmallFile(env_, port_file);
+    auto text = ReadSmallFile(env_, port_file);
     if (text.ok()) port = std::string(absl::StripAsciiWhitespace(*text));
     if (port.empty())
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -372,7 +372,7 @@ int RunTrain(int argc, char** argv) {
   if (!worker_bin.ok()) {
     ExitWithError(kProg, std::string(worker_bin.status().message()));
   }
-  absl::Status dir = MakeWritableDir(storage::DefaultEnv(), options->work_dir);
+  absl::Status dir = MakeWritableDir(DefaultEnv(), options->work_dir);
   if (!dir.ok()) {
     ExitWithError(
         kProg, absl::StrCat("--work_dir ", options->work_dir,

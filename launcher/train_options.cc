@@ -101,8 +101,7 @@ absl::Status Check(TrainOptions& o) {
     return Invalid(absl::StrCat(
         "--nodes ", o.nodes, " must be >= 1 and divide --workers ", o.workers));
   }
-  if (!o.worker_binary.empty() &&
-      !storage::DefaultEnv()->FileExists(o.worker_binary)) {
+  if (!o.worker_binary.empty() && !DefaultEnv()->FileExists(o.worker_binary)) {
     return absl::NotFoundError(
         absl::StrCat("--worker_binary ", o.worker_binary, " does not exist"));
   }

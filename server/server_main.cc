@@ -319,8 +319,8 @@ int Main(int argc, char** argv) {
   }
   server->GetHealthCheckService()->SetServingStatus(true);
   if (!port_file.empty()) {
-    absl::Status s = storage::WriteFileAtomic(storage::DefaultEnv(), port_file,
-                                              absl::StrCat(bound_port, "\n"));
+    absl::Status s = WriteFileAtomic(DefaultEnv(), port_file,
+                                     absl::StrCat(bound_port, "\n"));
     if (!s.ok()) {
       ExitWithError(flags.program(),
                     absl::StrCat("cannot write --port_file: ", s.message()), 1);

@@ -26,8 +26,7 @@ constexpr char kRestore[] = "/zeroshard.v1.ShardService/Restore";
 
 uint64_t ResidentBytes() {
   std::istringstream statm(
-      storage::ReadSmallFile(storage::DefaultEnv(), "/proc/self/statm")
-          .value_or(""));
+      ReadSmallFile(DefaultEnv(), "/proc/self/statm").value_or(""));
   uint64_t size = 0, resident = 0;
   statm >> size >> resident;
   return resident * 4096;

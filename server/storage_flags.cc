@@ -97,7 +97,7 @@ absl::Status CheckStorageFlags(const StorageFlags& f, uint32_t shard_index,
 absl::StatusOr<std::unique_ptr<storage::DirLock>> PrepareStateDir(
     const storage::NvmeOptions& options, bool discard_old,
     const std::function<void(const std::string&)>& log) {
-  storage::Env* env = storage::DefaultEnv();
+  Env* env = DefaultEnv();
   ZS_RETURN_IF_ERROR(env->CreateDir(options.path));
   ZS_ASSIGN_OR_RETURN(std::unique_ptr<storage::DirLock> lock,
                       storage::DirLock::Acquire(options.path));
@@ -107,8 +107,7 @@ absl::StatusOr<std::unique_ptr<storage::DirLock>> PrepareStateDir(
                         env->ListDir(options.path));
     for (const std::string& name : names) {
       if (name == "LOCK") continue;
-      ZS_RETURN_IF_ERROR(
-          env->RemoveFile(storage::JoinPath(options.path, name)));
+      ZS_RETURN_IF_ERROR(env->RemoveFile(JoinPath(options.path, name)));
     }
     ZS_RETURN_IF_ERROR(env->SyncDir(options.path));
     log(absl::StrCat("discarded the previous state in ", options.path,

@@ -245,8 +245,7 @@ bool RunServerEvents(Campaign* campaign, LocalFleet* fleet,
     if (e->kind == Kind::kCorrupt) {
       fleet->server(k).Signal(SIGKILL);
       fleet->server(k).Stop(std::chrono::milliseconds(0));
-      auto listing =
-          checkpoint::ListCheckpoints(storage::DefaultEnv(), ckpt_dir);
+      auto listing = checkpoint::ListCheckpoints(DefaultEnv(), ckpt_dir);
       if (!listing.ok() || listing->complete.empty()) {
         std::printf(
             "fault: corruption: no complete checkpoint (%s)\n",

@@ -198,8 +198,7 @@ void ResultLine::Print() const {
 
 CpuTimes ProcessCpu(pid_t pid) {
   const std::string line =
-      storage::ReadSmallFile(storage::DefaultEnv(),
-                             absl::StrCat("/proc/", pid, "/stat"))
+      ReadSmallFile(DefaultEnv(), absl::StrCat("/proc/", pid, "/stat"))
           .value_or("");
   if (line.empty()) return CpuTimes{};
   // Fields after the parenthesised command name (which may hold spaces):

@@ -8,7 +8,6 @@
 #include "common/status_macros.h"
 
 namespace zeroshard {
-namespace storage {
 namespace {
 
 class SyncIoQueue : public IoQueue {
@@ -92,5 +91,4 @@ absl::StatusOr<std::string> ReadSmallFile(Env* env, const std::string& path,
   return s;
 }
 
-}  // namespace storage
 }  // namespace zeroshard

@@ -39,7 +39,6 @@
 #include "absl/strings/string_view.h"
 
 namespace zeroshard {
-namespace storage {
 
 // Alignment of buffers, offsets and lengths for files opened with O_DIRECT.
 inline constexpr uint64_t kIoAlign = 4096;
@@ -202,7 +201,6 @@ std::string JoinPath(const std::string& dir, const std::string& name);
 // (used by MemEnv and as PosixEnv's fallback when io_uring is unavailable).
 std::unique_ptr<IoQueue> NewSyncIoQueue(int depth);
 
-}  // namespace storage
 }  // namespace zeroshard
 
 #endif  // ZEROSHARD_COMMON_ENV_ENV_H_

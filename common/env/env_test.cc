@@ -19,7 +19,6 @@
 #include "gtest/gtest.h"
 
 namespace zeroshard {
-namespace storage {
 namespace {
 
 using absl::StatusCode;
@@ -321,5 +320,4 @@ TEST_F(FaultTest, FullDeviceFailsAnAppend) {
 }
 
 }  // namespace
-}  // namespace storage
 }  // namespace zeroshard

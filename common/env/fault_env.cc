@@ -7,7 +7,6 @@
 #include "common/status_macros.h"
 
 namespace zeroshard {
-namespace storage {
 namespace {
 
 class FaultFile : public File {
@@ -195,5 +194,4 @@ absl::StatusOr<uint64_t> FaultEnv::FreeBytes(const std::string& path) {
   return base_->FreeBytes(path);
 }
 
-}  // namespace storage
 }  // namespace zeroshard

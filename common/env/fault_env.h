@@ -22,7 +22,6 @@
 #include "common/env/env.h"
 
 namespace zeroshard {
-namespace storage {
 
 class FaultEnv : public Env {
  public:
@@ -88,7 +87,6 @@ class FaultEnv : public Env {
   bool fail_renames_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-}  // namespace storage
 }  // namespace zeroshard
 
 #endif  // ZEROSHARD_COMMON_ENV_FAULT_ENV_H_

@@ -12,7 +12,6 @@
 #include "common/status_macros.h"
 
 namespace zeroshard {
-namespace storage {
 namespace {
 
 std::string DirOf(const std::string& path) {
@@ -185,5 +184,4 @@ std::vector<std::string> Glob(Env* env, const std::string& pattern) {
   return paths;
 }
 
-}  // namespace storage
 }  // namespace zeroshard

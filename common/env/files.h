@@ -35,7 +35,6 @@
 #include "common/env/env.h"
 
 namespace zeroshard {
-namespace storage {
 
 class ReadOnlyFile {
  public:
@@ -137,7 +136,6 @@ class AppendableFile {
 // explicitly; unreadable directories are skipped). Empty if none.
 std::vector<std::string> Glob(Env* env, const std::string& pattern);
 
-}  // namespace storage
 }  // namespace zeroshard
 
 #endif  // ZEROSHARD_COMMON_ENV_FILES_H_

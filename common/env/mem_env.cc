@@ -9,7 +9,6 @@
 #include "absl/strings/str_cat.h"
 
 namespace zeroshard {
-namespace storage {
 namespace {
 
 std::string Parent(const std::string& path) {
@@ -305,5 +304,4 @@ absl::Status MemEnv::FlipByte(const std::string& path, uint64_t offset) {
   return absl::OkStatus();
 }
 
-}  // namespace storage
 }  // namespace zeroshard

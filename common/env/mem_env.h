@@ -24,7 +24,6 @@
 #include "common/env/env.h"
 
 namespace zeroshard {
-namespace storage {
 
 class MemFileLock;
 
@@ -81,7 +80,6 @@ class MemEnv : public Env {
   std::set<std::string> locked_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace storage
 }  // namespace zeroshard
 
 #endif  // ZEROSHARD_COMMON_ENV_MEM_ENV_H_

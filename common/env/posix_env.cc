@@ -24,7 +24,6 @@
 #include "common/status_macros.h"
 
 namespace zeroshard {
-namespace storage {
 namespace {
 
 absl::Status ErrnoStatus(int err, const std::string& what) {
@@ -455,5 +454,4 @@ Env* DefaultEnv() {
   return env;
 }
 
-}  // namespace storage
 }  // namespace zeroshard

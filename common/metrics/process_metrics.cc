@@ -18,7 +18,7 @@ namespace {
 // The whole of a /proc file ("" if unreadable). /proc files report size 0:
 // ReadSmallFile reads to their end.
 std::string ReadProcFile(const char* path) {
-  return storage::ReadSmallFile(storage::DefaultEnv(), path).value_or("");
+  return ReadSmallFile(DefaultEnv(), path).value_or("");
 }
 
 double BootTime() {
@@ -35,8 +35,7 @@ double BootTime() {
 
 uint64_t ProcStatusBytes(int pid, absl::string_view field) {
   const std::string text =
-      storage::ReadSmallFile(storage::DefaultEnv(),
-                             absl::StrCat("/proc/", pid, "/status"))
+      ReadSmallFile(DefaultEnv(), absl::StrCat("/proc/", pid, "/status"))
           .value_or("");
   const std::string prefix = absl::StrCat(field, ":");
   for (absl::string_view line : absl::StrSplit(text, '\n')) {

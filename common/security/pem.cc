@@ -8,9 +8,8 @@
 namespace zeroshard::security {
 
 absl::StatusOr<std::string> ReadPemFile(const std::string& flag,
-                                        const std::string& path,
-                                        storage::Env* env) {
-  absl::StatusOr<std::string> text = storage::ReadSmallFile(env, path);
+                                        const std::string& path, Env* env) {
+  absl::StatusOr<std::string> text = ReadSmallFile(env, path);
   if (!text.ok()) {
     return absl::Status(
         text.status().code(),

@@ -14,9 +14,9 @@ namespace zeroshard::security {
 // The file's text, read through `env`. The Env's error when it cannot be
 // read (NOT_FOUND when missing) or INVALID_ARGUMENT (no PEM block), each
 // naming --`flag` and `path`.
-absl::StatusOr<std::string> ReadPemFile(
-    const std::string& flag, const std::string& path,
-    storage::Env* env = storage::DefaultEnv());
+absl::StatusOr<std::string> ReadPemFile(const std::string& flag,
+                                        const std::string& path,
+                                        Env* env = DefaultEnv());
 
 }  // namespace zeroshard::security
 

@@ -19,10 +19,9 @@ bool ValidToken(absl::string_view t) {
   return true;
 }
 
-absl::StatusOr<std::string> ReadWholeFile(storage::Env* env,
-                                          const std::string& path,
+absl::StatusOr<std::string> ReadWholeFile(Env* env, const std::string& path,
                                           const std::string& what) {
-  absl::StatusOr<std::string> text = storage::ReadSmallFile(env, path);
+  absl::StatusOr<std::string> text = ReadSmallFile(env, path);
   if (!text.ok()) {
     return absl::Status(
         text.status().code(),
@@ -117,7 +116,7 @@ absl::StatusOr<TokenTable> TokenTable::Parse(absl::string_view text,
 }
 
 absl::StatusOr<TokenTable> TokenTable::ReadFile(const std::string& path,
-                                                storage::Env* env) {
+                                                Env* env) {
   absl::StatusOr<std::string> text = ReadWholeFile(env, path, "tokens file");
   if (!text.ok()) return text.status();
   return Parse(*text, path);
@@ -132,7 +131,7 @@ const Principal* TokenTable::Find(absl::string_view token) const {
 }
 
 absl::StatusOr<std::optional<std::string>> ReadClientToken(
-    const std::string& token_file, storage::Env* env) {
+    const std::string& token_file, Env* env) {
   std::string path = token_file;
   if (path.empty()) {
     if (const char* v = std::getenv(kTokenEnv); v != nullptr && *v != '\0') {

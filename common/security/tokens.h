@@ -61,8 +61,8 @@ class TokenTable {
                                           const std::string& source);
   // Parse() of the file at `path`, read through `env`; the Env's error
   // (NOT_FOUND when missing) naming it when it cannot be read.
-  static absl::StatusOr<TokenTable> ReadFile(
-      const std::string& path, storage::Env* env = storage::DefaultEnv());
+  static absl::StatusOr<TokenTable> ReadFile(const std::string& path,
+                                             Env* env = DefaultEnv());
 
   // The principal of `token`, or null. Compares `token` with every entry
   // in constant time (no early exit on a match either), so the answer's
@@ -86,7 +86,7 @@ class TokenTable {
 // when missing) or INVALID_ARGUMENT name the file (or variable), never the
 // token.
 absl::StatusOr<std::optional<std::string>> ReadClientToken(
-    const std::string& token_file, storage::Env* env = storage::DefaultEnv());
+    const std::string& token_file, Env* env = DefaultEnv());
 
 }  // namespace zeroshard::security
 

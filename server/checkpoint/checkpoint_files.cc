@@ -34,7 +34,7 @@ std::string Frame(const char (&magic)[8], const std::string& message) {
 }
 
 // The framed message at the start of `file`; its size in *framed.
-absl::StatusOr<std::string> Unframe(storage::File* file, const char (&magic)[8],
+absl::StatusOr<std::string> Unframe(File* file, const char (&magic)[8],
                                     uint64_t* framed) {
   ZS_ASSIGN_OR_RETURN(uint64_t size, file->Size());
   char head[12];
@@ -73,16 +73,15 @@ std::string TempName(const std::string& name) {
 
 // Writes dir/name through a temporary file: `fill` writes the contents
 // into the open file; then sync, rename, directory sync.
-absl::Status WriteAtomically(
-    storage::Env* env, const std::string& dir, const std::string& name,
-    const std::function<absl::Status(storage::File*)>& fill) {
-  const std::string tmp = storage::JoinPath(dir, TempName(name));
+absl::Status WriteAtomically(Env* env, const std::string& dir,
+                             const std::string& name,
+                             const std::function<absl::Status(File*)>& fill) {
+  const std::string tmp = JoinPath(dir, TempName(name));
   {
-    storage::OpenOptions o;
+    OpenOptions o;
     o.create = true;
     o.exclusive = true;
-    ZS_ASSIGN_OR_RETURN(std::unique_ptr<storage::File> f,
-                        env->OpenFile(tmp, o));
+    ZS_ASSIGN_OR_RETURN(std::unique_ptr<File> f, env->OpenFile(tmp, o));
     absl::Status s = fill(f.get());
     if (s.ok()) s = f->Sync();
     if (!s.ok()) {
@@ -90,7 +89,7 @@ absl::Status WriteAtomically(
       return s;
     }
   }
-  ZS_RETURN_IF_ERROR(env->RenameFile(tmp, storage::JoinPath(dir, name)));
+  ZS_RETURN_IF_ERROR(env->RenameFile(tmp, JoinPath(dir, name)));
   return env->SyncDir(dir);
 }
 
@@ -114,12 +113,12 @@ absl::Status CheckShards(const v1::CheckpointManifest& m) {
 }
 
 // The framed manifest at `path`, which must record `step`.
-absl::StatusOr<v1::CheckpointManifest> ReadManifest(storage::Env* env,
+absl::StatusOr<v1::CheckpointManifest> ReadManifest(Env* env,
                                                     const std::string& path,
                                                     uint64_t step) {
-  storage::OpenOptions o;
+  OpenOptions o;
   o.read_only = true;
-  ZS_ASSIGN_OR_RETURN(std::unique_ptr<storage::File> f, env->OpenFile(path, o));
+  ZS_ASSIGN_OR_RETURN(std::unique_ptr<File> f, env->OpenFile(path, o));
   uint64_t framed = 0;
   ZS_ASSIGN_OR_RETURN(std::string bytes,
                       Unframe(f.get(), kManifestMagic, &framed));
@@ -157,7 +156,7 @@ std::string SnapshotName(uint32_t shard, uint32_t num_shards) {
   return absl::StrFormat("SNAPSHOT-%05d-of-%05d", shard, num_shards);
 }
 
-absl::Status WriteSnapshotManifest(storage::Env* env, const std::string& root,
+absl::Status WriteSnapshotManifest(Env* env, const std::string& root,
                                    const v1::CheckpointManifest& manifest) {
   if (manifest.shards_size() != 1 ||
       manifest.shards(0).shard_index() >= manifest.spec().num_servers()) {
@@ -165,17 +164,16 @@ absl::Status WriteSnapshotManifest(storage::Env* env, const std::string& root,
         absl::StrCat("a snapshot manifest lists one shard of the plan, not ",
                      manifest.shards_size()));
   }
-  const std::string dir = storage::JoinPath(root, StepDirName(manifest.step()));
+  const std::string dir = JoinPath(root, StepDirName(manifest.step()));
   const std::string bytes = Frame(kManifestMagic, manifest.SerializeAsString());
-  return WriteAtomically(env, dir,
-                         SnapshotName(manifest.shards(0).shard_index(),
-                                      manifest.spec().num_servers()),
-                         [&](storage::File* f) {
-                           return f->Write(0, bytes.data(), bytes.size());
-                         });
+  return WriteAtomically(
+      env, dir,
+      SnapshotName(manifest.shards(0).shard_index(),
+                   manifest.spec().num_servers()),
+      [&](File* f) { return f->Write(0, bytes.data(), bytes.size()); });
 }
 
-absl::StatusOr<std::vector<Snapshot>> FindSnapshots(storage::Env* env,
+absl::StatusOr<std::vector<Snapshot>> FindSnapshots(Env* env,
                                                     const std::string& root,
                                                     uint32_t shard,
                                                     uint32_t num_shards) {
@@ -187,8 +185,7 @@ absl::StatusOr<std::vector<Snapshot>> FindSnapshots(storage::Env* env,
     const std::optional<uint64_t> step = StepOfDir(name);
     if (!step.has_value()) continue;
     Snapshot snap;
-    snap.path = storage::JoinPath(storage::JoinPath(root, name),
-                                  SnapshotName(shard, num_shards));
+    snap.path = JoinPath(JoinPath(root, name), SnapshotName(shard, num_shards));
     if (!env->FileExists(snap.path)) continue;
     absl::StatusOr<v1::CheckpointManifest> m =
         ReadManifest(env, snap.path, *step);
@@ -213,14 +210,14 @@ absl::StatusOr<std::vector<Snapshot>> FindSnapshots(storage::Env* env,
 }
 
 absl::StatusOr<v1::CheckpointShard> WriteShardFile(
-    storage::Env* env, const std::string& root,
-    const v1::ShardCheckpointHeader& header, const ArraySource& source) {
+    Env* env, const std::string& root, const v1::ShardCheckpointHeader& header,
+    const ArraySource& source) {
   const uint64_t block = header.block_bytes();
   if (block == 0 || block % 4 != 0) {
     return absl::InvalidArgumentError("block_bytes must be a multiple of 4");
   }
   ZS_RETURN_IF_ERROR(env->CreateDir(root));
-  const std::string dir = storage::JoinPath(root, StepDirName(header.step()));
+  const std::string dir = JoinPath(root, StepDirName(header.step()));
   ZS_RETURN_IF_ERROR(env->CreateDir(dir));
   const std::string name =
       ShardFileName(header.shard_index(), header.spec().num_servers());
@@ -228,7 +225,7 @@ absl::StatusOr<v1::CheckpointShard> WriteShardFile(
   uint32_t file_crc = 0;
   uint64_t written = 0;
   ZS_RETURN_IF_ERROR(
-      WriteAtomically(env, dir, name, [&](storage::File* f) -> absl::Status {
+      WriteAtomically(env, dir, name, [&](File* f) -> absl::Status {
         // The file's CRC covers the header and the payload but not the
         // block CRCs: a CRC run over data followed by its own CRC ends in
         // a constant, whatever the data.
@@ -270,19 +267,19 @@ absl::StatusOr<v1::CheckpointShard> WriteShardFile(
   return shard;
 }
 
-absl::Status WriteManifest(storage::Env* env, const std::string& root,
+absl::Status WriteManifest(Env* env, const std::string& root,
                            const v1::CheckpointManifest& manifest) {
   ZS_RETURN_IF_ERROR(CheckShards(manifest));
-  const std::string dir = storage::JoinPath(root, StepDirName(manifest.step()));
+  const std::string dir = JoinPath(root, StepDirName(manifest.step()));
   const std::string bytes = Frame(kManifestMagic, manifest.SerializeAsString());
-  return WriteAtomically(env, dir, kManifestName, [&](storage::File* f) {
+  return WriteAtomically(env, dir, kManifestName, [&](File* f) {
     return f->Write(0, bytes.data(), bytes.size());
   });
 }
 
 absl::StatusOr<std::unique_ptr<ShardFileReader>> ShardFileReader::Open(
-    storage::Env* env, const std::string& path) {
-  storage::OpenOptions o;
+    Env* env, const std::string& path) {
+  OpenOptions o;
   o.read_only = true;
   std::unique_ptr<ShardFileReader> r(new ShardFileReader());
   ZS_ASSIGN_OR_RETURN(r->file_, env->OpenFile(path, o));
@@ -338,8 +335,7 @@ absl::Status ShardFileReader::Read(int a, uint64_t offset, uint64_t n,
   return absl::OkStatus();
 }
 
-absl::StatusOr<Listing> ListCheckpoints(storage::Env* env,
-                                        const std::string& root) {
+absl::StatusOr<Listing> ListCheckpoints(Env* env, const std::string& root) {
   Listing listing;
   absl::StatusOr<std::vector<std::string>> names = env->ListDir(root);
   if (absl::IsNotFound(names.status())) return listing;
@@ -347,12 +343,11 @@ absl::StatusOr<Listing> ListCheckpoints(storage::Env* env,
   for (const std::string& name : *names) {
     const std::optional<uint64_t> step = StepOfDir(name);
     if (!step.has_value()) continue;
-    const std::string path =
-        storage::JoinPath(storage::JoinPath(root, name), kManifestName);
+    const std::string path = JoinPath(JoinPath(root, name), kManifestName);
     if (!env->FileExists(path)) {
       // A directory of shutdown snapshots is not a checkpoint attempt.
       absl::StatusOr<std::vector<std::string>> files =
-          env->ListDir(storage::JoinPath(root, name));
+          env->ListDir(JoinPath(root, name));
       const bool snapshot =
           files.ok() &&
           std::any_of(files->begin(), files->end(), [](const std::string& f) {
@@ -381,19 +376,18 @@ absl::StatusOr<Listing> ListCheckpoints(storage::Env* env,
   return listing;
 }
 
-absl::Status LoadRange(storage::Env* env, const std::string& root,
+absl::Status LoadRange(Env* env, const std::string& root,
                        const v1::CheckpointManifest& manifest, Range want,
                        const ArraySink& sink) {
-  const std::string dir = storage::JoinPath(root, StepDirName(manifest.step()));
+  const std::string dir = JoinPath(root, StepDirName(manifest.step()));
   uint64_t covered = 0;
   std::vector<float> buf;
   for (const v1::CheckpointShard& s : manifest.shards()) {
     const Range have{s.offset(), s.offset() + s.length()};
     const Range r = Intersect(have, want);
     if (r.empty()) continue;
-    ZS_ASSIGN_OR_RETURN(
-        std::unique_ptr<ShardFileReader> reader,
-        ShardFileReader::Open(env, storage::JoinPath(dir, s.file())));
+    ZS_ASSIGN_OR_RETURN(std::unique_ptr<ShardFileReader> reader,
+                        ShardFileReader::Open(env, JoinPath(dir, s.file())));
     const v1::ShardCheckpointHeader& h = reader->header();
     if (h.offset() != s.offset() || h.length() != s.length() ||
         h.step() != manifest.step()) {

@@ -1,4 +1,4 @@
-// The files of a shard server's checkpoints (issue 7), through storage::Env
+// The files of a shard server's checkpoints (issue 7), through Env
 // so that tests run on MemEnv and FaultEnv.
 //
 // Layout under a checkpoint root (shared by the servers of a job on one
@@ -57,12 +57,12 @@ using ArraySink = std::function<absl::Status(int a, uint64_t offset, uint64_t n,
 // Phase 1: writes root/step-S/shard-k-of-K.ckpt (S = header.step) with
 // header.length elements per array from `source`.
 absl::StatusOr<v1::CheckpointShard> WriteShardFile(
-    storage::Env* env, const std::string& root,
-    const v1::ShardCheckpointHeader& header, const ArraySource& source);
+    Env* env, const std::string& root, const v1::ShardCheckpointHeader& header,
+    const ArraySource& source);
 
 // Phase 2: writes root/step-S/MANIFEST. INVALID_ARGUMENT unless it lists
 // every shard of manifest.spec().num_servers() exactly once.
-absl::Status WriteManifest(storage::Env* env, const std::string& root,
+absl::Status WriteManifest(Env* env, const std::string& root,
                            const v1::CheckpointManifest& manifest);
 
 // Shutdown snapshots: what a server stopped gracefully (SIGTERM) writes
@@ -75,7 +75,7 @@ absl::Status WriteManifest(storage::Env* env, const std::string& root,
 std::string SnapshotName(uint32_t shard, uint32_t num_shards);
 
 // INVALID_ARGUMENT unless the manifest lists exactly one shard of its plan.
-absl::Status WriteSnapshotManifest(storage::Env* env, const std::string& root,
+absl::Status WriteSnapshotManifest(Env* env, const std::string& root,
                                    const v1::CheckpointManifest& manifest);
 
 struct Snapshot {
@@ -85,7 +85,7 @@ struct Snapshot {
 };
 // The snapshots of shard `shard` of `num_shards` under `root`, newest
 // first (a missing root: none).
-absl::StatusOr<std::vector<Snapshot>> FindSnapshots(storage::Env* env,
+absl::StatusOr<std::vector<Snapshot>> FindSnapshots(Env* env,
                                                     const std::string& root,
                                                     uint32_t shard,
                                                     uint32_t num_shards);
@@ -94,7 +94,7 @@ class ShardFileReader {
  public:
   // Opens and checks the magic and the header's checksum.
   static absl::StatusOr<std::unique_ptr<ShardFileReader>> Open(
-      storage::Env* env, const std::string& path);
+      Env* env, const std::string& path);
 
   const v1::ShardCheckpointHeader& header() const { return header_; }
   // n elements of array `a` at owned-relative `offset`; every block read is
@@ -103,7 +103,7 @@ class ShardFileReader {
 
  private:
   ShardFileReader() = default;
-  std::unique_ptr<storage::File> file_;
+  std::unique_ptr<File> file_;
   v1::ShardCheckpointHeader header_;
   uint64_t payload_start_ = 0;
   std::vector<char> block_;
@@ -114,14 +114,13 @@ struct Listing {
   std::vector<std::string> skipped;              // "step-...: why", per dir
 };
 // The checkpoints under `root` (a missing root lists nothing).
-absl::StatusOr<Listing> ListCheckpoints(storage::Env* env,
-                                        const std::string& root);
+absl::StatusOr<Listing> ListCheckpoints(Env* env, const std::string& root);
 
 // Reads the flat range `want` (absolute; any plan) of p, m, v from the
 // shard files of `manifest` that overlap it and hands it to `sink` with
 // offsets relative to want.begin. Every block read is checked: DATA_LOSS
 // names the file and block.
-absl::Status LoadRange(storage::Env* env, const std::string& root,
+absl::Status LoadRange(Env* env, const std::string& root,
                        const v1::CheckpointManifest& manifest, Range want,
                        const ArraySink& sink);
 

@@ -22,8 +22,8 @@ v1::ModelSpec Spec(uint32_t k) {
 
 // Writes a complete checkpoint of `total` elements split evenly over k
 // shards (block of 40 bytes so that arrays straddle blocks).
-v1::CheckpointManifest WriteCheckpoint(storage::Env* env, uint64_t step,
-                                       uint64_t total, uint32_t k) {
+v1::CheckpointManifest WriteCheckpoint(Env* env, uint64_t step, uint64_t total,
+                                       uint32_t k) {
   v1::CheckpointManifest m;
   m.set_step(step);
   m.set_optimizer_steps(step - 1);
@@ -52,7 +52,7 @@ v1::CheckpointManifest WriteCheckpoint(storage::Env* env, uint64_t step,
 }
 
 TEST(CheckpointFiles, LoadsAnyRangeAcrossShards) {
-  storage::MemEnv env(false);
+  MemEnv env(false);
   const v1::CheckpointManifest m = WriteCheckpoint(&env, 7, 103, 3);
   for (Range want : {Range{0, 103}, Range{30, 71}, Range{34, 35}}) {
     std::vector<float> got(3 * want.size(), -1);
@@ -71,7 +71,7 @@ TEST(CheckpointFiles, LoadsAnyRangeAcrossShards) {
 }
 
 TEST(CheckpointFiles, ListsCompleteNewestFirstAndSkipsIncomplete) {
-  storage::MemEnv env(false);
+  MemEnv env(false);
   WriteCheckpoint(&env, 5, 50, 2);
   WriteCheckpoint(&env, 10, 50, 2);
   ASSERT_TRUE(env.CreateDir("/ckpt/step-0000000015").ok());  // no MANIFEST
@@ -87,10 +87,10 @@ TEST(CheckpointFiles, ListsCompleteNewestFirstAndSkipsIncomplete) {
 }
 
 TEST(CheckpointFiles, BitFlipInABlockIsDataLossNamingFileAndBlock) {
-  storage::MemEnv env(false);
+  MemEnv env(false);
   const v1::CheckpointManifest m = WriteCheckpoint(&env, 3, 64, 2);
   const std::string path = "/ckpt/step-0000000003/" + m.shards(1).file();
-  storage::OpenOptions o;
+  OpenOptions o;
   auto f = env.OpenFile(path, o);
   ASSERT_TRUE(f.ok());
   const uint64_t size = *(*f)->Size();
@@ -113,9 +113,9 @@ TEST(CheckpointFiles, BitFlipInABlockIsDataLossNamingFileAndBlock) {
 }
 
 TEST(CheckpointFiles, DamagedOrShortManifestIsSkipped) {
-  storage::MemEnv env(false);
+  MemEnv env(false);
   WriteCheckpoint(&env, 4, 20, 1);
-  storage::OpenOptions o;
+  OpenOptions o;
   auto f = env.OpenFile("/ckpt/step-0000000004/MANIFEST", o);
   ASSERT_TRUE(f.ok());
   char byte = 0;
@@ -130,7 +130,7 @@ TEST(CheckpointFiles, DamagedOrShortManifestIsSkipped) {
 }
 
 TEST(CheckpointFiles, FileCrcDependsOnTheData) {
-  storage::MemEnv env(false);
+  MemEnv env(false);
   v1::ShardCheckpointHeader h;
   h.set_step(1);
   *h.mutable_spec() = Spec(1);
@@ -150,7 +150,7 @@ TEST(CheckpointFiles, FileCrcDependsOnTheData) {
 }
 
 TEST(CheckpointFiles, ManifestMustListEveryShardOnce) {
-  storage::MemEnv env(false);
+  MemEnv env(false);
   v1::CheckpointManifest m = WriteCheckpoint(&env, 2, 20, 2);
   m.mutable_shards()->RemoveLast();
   absl::Status s = WriteManifest(&env, "/ckpt", m);

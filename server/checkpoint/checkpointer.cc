@@ -8,9 +8,9 @@
 
 namespace zeroshard {
 
-Checkpointer::Checkpointer(storage::Env* env, std::string dir, uint32_t shard,
+Checkpointer::Checkpointer(Env* env, std::string dir, uint32_t shard,
                            uint32_t num_shards)
-    : env_(env != nullptr ? env : storage::DefaultEnv()),
+    : env_(env != nullptr ? env : DefaultEnv()),
       dir_(std::move(dir)),
       shard_(shard),
       num_shards_(num_shards) {}
@@ -34,7 +34,7 @@ v1::ShardCheckpointHeader Checkpointer::Header(const ShardFacts& f) const {
 }
 
 std::string Checkpointer::StepDir(uint64_t step) const {
-  return storage::JoinPath(dir_, checkpoint::StepDirName(step));
+  return JoinPath(dir_, checkpoint::StepDirName(step));
 }
 
 absl::StatusOr<v1::CheckpointResponse> Checkpointer::WriteShard(
@@ -43,7 +43,7 @@ absl::StatusOr<v1::CheckpointResponse> Checkpointer::WriteShard(
                       checkpoint::WriteShardFile(env_, dir_, Header(f), read));
   v1::CheckpointResponse resp;
   resp.set_step(f.step);
-  resp.set_path(storage::JoinPath(StepDir(f.step), shard.file()));
+  resp.set_path(JoinPath(StepDir(f.step), shard.file()));
   resp.set_crc32c(shard.crc32c());
   *resp.mutable_shard() = std::move(shard);
   return resp;
@@ -51,11 +51,11 @@ absl::StatusOr<v1::CheckpointResponse> Checkpointer::WriteShard(
 
 absl::StatusOr<v1::CheckpointResponse> Checkpointer::Finalize(
     const v1::CheckpointRequest& req, const ShardFacts& f) {
-  ZS_ASSIGN_OR_RETURN(auto reader,
-                      checkpoint::ShardFileReader::Open(
-                          env_, storage::JoinPath(StepDir(req.step()),
-                                                  checkpoint::ShardFileName(
-                                                      shard_, num_shards_))));
+  ZS_ASSIGN_OR_RETURN(
+      auto reader,
+      checkpoint::ShardFileReader::Open(
+          env_, JoinPath(StepDir(req.step()),
+                         checkpoint::ShardFileName(shard_, num_shards_))));
   v1::CheckpointManifest m;
   m.set_step(req.step());
   m.set_optimizer_steps(reader->header().optimizer_steps());
@@ -72,7 +72,7 @@ absl::StatusOr<v1::CheckpointResponse> Checkpointer::Finalize(
   Refresh();
   v1::CheckpointResponse resp;
   resp.set_step(req.step());
-  resp.set_path(storage::JoinPath(StepDir(req.step()), "MANIFEST"));
+  resp.set_path(JoinPath(StepDir(req.step()), "MANIFEST"));
   return resp;
 }
 
@@ -88,8 +88,8 @@ absl::StatusOr<std::string> Checkpointer::WriteSnapshot(
   ZS_ASSIGN_OR_RETURN(*m.add_shards(),
                       checkpoint::WriteShardFile(env_, dir_, Header(f), read));
   ZS_RETURN_IF_ERROR(checkpoint::WriteSnapshotManifest(env_, dir_, m));
-  return storage::JoinPath(StepDir(f.step),
-                           checkpoint::SnapshotName(shard_, num_shards_));
+  return JoinPath(StepDir(f.step),
+                  checkpoint::SnapshotName(shard_, num_shards_));
 }
 
 absl::Status Checkpointer::Load(const v1::CheckpointManifest& manifest,

@@ -54,8 +54,7 @@ class Checkpointer {
   using Log = std::function<void(const std::string&)>;
 
   // `dir` empty: checkpoints are off. `env` null: DefaultEnv().
-  Checkpointer(storage::Env* env, std::string dir, uint32_t shard,
-               uint32_t num_shards);
+  Checkpointer(Env* env, std::string dir, uint32_t shard, uint32_t num_shards);
 
   bool enabled() const { return !dir_.empty(); }
   const std::string& dir() const { return dir_; }
@@ -102,7 +101,7 @@ class Checkpointer {
   uint64_t RestoreSnapshot(uint64_t newest, const Apply& apply,
                            const Log& log) const;
 
-  storage::Env* const env_;
+  Env* const env_;
   const std::string dir_;
   const uint32_t shard_, num_shards_;
   mutable absl::Mutex mu_;

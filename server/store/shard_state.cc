@@ -87,8 +87,7 @@ absl::StatusOr<std::unique_ptr<ShardState>> ShardState::Create(
   }
   const uint32_t slots = state->slots_;
   if (slots > 1 && !options.slot_dir.empty()) {
-    storage::Env* env =
-        options.env != nullptr ? options.env : storage::DefaultEnv();
+    Env* env = options.env != nullptr ? options.env : DefaultEnv();
     ZS_ASSIGN_OR_RETURN(state->grad_slots_,
                         storage::SlotFiles::Create(env, options.slot_dir, slots,
                                                    state->size()));

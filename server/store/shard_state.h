@@ -71,7 +71,7 @@ class ShardState {
     // Slots 1.. in files under this directory when not empty (and the
     // model has more than one contribution per step); else in RAM.
     std::string slot_dir;
-    storage::Env* env = nullptr;  // for the slot files; null: DefaultEnv()
+    Env* env = nullptr;  // for the slot files; null: DefaultEnv()
   };
 
   // The state of shard `shard` of `spec`'s plan (spec valid): the tier

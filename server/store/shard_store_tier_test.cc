@@ -42,7 +42,7 @@ v1::ModelSpec Spec(uint32_t slots) {
   return spec;
 }
 
-std::unique_ptr<ShardStore> NvmeStore(storage::Env* env) {
+std::unique_ptr<ShardStore> NvmeStore(Env* env) {
   StoreOptions o;
   o.storage_name = "nvme";
   o.make_tier = [env](const storage::TierLayout& layout, ThreadPool* pool)
@@ -136,7 +136,7 @@ class ShardStoreTierTest : public ::testing::TestWithParam<uint32_t> {};
 
 TEST_P(ShardStoreTierTest, BrokenAndConcurrentPushesMatchRam) {
   const uint32_t slots = GetParam();
-  storage::MemEnv env;
+  MemEnv env;
   ShardStore ram{StoreOptions()};
   std::unique_ptr<ShardStore> nvme = NvmeStore(&env);
   ASSERT_TRUE(ram.RegisterModel(Spec(slots)).ok());

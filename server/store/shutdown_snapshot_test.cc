@@ -90,7 +90,7 @@ class ShutdownSnapshotTest : public ::testing::Test {
     return p;
   }
 
-  storage::MemEnv env_{false};
+  MemEnv env_{false};
 };
 
 TEST_F(ShutdownSnapshotTest, NextStartResumesAtTheLastCommit) {
@@ -191,7 +191,7 @@ TEST_F(ShutdownSnapshotTest, DamagedSnapshotFallsBackToTheCheckpoints) {
   // Flip a payload byte of the shard file the snapshot lists.
   const std::string file = "/ckpt/step-0000000001/shard-00000-of-00001.ckpt";
   {
-    storage::OpenOptions o;
+    OpenOptions o;
     auto f = env_.OpenFile(file, o);
     ASSERT_TRUE(f.ok());
     uint64_t size = *(*f)->Size();

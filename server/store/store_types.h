@@ -37,7 +37,7 @@ struct StoreOptions {
   // Checkpoint and Restore answer FAILED_PRECONDITION. `env` null: the
   // process's PosixEnv.
   std::string checkpoint_dir;
-  storage::Env* env = nullptr;
+  Env* env = nullptr;
   // With contributions_per_step > 1: gradient slots 1.. live in files in
   // this directory (storage/grad_slots.h); empty: in RAM (4 bytes per owned
   // element and slot).

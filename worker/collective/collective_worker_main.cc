@@ -39,10 +39,10 @@ absl::Status Main(const Args& a) {
   bo.coordinator = a.coord;
   bo.timeout = absl::Seconds(30);
   ZS_ASSIGN_OR_RETURN(auto bootstrap, TcpBootstrap::Create(bo));
-  storage::Env* env = storage::DefaultEnv();
+  Env* env = DefaultEnv();
   if (!a.port_file.empty()) {
-    ZS_RETURN_IF_ERROR(storage::WriteFileAtomic(
-        env, a.port_file, absl::StrCat(bootstrap->port(), "\n")));
+    ZS_RETURN_IF_ERROR(WriteFileAtomic(env, a.port_file,
+                                       absl::StrCat(bootstrap->port(), "\n")));
   }
   ZS_ASSIGN_OR_RETURN(auto transport, CreateUcxTransport(*bootstrap));
   HostCommunicatorOptions options;
@@ -60,9 +60,9 @@ absl::Status Main(const Args& a) {
   const Range mine = comm->PartRange(n, r);
   // Each line reaches the file at once: a rank that dies later leaves its
   // lines so far.
-  ZS_ASSIGN_OR_RETURN(storage::AppendableFile out,
-                      storage::AppendableFile::Open(env, a.out,
-                                                    /*truncate=*/true));
+  ZS_ASSIGN_OR_RETURN(AppendableFile out,
+                      AppendableFile::Open(env, a.out,
+                                           /*truncate=*/true));
   auto report = [&](const char* name, const CollectiveOp& op, const char* data,
                     size_t bytes) {
     absl::Status s = op.Wait();

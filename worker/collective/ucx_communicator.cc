@@ -61,9 +61,8 @@ absl::StatusOr<std::unique_ptr<HostCommunicator>> CreateUcxCommunicator(
   ZS_ASSIGN_OR_RETURN(std::unique_ptr<TcpBootstrap> bootstrap,
                       TcpBootstrap::Create(b));
   if (config.rank == 0 && !config.port_file.empty()) {
-    ZS_RETURN_IF_ERROR(
-        storage::WriteFileAtomic(storage::DefaultEnv(), config.port_file,
-                                 absl::StrCat(bootstrap->port(), "\n")));
+    ZS_RETURN_IF_ERROR(WriteFileAtomic(DefaultEnv(), config.port_file,
+                                       absl::StrCat(bootstrap->port(), "\n")));
   }
   HostCommunicatorOptions options;
   options.part_alignment = config.part_alignment;

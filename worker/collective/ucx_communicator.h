@@ -36,7 +36,7 @@ struct UcxCommunicatorConfig {
   absl::Duration bootstrap_timeout = absl::Seconds(60);
   absl::Duration op_timeout = absl::Minutes(5);
   // Rank 0, optional: once listening, write the rendezvous port (one line)
-  // to this file, atomically (storage::WriteFileAtomic), so that a launcher
+  // to this file, atomically (WriteFileAtomic), so that a launcher
   // can start rank 0 on coordinator port 0 and pass the port on.
   std::string port_file;
 

@@ -157,9 +157,8 @@ absl::StatusOr<EngineConfig> ParseDeepSpeedConfig(
 
 absl::StatusOr<EngineConfig> ParseDeepSpeedConfigFile(
     const std::string& path, int world_size, std::vector<std::string>* warnings,
-    storage::Env* env) {
-  ZS_ASSIGN_OR_RETURN(const std::string text,
-                      storage::ReadSmallFile(env, path));
+    Env* env) {
+  ZS_ASSIGN_OR_RETURN(const std::string text, ReadSmallFile(env, path));
   std::vector<std::string> file_warnings;
   absl::StatusOr<EngineConfig> config =
       ParseDeepSpeedConfig(text, world_size, &file_warnings);

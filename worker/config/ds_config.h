@@ -167,7 +167,7 @@ absl::StatusOr<EngineConfig> ParseDeepSpeedConfig(
 // too ("open <path>: No such file or directory": NOT_FOUND).
 absl::StatusOr<EngineConfig> ParseDeepSpeedConfigFile(
     const std::string& path, int world_size, std::vector<std::string>* warnings,
-    storage::Env* env = storage::DefaultEnv());
+    Env* env = DefaultEnv());
 
 // One line for logs: "stage 3 (offload_param=server), bf16, batch 32 = 4 x 2
 // x 4 workers, AdamW lr 0.0003 wd 0.1, WarmupCosineLR, clip 1, 2 servers".

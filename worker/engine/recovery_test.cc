@@ -276,7 +276,7 @@ std::vector<float> LoadAll(const std::string& dir,
                            const v1::CheckpointManifest& m, uint64_t total) {
   std::vector<float> all(3 * total);
   absl::Status s = checkpoint::LoadRange(
-      storage::DefaultEnv(), dir, m, Range{0, total},
+      DefaultEnv(), dir, m, Range{0, total},
       [&](int a, uint64_t off, uint64_t n, const float* d) {
         std::copy(d, d + n, all.begin() + a * total + off);
         return absl::OkStatus();
@@ -292,7 +292,7 @@ TEST(Recovery, ReshardsFromThreeServersToTwoAndFour) {
     SCOPED_TRACE(absl::StrCat("K'=", k2));
     const std::string dir = FreshDir(absl::StrCat("reshard-", k2));
     ASSERT_TRUE(RunFresh(Spec(8), 3, dir).ok());
-    auto listing = checkpoint::ListCheckpoints(storage::DefaultEnv(), dir);
+    auto listing = checkpoint::ListCheckpoints(DefaultEnv(), dir);
     ASSERT_TRUE(listing.ok());
     const v1::CheckpointManifest by3 = listing->complete[0];
     ASSERT_EQ(by3.step(), 8u);
@@ -310,7 +310,7 @@ TEST(Recovery, ReshardsFromThreeServersToTwoAndFour) {
     ASSERT_TRUE((*client)->AttachToRegistered().ok());
     auto shards = (*client)->Checkpoint(8, nullptr, "resharded");
     ASSERT_TRUE(shards.ok()) << shards.status();
-    auto again = checkpoint::ListCheckpoints(storage::DefaultEnv(), dir);
+    auto again = checkpoint::ListCheckpoints(DefaultEnv(), dir);
     ASSERT_TRUE(again.ok());
     const v1::CheckpointManifest byk = again->complete[0];
     ASSERT_EQ(byk.spec().num_servers(), k2);

@@ -21,8 +21,8 @@ constexpr char kPython[] = "/usr/bin/python3";
 
 absl::Status WriteBytes(const std::string& path, const void* data,
                         size_t bytes) {
-  return storage::WriteFileAtomic(
-      storage::DefaultEnv(), path,
+  return WriteFileAtomic(
+      DefaultEnv(), path,
       absl::string_view(static_cast<const char*>(data), bytes));
 }
 
@@ -37,8 +37,7 @@ absl::StatusOr<int> Run(std::vector<std::string> argv,
   opts.log_path = dir + "/output.txt";
   ZS_ASSIGN_OR_RETURN(Subprocess child, Subprocess::Spawn(opts));
   ZS_ASSIGN_OR_RETURN(const int status, child.Wait(std::chrono::minutes(10)));
-  ZS_ASSIGN_OR_RETURN(
-      *out, storage::ReadSmallFile(storage::DefaultEnv(), opts.log_path));
+  ZS_ASSIGN_OR_RETURN(*out, ReadSmallFile(DefaultEnv(), opts.log_path));
   return status;
 }
 

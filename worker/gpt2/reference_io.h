@@ -63,11 +63,9 @@ absl::StatusOr<std::string> RunPython(const std::string& script,
 // Reads `n` raw values of T from `path` (exactly n: a shorter or longer
 // file is DATA_LOSS naming it; a missing one NOT_FOUND).
 template <typename T>
-absl::StatusOr<std::vector<T>> ReadValues(
-    const std::string& path, size_t n,
-    storage::Env* env = storage::DefaultEnv()) {
-  absl::StatusOr<storage::ReadOnlyFile> f =
-      storage::ReadOnlyFile::Open(env, path);
+absl::StatusOr<std::vector<T>> ReadValues(const std::string& path, size_t n,
+                                          Env* env = DefaultEnv()) {
+  absl::StatusOr<ReadOnlyFile> f = ReadOnlyFile::Open(env, path);
   if (!f.ok()) return f.status();
   if (f->size() != n * sizeof(T)) {
     return absl::DataLossError(

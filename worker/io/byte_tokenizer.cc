@@ -41,11 +41,10 @@ constexpr size_t kChunk = size_t{1} << 20;
 // Streams bytes [first, first + n) of `in` into a token file at `path`,
 // returned uncommitted so that the caller commits only when every part
 // was written.
-absl::StatusOr<TokenFileWriter> WritePart(const storage::ReadOnlyFile& in,
+absl::StatusOr<TokenFileWriter> WritePart(const ReadOnlyFile& in,
                                           uint64_t first, int64_t n,
                                           const std::string& path,
-                                          const TokenizeOptions& o,
-                                          storage::Env* env) {
+                                          const TokenizeOptions& o, Env* env) {
   ZS_ASSIGN_OR_RETURN(TokenFileWriter out,
                       TokenFileWriter::Create(path, n, env));
   std::vector<uint8_t> bytes(std::min<int64_t>(kChunk, n));
@@ -64,10 +63,9 @@ absl::StatusOr<TokenFileWriter> WritePart(const storage::ReadOnlyFile& in,
 }  // namespace
 
 absl::StatusOr<TokenizeSummary> TokenizeFile(const TokenizeOptions& o,
-                                             storage::Env* env) {
+                                             Env* env) {
   ZS_RETURN_IF_ERROR(ValidateTokenizeOptions(o));
-  ZS_ASSIGN_OR_RETURN(storage::ReadOnlyFile in,
-                      storage::ReadOnlyFile::Open(env, o.input));
+  ZS_ASSIGN_OR_RETURN(ReadOnlyFile in, ReadOnlyFile::Open(env, o.input));
   const uint64_t size = in.size();
   if (size == 0) {
     return absl::InvalidArgumentError(

@@ -7,7 +7,7 @@
 // token file (validation) and the rest to the first; both must be
 // non-empty. The input is streamed in 1 MiB chunks; outputs are written
 // atomically (temporary file, then rename). All I/O goes through a
-// storage::Env (DefaultEnv() unless a test passes one).
+// Env (DefaultEnv() unless a test passes one).
 //
 // Errors: INVALID_ARGUMENT for bad options (naming the flag-like field),
 // an empty input, or a part larger than a token file holds (INT32_MAX
@@ -48,8 +48,8 @@ struct TokenizeSummary {
 // that is missing or inconsistent. TokenizeFile checks this first.
 absl::Status ValidateTokenizeOptions(const TokenizeOptions& options);
 
-absl::StatusOr<TokenizeSummary> TokenizeFile(
-    const TokenizeOptions& options, storage::Env* env = storage::DefaultEnv());
+absl::StatusOr<TokenizeSummary> TokenizeFile(const TokenizeOptions& options,
+                                             Env* env = DefaultEnv());
 
 }  // namespace zeroshard::io
 

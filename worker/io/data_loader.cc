@@ -73,14 +73,14 @@ absl::StatusOr<LoaderPosition> LoaderPosition::Parse(absl::string_view text) {
 }
 
 absl::StatusOr<std::vector<std::string>> ExpandFilePatterns(
-    const std::vector<std::string>& patterns, storage::Env* env) {
+    const std::vector<std::string>& patterns, Env* env) {
   std::vector<std::string> out;
   for (const std::string& p : patterns) {
     if (p.find_first_of("*?[") == std::string::npos) {
       out.push_back(p);
       continue;
     }
-    const std::vector<std::string> matches = storage::Glob(env, p);
+    const std::vector<std::string> matches = Glob(env, p);
     if (matches.empty()) {
       return absl::NotFoundError(absl::StrCat("no file matches '", p, "'"));
     }
@@ -90,7 +90,7 @@ absl::StatusOr<std::vector<std::string>> ExpandFilePatterns(
 }
 
 absl::StatusOr<DataLoader> DataLoader::Open(const DataLoaderOptions& options,
-                                            storage::Env* env) {
+                                            Env* env) {
   ZS_RETURN_IF_ERROR(CheckOptions(options));
   DataLoader loader;
   loader.options_ = options;

@@ -26,7 +26,7 @@
 // once, in bounded chunks; errors name the file, the index and the id), and
 // every shard holds at least one step (W*B*T + 1 tokens). Next() reads one
 // batch with a single positional read. Files are opened and patterns
-// expanded through a storage::Env (DefaultEnv() unless a test passes one).
+// expanded through a Env (DefaultEnv() unless a test passes one).
 //
 // Threading: a DataLoader is used by one thread at a time.
 #ifndef ZEROSHARD_WORKER_IO_DATA_LOADER_H_
@@ -73,8 +73,7 @@ struct LoaderPosition {
 // Expands `patterns` as DataLoaderOptions::files describes. A pattern with
 // no glob characters is kept as is (its absence is reported on open).
 absl::StatusOr<std::vector<std::string>> ExpandFilePatterns(
-    const std::vector<std::string>& patterns,
-    storage::Env* env = storage::DefaultEnv());
+    const std::vector<std::string>& patterns, Env* env = DefaultEnv());
 
 class DataLoader {
  public:
@@ -83,9 +82,8 @@ class DataLoader {
   // without matches, DATA_LOSS for a corrupt file, INVALID_ARGUMENT for a
   // shard shorter than one step.
   // `env` must outlive the loader.
-  static absl::StatusOr<DataLoader> Open(
-      const DataLoaderOptions& options,
-      storage::Env* env = storage::DefaultEnv());
+  static absl::StatusOr<DataLoader> Open(const DataLoaderOptions& options,
+                                         Env* env = DefaultEnv());
 
   // Fills inputs and targets (B*T each, row-major (B, T)) with this rank's
   // batch of the current step and advances to the next step. On error the

@@ -166,7 +166,7 @@ TEST(LoaderPositionTest, SerialisesAndParses) {
 
 // Patterns are expanded and shards read through the Env given to Open.
 TEST(DataLoaderEnvTest, ReadsGlobbedShardsFromAMemEnv) {
-  storage::MemEnv env;
+  MemEnv env;
   ASSERT_TRUE(env.CreateDir("/data").ok());
   for (int s : {1, 0}) {
     std::vector<uint16_t> t(40);

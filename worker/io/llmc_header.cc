@@ -4,8 +4,8 @@
 
 namespace zeroshard::io {
 
-absl::StatusOr<FileHeader> ReadHeader(const storage::ReadOnlyFile& file,
-                                      int32_t magic, const char* kind) {
+absl::StatusOr<FileHeader> ReadHeader(const ReadOnlyFile& file, int32_t magic,
+                                      const char* kind) {
   if (file.size() < kHeaderBytes) {
     return absl::DataLossError(absl::StrCat(
         file.path(), ": truncated: ", file.size(), " bytes, shorter than the ",
@@ -23,7 +23,7 @@ absl::StatusOr<FileHeader> ReadHeader(const storage::ReadOnlyFile& file,
   return header;
 }
 
-absl::Status CheckFileSize(const storage::ReadOnlyFile& file, uint64_t expected,
+absl::Status CheckFileSize(const ReadOnlyFile& file, uint64_t expected,
                            const std::string& why) {
   if (file.size() < expected) {
     return absl::DataLossError(

@@ -2,8 +2,8 @@
 // little-endian int32s: magic, version, then format-specific fields. These
 // are the checks every reader of them makes: the magic, and the file's
 // length against the one the header implies. The files themselves are read
-// and written through common/env (storage::ReadOnlyFile,
-// storage::AtomicFileWriter in common/env/files.h).
+// and written through common/env (ReadOnlyFile,
+// AtomicFileWriter in common/env/files.h).
 //
 // Errors start with the file's path: DATA_LOSS for a file shorter than the
 // header or of another length than expected, INVALID_ARGUMENT for a wrong
@@ -30,13 +30,13 @@ using FileHeader = std::array<int32_t, kHeaderInts>;
 // Reads the header of `file` and checks its magic. `kind` names the format
 // in messages ("llm.c model file"). DATA_LOSS if the file is shorter than
 // the header, INVALID_ARGUMENT if header[0] != magic.
-absl::StatusOr<FileHeader> ReadHeader(const storage::ReadOnlyFile& file,
-                                      int32_t magic, const char* kind);
+absl::StatusOr<FileHeader> ReadHeader(const ReadOnlyFile& file, int32_t magic,
+                                      const char* kind);
 
 // OK if the file is exactly `expected` bytes long, else DATA_LOSS saying
 // whether it is truncated or has trailing bytes; `why` explains where
 // `expected` comes from ("header: 1000 tokens").
-absl::Status CheckFileSize(const storage::ReadOnlyFile& file, uint64_t expected,
+absl::Status CheckFileSize(const ReadOnlyFile& file, uint64_t expected,
                            const std::string& why);
 
 }  // namespace zeroshard::io

@@ -16,8 +16,6 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 namespace zeroshard::io {
 namespace {
 
-using storage::AtomicFileWriter;
-using storage::ReadOnlyFile;
 
 // Elements converted per staging step for bf16 (2 MiB of bf16).
 constexpr size_t kBf16Chunk = size_t{1} << 20;
@@ -96,21 +94,20 @@ absl::Status ReadParams(const ReadOnlyFile& file, const ModelFileInfo& info,
 }  // namespace
 
 absl::StatusOr<ModelFileInfo> ReadModelFileInfo(const std::string& path,
-                                                storage::Env* env) {
+                                                Env* env) {
   ZS_ASSIGN_OR_RETURN(ReadOnlyFile file, ReadOnlyFile::Open(env, path));
   return ParseHeader(file);
 }
 
 absl::Status ReadModelParams(const std::string& path,
                              const gpt2::ParamLayout& layout, float* params,
-                             storage::Env* env) {
+                             Env* env) {
   ZS_ASSIGN_OR_RETURN(ReadOnlyFile file, ReadOnlyFile::Open(env, path));
   ZS_ASSIGN_OR_RETURN(ModelFileInfo info, ParseHeader(file));
   return ReadParams(file, info, layout, params);
 }
 
-absl::StatusOr<ModelFile> ReadModelFile(const std::string& path,
-                                        storage::Env* env) {
+absl::StatusOr<ModelFile> ReadModelFile(const std::string& path, Env* env) {
   ZS_ASSIGN_OR_RETURN(ReadOnlyFile file, ReadOnlyFile::Open(env, path));
   ZS_ASSIGN_OR_RETURN(ModelFileInfo info, ParseHeader(file));
   ZS_ASSIGN_OR_RETURN(gpt2::ParamLayout layout,
@@ -125,8 +122,7 @@ absl::StatusOr<ModelFile> ReadModelFile(const std::string& path,
 
 absl::Status WriteModelFile(const std::string& path,
                             const gpt2::ParamLayout& layout,
-                            const float* params, ModelDtype dtype,
-                            storage::Env* env) {
+                            const float* params, ModelDtype dtype, Env* env) {
   const gpt2::Config& c = layout.config();
   FileHeader h{};
   h[0] = kModelMagic;

@@ -16,7 +16,7 @@
 // Each tensor is read with one positional read into its place in the
 // destination (bf16: through a bounded staging buffer).
 //
-// I/O goes through a storage::Env (common/env; DefaultEnv() unless a test
+// I/O goes through a Env (common/env; DefaultEnv() unless a test
 // passes a MemEnv or FaultEnv).
 //
 // Errors (every message names the file):
@@ -29,7 +29,7 @@
 //                     header implies (truncated or trailing bytes);
 //   others            the Env's error of a failed open/read/write/rename.
 // Writers write to a temporary file and rename it into place
-// (storage::AtomicFileWriter), so a failed write leaves `path` as it was.
+// (AtomicFileWriter), so a failed write leaves `path` as it was.
 //
 // Threading: the functions are independent and thread-safe; callers must
 // not modify `params` while it is being written or read into.
@@ -66,15 +66,15 @@ struct ModelFileInfo {
 };
 
 // Reads and checks the header and the file's length.
-absl::StatusOr<ModelFileInfo> ReadModelFileInfo(
-    const std::string& path, storage::Env* env = storage::DefaultEnv());
+absl::StatusOr<ModelFileInfo> ReadModelFileInfo(const std::string& path,
+                                                Env* env = DefaultEnv());
 
 // Reads the parameters into `params`, which must hold layout.num_params()
 // floats, in memory order. The file's config must equal layout.config().
 // On error `params` may be partly overwritten.
 absl::Status ReadModelParams(const std::string& path,
                              const gpt2::ParamLayout& layout, float* params,
-                             storage::Env* env = storage::DefaultEnv());
+                             Env* env = DefaultEnv());
 
 struct ModelFile {
   gpt2::Config config;
@@ -83,8 +83,8 @@ struct ModelFile {
 };
 
 // Reads the whole file: header and parameters.
-absl::StatusOr<ModelFile> ReadModelFile(
-    const std::string& path, storage::Env* env = storage::DefaultEnv());
+absl::StatusOr<ModelFile> ReadModelFile(const std::string& path,
+                                        Env* env = DefaultEnv());
 
 // Writes layout.num_params() floats of `params` (memory order) as a model
 // file of version 3 (kFp32) or 5 (kBf16).
@@ -92,7 +92,7 @@ absl::Status WriteModelFile(const std::string& path,
                             const gpt2::ParamLayout& layout,
                             const float* params,
                             ModelDtype dtype = ModelDtype::kFp32,
-                            storage::Env* env = storage::DefaultEnv());
+                            Env* env = DefaultEnv());
 
 }  // namespace zeroshard::io
 

@@ -166,8 +166,8 @@ TEST_F(ModelFileTest, WriteReplacesAtomicallyAndLeavesNoTemporaryFile) {
 // a write leaves the previous file whole and no temporary file; a failed
 // read names the file.
 TEST(ModelFileEnvTest, FullDeviceLeavesThePreviousFile) {
-  storage::MemEnv mem;
-  storage::FaultEnv env(&mem);
+  MemEnv mem;
+  FaultEnv env(&mem);
   ASSERT_TRUE(mem.CreateDir("/m").ok());
   const std::string path = "/m/gpt2.bin";
   auto layout = ParamLayout::Create(SmallConfig(2));

@@ -39,10 +39,8 @@ absl::Status CheckTokenIds(const std::string& path, const uint16_t* tokens,
   return absl::OkStatus();
 }
 
-absl::StatusOr<TokenFile> TokenFile::Open(const std::string& path,
-                                          storage::Env* env) {
-  ZS_ASSIGN_OR_RETURN(storage::ReadOnlyFile file,
-                      storage::ReadOnlyFile::Open(env, path));
+absl::StatusOr<TokenFile> TokenFile::Open(const std::string& path, Env* env) {
+  ZS_ASSIGN_OR_RETURN(ReadOnlyFile file, ReadOnlyFile::Open(env, path));
   ZS_ASSIGN_OR_RETURN(FileHeader h,
                       ReadHeader(file, kTokenMagic, "llm.c token file"));
   if (h[1] != kTokenVersion) {
@@ -86,7 +84,7 @@ absl::Status TokenFile::CheckIds(int64_t vocab_size) const {
 
 absl::StatusOr<std::vector<uint16_t>> ReadTokenFile(const std::string& path,
                                                     int64_t vocab_size,
-                                                    storage::Env* env) {
+                                                    Env* env) {
   ZS_ASSIGN_OR_RETURN(TokenFile file, TokenFile::Open(path, env));
   std::vector<uint16_t> tokens(file.num_tokens());
   ZS_RETURN_IF_ERROR(file.Read(0, tokens.size(), tokens.data()));
@@ -98,8 +96,7 @@ absl::StatusOr<std::vector<uint16_t>> ReadTokenFile(const std::string& path,
 }
 
 absl::Status WriteTokenFile(const std::string& path,
-                            const std::vector<uint16_t>& tokens,
-                            storage::Env* env) {
+                            const std::vector<uint16_t>& tokens, Env* env) {
   ZS_ASSIGN_OR_RETURN(
       TokenFileWriter w,
       TokenFileWriter::Create(path, static_cast<int64_t>(tokens.size()), env));
@@ -109,7 +106,7 @@ absl::Status WriteTokenFile(const std::string& path,
 
 absl::StatusOr<TokenFileWriter> TokenFileWriter::Create(const std::string& path,
                                                         int64_t num_tokens,
-                                                        storage::Env* env) {
+                                                        Env* env) {
   if (num_tokens < 1 || num_tokens > kMaxTokensPerFile) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": cannot write ", num_tokens,
@@ -119,8 +116,8 @@ absl::StatusOr<TokenFileWriter> TokenFileWriter::Create(const std::string& path,
   h[0] = kTokenMagic;
   h[1] = kTokenVersion;
   h[2] = static_cast<int32_t>(num_tokens);
-  ZS_ASSIGN_OR_RETURN(storage::AtomicFileWriter out,
-                      storage::AtomicFileWriter::Create(env, path));
+  ZS_ASSIGN_OR_RETURN(AtomicFileWriter out,
+                      AtomicFileWriter::Create(env, path));
   ZS_RETURN_IF_ERROR(out.Append(h.data(), kHeaderBytes));
   return TokenFileWriter(std::move(out), num_tokens);
 }

@@ -3,7 +3,7 @@
 // tokens, little-endian, nothing after them. A file holds 1..INT32_MAX
 // tokens.
 //
-// I/O goes through a storage::Env (common/env; DefaultEnv() unless a test
+// I/O goes through a Env (common/env; DefaultEnv() unless a test
 // passes a MemEnv or FaultEnv).
 //
 // Errors (every message names the file):
@@ -14,7 +14,7 @@
 //                     1024 + 2 N bytes (truncated or trailing bytes);
 //   others            the Env's error of a failed open/read/write/rename.
 // Writers write to a temporary file and rename it into place on Commit
-// (storage::AtomicFileWriter), so a failed or abandoned write leaves `path`
+// (AtomicFileWriter), so a failed or abandoned write leaves `path`
 // as it was.
 //
 // Threading: a TokenFile may be read from several threads at once
@@ -50,8 +50,8 @@ absl::Status CheckTokenIds(const std::string& path, const uint16_t* tokens,
 // An open token file whose header and length have been checked.
 class TokenFile {
  public:
-  static absl::StatusOr<TokenFile> Open(
-      const std::string& path, storage::Env* env = storage::DefaultEnv());
+  static absl::StatusOr<TokenFile> Open(const std::string& path,
+                                        Env* env = DefaultEnv());
 
   const std::string& path() const { return file_.path(); }
   int64_t num_tokens() const { return num_tokens_; }
@@ -64,21 +64,21 @@ class TokenFile {
   absl::Status CheckIds(int64_t vocab_size) const;
 
  private:
-  TokenFile(storage::ReadOnlyFile file, int64_t n)
+  TokenFile(ReadOnlyFile file, int64_t n)
       : file_(std::move(file)), num_tokens_(n) {}
-  storage::ReadOnlyFile file_;
+  ReadOnlyFile file_;
   int64_t num_tokens_ = 0;
 };
 
 // Reads a whole token file; with vocab_size > 0 also checks the ids.
-absl::StatusOr<std::vector<uint16_t>> ReadTokenFile(
-    const std::string& path, int64_t vocab_size = 0,
-    storage::Env* env = storage::DefaultEnv());
+absl::StatusOr<std::vector<uint16_t>> ReadTokenFile(const std::string& path,
+                                                    int64_t vocab_size = 0,
+                                                    Env* env = DefaultEnv());
 
 // Writes `tokens` as a token file (1 <= size <= kMaxTokensPerFile).
 absl::Status WriteTokenFile(const std::string& path,
                             const std::vector<uint16_t>& tokens,
-                            storage::Env* env = storage::DefaultEnv());
+                            Env* env = DefaultEnv());
 
 // Streams a token file whose length is known up front.
 //
@@ -88,9 +88,9 @@ absl::Status WriteTokenFile(const std::string& path,
 class TokenFileWriter {
  public:
   // INVALID_ARGUMENT unless 1 <= num_tokens <= kMaxTokensPerFile.
-  static absl::StatusOr<TokenFileWriter> Create(
-      const std::string& path, int64_t num_tokens,
-      storage::Env* env = storage::DefaultEnv());
+  static absl::StatusOr<TokenFileWriter> Create(const std::string& path,
+                                                int64_t num_tokens,
+                                                Env* env = DefaultEnv());
 
   // FAILED_PRECONDITION if this would exceed the declared count.
   absl::Status Append(const uint16_t* tokens, size_t n);
@@ -100,9 +100,9 @@ class TokenFileWriter {
   int64_t appended() const { return appended_; }
 
  private:
-  TokenFileWriter(storage::AtomicFileWriter out, int64_t n)
+  TokenFileWriter(AtomicFileWriter out, int64_t n)
       : out_(std::move(out)), num_tokens_(n) {}
-  storage::AtomicFileWriter out_;
+  AtomicFileWriter out_;
   int64_t num_tokens_ = 0;
   int64_t appended_ = 0;
 };

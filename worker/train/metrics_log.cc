@@ -4,15 +4,14 @@
 
 namespace zeroshard::train {
 
-absl::StatusOr<MetricsLog> MetricsLog::Create(storage::Env* env,
+absl::StatusOr<MetricsLog> MetricsLog::Create(Env* env,
                                               const std::string& path) {
   // OpenOptions never truncate: remove the old file first.
   absl::Status removed = env->RemoveFile(path);
   if (!removed.ok() && !absl::IsNotFound(removed)) return removed;
-  storage::OpenOptions o;
+  OpenOptions o;
   o.create = true;
-  ZS_ASSIGN_OR_RETURN(std::unique_ptr<storage::File> file,
-                      env->OpenFile(path, o));
+  ZS_ASSIGN_OR_RETURN(std::unique_ptr<File> file, env->OpenFile(path, o));
   return MetricsLog(std::move(file));
 }
 

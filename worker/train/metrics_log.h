@@ -21,8 +21,7 @@ namespace zeroshard::train {
 class MetricsLog {
  public:
   // Creates `path`, replacing any file there. `env` must outlive the log.
-  static absl::StatusOr<MetricsLog> Create(storage::Env* env,
-                                           const std::string& path);
+  static absl::StatusOr<MetricsLog> Create(Env* env, const std::string& path);
 
   // Appends `record` and a newline.
   absl::Status Append(const std::string& record);
@@ -30,10 +29,9 @@ class MetricsLog {
   absl::Status Sync() { return file_->Sync(); }
 
  private:
-  explicit MetricsLog(std::unique_ptr<storage::File> file)
-      : file_(std::move(file)) {}
+  explicit MetricsLog(std::unique_ptr<File> file) : file_(std::move(file)) {}
 
-  std::unique_ptr<storage::File> file_;
+  std::unique_ptr<File> file_;
   uint64_t size_ = 0;
 };
 

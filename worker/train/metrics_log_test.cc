@@ -9,24 +9,22 @@ namespace zeroshard::train {
 namespace {
 
 TEST(MetricsLogTest, AppendsLinesAndReplacesAnOldFile) {
-  storage::MemEnv env;
-  ASSERT_TRUE(
-      storage::WriteFileAtomic(&env, "/m.jsonl", "an older, longer run\n")
-          .ok());
+  MemEnv env;
+  ASSERT_TRUE(WriteFileAtomic(&env, "/m.jsonl", "an older, longer run\n").ok());
   auto log = MetricsLog::Create(&env, "/m.jsonl");
   ASSERT_TRUE(log.ok()) << log.status();
   ASSERT_TRUE(log->Append(R"({"event":"start"})").ok());
   ASSERT_TRUE(log->Append(R"({"event":"step","step":1})").ok());
   ASSERT_TRUE(log->Sync().ok());
-  auto text = storage::ReadSmallFile(&env, "/m.jsonl");
+  auto text = ReadSmallFile(&env, "/m.jsonl");
   ASSERT_TRUE(text.ok()) << text.status();
   EXPECT_EQ(*text, "{\"event\":\"start\"}\n{\"event\":\"step\",\"step\":1}\n");
 }
 
 TEST(MetricsLogTest, ErrorsNameThePath) {
-  storage::MemEnv mem;
+  MemEnv mem;
   EXPECT_FALSE(MetricsLog::Create(&mem, "/no/such/dir/m.jsonl").ok());
-  storage::FaultEnv env(&mem);
+  FaultEnv env(&mem);
   auto log = MetricsLog::Create(&env, "/m.jsonl");
   ASSERT_TRUE(log.ok()) << log.status();
   env.SetWriteBudget(4);

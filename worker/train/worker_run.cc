@@ -63,8 +63,7 @@ absl::StatusOr<MetricsLog> OpenMetricsLog(const WorkerOptions& o,
   const std::string who =
       o.elastic.elastic ? ElasticWorkerName(o.elastic) : std::to_string(rank);
   const std::string path = absl::StrReplaceAll(o.metrics_file, {{"%r", who}});
-  absl::StatusOr<MetricsLog> log =
-      MetricsLog::Create(storage::DefaultEnv(), path);
+  absl::StatusOr<MetricsLog> log = MetricsLog::Create(DefaultEnv(), path);
   if (!log.ok()) {
     return absl::Status(
         log.status().code(),
