@@ -9,8 +9,7 @@
 //     still ends bit-identical;
 //   - a server stopped by SIGTERM and restarted: the job resumes at the
 //     server's shutdown snapshot, redoing no committed step;
-//   - resharding: a checkpoint written by K=3 restored by K'=2 and K'=4
-//     gives the same p, m, v, and training continues bit-identically.
+// (Resharding a checkpoint to another K: tests/reshard_test.cc.)
 #include <sys/stat.h>
 
 #include <atomic>
@@ -24,38 +23,10 @@
 #include "absl/strings/str_cat.h"
 #include "common/env/env.h"
 #include "gtest/gtest.h"
-#include "server/checkpoint/checkpoint_files.h"
 #include "worker/engine/testing.h"
 
 namespace zeroshard::engine {
 namespace {
-
-std::string FreshDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = absl::StrCat(tmp ? tmp : "/tmp", "/", name);
-  const int rc = std::system(absl::StrCat("rm -rf '", dir, "'").c_str());
-  EXPECT_EQ(rc, 0) << dir;
-  return dir;
-}
-
-train::TrainSpec Spec(int steps) {
-  train::TrainSpec spec = TinySpec(3, false, "ckpt-job");
-  spec.steps = steps;
-  spec.zero.checkpoint_interval = 4;
-  spec.zero.recovery_timeout_seconds = 60;
-  return spec;
-}
-
-// A run of `spec` on 2 ranks against K fresh servers checkpointing to `dir`.
-absl::StatusOr<train::TrainResult> RunFresh(const train::TrainSpec& spec,
-                                            uint32_t k,
-                                            const std::string& dir) {
-  auto fleet = StartTestFleet(k, {absl::StrCat("--checkpoint_dir=", dir)});
-  if (!fleet.ok()) return fleet.status();
-  auto results = RunInProcessOn(spec, 2, fleet->get());
-  if (!results.ok()) return results.status();
-  return (*results)[0];
-}
 
 // A client for the test's own Stats reads; null (and a failure) if it
 // cannot connect.
@@ -79,13 +50,13 @@ std::string ReadAll(const std::string& path) {
 // scaler's whole state too, or the scales, skips and bits differ.
 TEST(Recovery, ServerKilledAtRandomPointsEndsBitIdentical) {
   setvbuf(stdout, nullptr, _IONBF, 0);
-  train::TrainSpec spec = Spec(64);
+  train::TrainSpec spec = CheckpointedSpec(64);
   spec.zero.precision = engine::Precision::kFp16;
   spec.zero.loss_scaler.dynamic = true;
   spec.zero.loss_scaler.initial_scale = 1 << 18;
   spec.zero.loss_scaler.scale_window = 3;
   const auto start = std::chrono::steady_clock::now();
-  auto reference = RunFresh(spec, 2, FreshDir("reference"));
+  auto reference = RunCheckpointed(spec, 2, FreshTestDir("reference"));
   ASSERT_TRUE(reference.ok()) << reference.status();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
@@ -96,7 +67,7 @@ TEST(Recovery, ServerKilledAtRandomPointsEndsBitIdentical) {
   std::mt19937_64 rng(seed);
 
   auto fleet = StartTestFleet(
-      2, {absl::StrCat("--checkpoint_dir=", FreshDir("killed"))});
+      2, {absl::StrCat("--checkpoint_dir=", FreshTestDir("killed"))});
   ASSERT_TRUE(fleet.ok()) << fleet.status();
   absl::StatusOr<std::vector<train::TrainResult>> results;
   // Kills at random moments while the run lasts; after each, wait until
@@ -154,13 +125,13 @@ TEST(Recovery, ServerKilledAtRandomPointsEndsBitIdentical) {
 // a shutdown snapshot, so the job resumes where it was instead of rolling
 // back to the last checkpoint (here step 0, the only one).
 TEST(Recovery, ServerStoppedBySigtermResumesWithoutRollingBack) {
-  train::TrainSpec spec = Spec(40);
+  train::TrainSpec spec = CheckpointedSpec(40);
   spec.zero.checkpoint_interval = 1000;
-  auto reference = RunFresh(spec, 2, FreshDir("sigterm-reference"));
+  auto reference = RunCheckpointed(spec, 2, FreshTestDir("sigterm-reference"));
   ASSERT_TRUE(reference.ok()) << reference.status();
 
   auto fleet = StartTestFleet(
-      2, {absl::StrCat("--checkpoint_dir=", FreshDir("sigterm"))});
+      2, {absl::StrCat("--checkpoint_dir=", FreshTestDir("sigterm"))});
   ASSERT_TRUE(fleet.ok()) << fleet.status();
   std::unique_ptr<ShardClient> watcher = Watch(fleet->get());
   ASSERT_NE(watcher, nullptr);
@@ -216,15 +187,16 @@ TEST(Recovery, ServerStoppedBySigtermResumesWithoutRollingBack) {
 }
 
 TEST(Recovery, CorruptBlockFallsBackToThePreviousCheckpoint) {
-  const std::string dir = FreshDir("corrupt");
-  auto first = RunFresh(Spec(8), 2, dir);  // checkpoints 0, 4, 8
+  const std::string dir = FreshTestDir("corrupt");
+  auto first =
+      RunCheckpointed(CheckpointedSpec(8), 2, dir);  // checkpoints 0, 4, 8
   ASSERT_TRUE(first.ok()) << first.status();
   const std::string victim =
       absl::StrCat(dir, "/step-0000000008/shard-00001-of-00002.ckpt");
   ASSERT_TRUE(FlipByteNearEnd(victim)) << victim;
   auto fleet = StartTestFleet(2, {absl::StrCat("--checkpoint_dir=", dir)});
   ASSERT_TRUE(fleet.ok()) << fleet.status();
-  auto results = RunInProcessOn(Spec(12), 2, fleet->get());
+  auto results = RunInProcessOn(CheckpointedSpec(12), 2, fleet->get());
   ASSERT_TRUE(results.ok()) << results.status();
   // The damaged shard said so and fell back; the job resumed from step 4.
   const char* tmp = std::getenv("TEST_TMPDIR");
@@ -235,19 +207,20 @@ TEST(Recovery, CorruptBlockFallsBackToThePreviousCheckpoint) {
       << log;
   EXPECT_NE(log.find("checksum mismatch"), std::string::npos) << log;
   EXPECT_EQ((*results)[0].micro_losses.size(), 8u);  // steps 4..11 run
-  auto reference = RunFresh(Spec(12), 2, FreshDir("corrupt-reference"));
+  auto reference = RunCheckpointed(CheckpointedSpec(12), 2,
+                                   FreshTestDir("corrupt-reference"));
   ASSERT_TRUE(reference.ok()) << reference.status();
   EXPECT_EQ(FirstDifference((*results)[0].params, reference->params), -1);
 }
 
 TEST(Recovery, NvmeServerKilledRestoresIntoItsTier) {
-  const train::TrainSpec spec = Spec(24);
-  auto reference = RunFresh(spec, 2, FreshDir("nvme-reference"));
+  const train::TrainSpec spec = CheckpointedSpec(24);
+  auto reference = RunCheckpointed(spec, 2, FreshTestDir("nvme-reference"));
   ASSERT_TRUE(reference.ok()) << reference.status();
-  const std::string state = FreshDir("nvme-state");
+  const std::string state = FreshTestDir("nvme-state");
   ASSERT_EQ(mkdir(state.c_str(), 0755), 0) << state;
   auto fleet = StartTestFleet(
-      2, {absl::StrCat("--checkpoint_dir=", FreshDir("nvme-ckpt")),
+      2, {absl::StrCat("--checkpoint_dir=", FreshTestDir("nvme-ckpt")),
           "--storage=nvme", absl::StrCat("--nvme_path=", state)});
   ASSERT_TRUE(fleet.ok()) << fleet.status();
   std::unique_ptr<ShardClient> watcher = Watch(fleet->get());
@@ -269,60 +242,6 @@ TEST(Recovery, NvmeServerKilledRestoresIntoItsTier) {
   const std::string log =
       ReadAll(absl::StrCat(tmp ? tmp : "/tmp", "/server-0.restart-1.log"));
   EXPECT_NE(log.find("discarded the previous state"), std::string::npos) << log;
-}
-
-// p, m, v of the whole model from the checkpoint `manifest` under `dir`.
-std::vector<float> LoadAll(const std::string& dir,
-                           const v1::CheckpointManifest& m, uint64_t total) {
-  std::vector<float> all(3 * total);
-  absl::Status s = checkpoint::LoadRange(
-      DefaultEnv(), dir, m, Range{0, total},
-      [&](int a, uint64_t off, uint64_t n, const float* d) {
-        std::copy(d, d + n, all.begin() + a * total + off);
-        return absl::OkStatus();
-      });
-  EXPECT_TRUE(s.ok()) << s;
-  return all;
-}
-
-TEST(Recovery, ReshardsFromThreeServersToTwoAndFour) {
-  auto reference = RunFresh(Spec(12), 3, FreshDir("reshard-reference"));
-  ASSERT_TRUE(reference.ok()) << reference.status();
-  for (uint32_t k2 : {2u, 4u}) {
-    SCOPED_TRACE(absl::StrCat("K'=", k2));
-    const std::string dir = FreshDir(absl::StrCat("reshard-", k2));
-    ASSERT_TRUE(RunFresh(Spec(8), 3, dir).ok());
-    auto listing = checkpoint::ListCheckpoints(DefaultEnv(), dir);
-    ASSERT_TRUE(listing.ok());
-    const v1::CheckpointManifest by3 = listing->complete[0];
-    ASSERT_EQ(by3.step(), 8u);
-    ASSERT_EQ(by3.spec().num_servers(), 3u);
-    const uint64_t total = by3.shards(2).offset() + by3.shards(2).length();
-
-    auto fleet = StartTestFleet(k2, {absl::StrCat("--checkpoint_dir=", dir)});
-    ASSERT_TRUE(fleet.ok()) << fleet.status();
-    // Each new server restored its new range at start; write the state
-    // back out with K' shards and compare p, m, v element for element.
-    ClientOptions o;
-    o.addresses = (*fleet)->addresses();
-    auto client = ShardClient::Connect(o);
-    ASSERT_TRUE(client.ok());
-    ASSERT_TRUE((*client)->AttachToRegistered().ok());
-    auto shards = (*client)->Checkpoint(8, nullptr, "resharded");
-    ASSERT_TRUE(shards.ok()) << shards.status();
-    auto again = checkpoint::ListCheckpoints(DefaultEnv(), dir);
-    ASSERT_TRUE(again.ok());
-    const v1::CheckpointManifest byk = again->complete[0];
-    ASSERT_EQ(byk.spec().num_servers(), k2);
-    EXPECT_EQ(
-        FirstDifference(LoadAll(dir, by3, total), LoadAll(dir, byk, total)),
-        -1);
-    // Training continues from step 8 to 12 exactly as the K=3 run did.
-    auto results = RunInProcessOn(Spec(12), 2, fleet->get());
-    ASSERT_TRUE(results.ok()) << results.status();
-    EXPECT_EQ((*results)[0].micro_losses.size(), 4u);
-    EXPECT_EQ(FirstDifference((*results)[0].params, reference->params), -1);
-  }
 }
 
 }  // namespace

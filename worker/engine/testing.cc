@@ -16,6 +16,7 @@
 #include "client/shard_client.h"
 #include "common/crc32c.h"
 #include "fleet/local_fleet.h"
+#include "gtest/gtest.h"
 #include "worker/collective/host_communicator.h"
 #include "worker/collective/inprocess_transport.h"
 #include "worker/engine/zero_plan.h"
@@ -151,6 +152,33 @@ absl::StatusOr<std::vector<train::TrainResult>> RunInProcessWith(
       spec.steps, Crc32c(out[0].params.data(), out[0].params.size() * 4));
   std::fflush(stdout);
   return out;
+}
+
+std::string FreshTestDir(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = absl::StrCat(tmp ? tmp : "/tmp", "/", name);
+  const int rc = std::system(absl::StrCat("rm -rf '", dir, "'").c_str());
+  EXPECT_EQ(rc, 0) << dir;
+  return dir;
+}
+
+train::TrainSpec CheckpointedSpec(int steps) {
+  train::TrainSpec spec = TinySpec(3, false, "ckpt-job");
+  spec.steps = steps;
+  spec.zero.checkpoint_interval = 4;
+  spec.zero.recovery_timeout_seconds = 60;
+  return spec;
+}
+
+absl::StatusOr<train::TrainResult> RunCheckpointed(const train::TrainSpec& spec,
+                                                   uint32_t servers,
+                                                   const std::string& dir) {
+  auto fleet =
+      StartTestFleet(servers, {absl::StrCat("--checkpoint_dir=", dir)});
+  if (!fleet.ok()) return fleet.status();
+  auto results = RunInProcessOn(spec, 2, fleet->get());
+  if (!results.ok()) return results.status();
+  return (*results)[0];
 }
 
 absl::StatusOr<std::string> WriteTestTokens(const std::string& name,

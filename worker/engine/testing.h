@@ -68,6 +68,20 @@ absl::StatusOr<std::vector<train::TrainResult>> RunInProcessWith(
     const train::TrainSpec& spec, int world, LocalFleet* fleet,
     const InProcessHooks& hooks);
 
+// An empty directory $TEST_TMPDIR/<name> (or /tmp/<name>), removed first if
+// it exists.
+std::string FreshTestDir(const std::string& name);
+
+// The recovery tests' run: TinySpec at stage 3 (job "ckpt-job"), `steps`
+// steps, a checkpoint every 4, a 60 s recovery timeout.
+train::TrainSpec CheckpointedSpec(int steps);
+
+// Rank 0's result of `spec` on 2 ranks against K fresh servers that
+// checkpoint to `dir`.
+absl::StatusOr<train::TrainResult> RunCheckpointed(const train::TrainSpec& spec,
+                                                   uint32_t servers,
+                                                   const std::string& dir);
+
 // Writes `count` pseudo-random tokens in [0, vocab) (keyed by `seed`) as a
 // token file $TEST_TMPDIR/<name>.bin (or /tmp); returns its path.
 absl::StatusOr<std::string> WriteTestTokens(const std::string& name,

@@ -16,7 +16,6 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 namespace zeroshard::io {
 namespace {
 
-
 // Elements converted per staging step for bf16 (2 MiB of bf16).
 constexpr size_t kBf16Chunk = size_t{1} << 20;
 
