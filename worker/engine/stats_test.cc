@@ -184,7 +184,9 @@ TEST_P(StatsTest, PersistentUnitsAreKeptWholeAndNeverGathered) {
             << r;
         EXPECT_EQ(a.peak_live_param_bytes, 4 * psi) << r;
         EXPECT_EQ(b.peak_live_param_bytes, 4 * (psi - psi_p)) << r;
-        if (threshold == psi) EXPECT_EQ(b.param_bytes, 4 * psi) << r;
+        if (threshold == psi) {
+          EXPECT_EQ(b.param_bytes, 4 * psi) << r;
+        }
       }
       // The same bits.
       EXPECT_EQ(FirstDifference((*some)[0].params, (*none)[0].params), -1);
