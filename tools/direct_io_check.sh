@@ -61,7 +61,7 @@ for f in "${files[@]}"; do
       "remove it from tools/direct_io_check.sh"
     bad=1
   elif [ -n "$found" ]; then
-    echo "direct file I/O outside common/env (use storage::Env," \
+    echo "direct file I/O outside common/env (use Env," \
       "common/env/env.h and files.h):"
     echo "$found" | sed 's/^/  /'
     bad=1
