@@ -16,10 +16,8 @@ void Warn(std::vector<std::string>* warnings, std::string text) {
 }  // namespace
 
 absl::StatusOr<engine::ZeroOptions> ZeroOptionsFromConfig(
-    const config::EngineConfig& config, const gpt2::Config& model, int seq_len,
-    std::vector<std::string>* warnings) {
-  ZS_ASSIGN_OR_RETURN(gpt2::ParamLayout layout,
-                      gpt2::ParamLayout::Create(model));
+    const config::EngineConfig& config, const engine::ModelLayout& layout,
+    int seq_len, std::vector<std::string>* warnings) {
   const config::ZeroConfig& z = config.zero;
   engine::ZeroOptions o;
   o.stage = z.stage;
@@ -46,11 +44,9 @@ absl::StatusOr<engine::ZeroOptions> ZeroOptionsFromConfig(
   o.stage3_param_persistence_threshold =
       static_cast<uint64_t>(z.stage3_param_persistence_threshold);
 
-  const std::vector<engine::ParamUnit> units = engine::ParamUnits(layout);
+  const std::vector<Range>& units = layout.units;
   uint64_t largest = 1;
-  for (const engine::ParamUnit& u : units) {
-    largest = std::max(largest, u.range.size());
-  }
+  for (const Range& u : units) largest = std::max(largest, u.size());
   if (o.stage == 3 && largest <= o.stage3_param_persistence_threshold) {
     Warn(warnings,
          absl::StrCat("zero_optimization.stage3_param_persistence_threshold (",

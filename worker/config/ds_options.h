@@ -54,17 +54,17 @@
 
 #include "absl/status/statusor.h"
 #include "worker/config/ds_config.h"
+#include "worker/engine/model.h"
 #include "worker/engine/zero_options.h"
-#include "worker/gpt2/config.h"
 
 namespace zeroshard::config {
 
-// `model` is the run's GPT-2 config, `seq_len` its T. Appends warnings to
-// `warnings` when not null. INVALID_ARGUMENT from
-// ValidateZeroOptions or for a model config that is not valid.
+// `layout` is the run's model (its units), `seq_len` its T (token models;
+// others pass 1). Appends warnings to `warnings` when not null.
+// INVALID_ARGUMENT from ValidateZeroOptions.
 absl::StatusOr<engine::ZeroOptions> ZeroOptionsFromConfig(
-    const config::EngineConfig& config, const gpt2::Config& model, int seq_len,
-    std::vector<std::string>* warnings);
+    const config::EngineConfig& config, const engine::ModelLayout& layout,
+    int seq_len, std::vector<std::string>* warnings);
 
 }  // namespace zeroshard::config
 

@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "worker/config/ds_config.h"
 #include "worker/engine/testing.h"
+#include "worker/gpt2/engine_model.h"
 
 namespace zeroshard::config {
 namespace {
@@ -19,7 +20,9 @@ absl::StatusOr<engine::ZeroOptions> FromJson(
     const std::string& json, int world, std::vector<std::string>* warnings) {
   auto config = config::ParseDeepSpeedConfig(json, world, warnings);
   if (!config.ok()) return config.status();
-  return ZeroOptionsFromConfig(*config, engine::TinyConfig(), 16, warnings);
+  auto layout = gpt2::EngineLayout(engine::TinyConfig());
+  if (!layout.ok()) return layout.status();
+  return ZeroOptionsFromConfig(*config, *layout, 16, warnings);
 }
 
 bool PersistenceWarned(const std::vector<std::string>& warnings) {

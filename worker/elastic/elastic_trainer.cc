@@ -126,8 +126,10 @@ GroupRun TrainGroup(const train::TrainSpec& spec, World& world,
   absl::StatusOr<std::optional<io::DataLoader>> loader =
       train::OpenLoader(spec, *world.comm);
   if (!loader.ok()) return {loader.status()};
+  absl::StatusOr<engine::ModelDef> model = train::TrainModel(spec);
+  if (!model.ok()) return {model.status()};
   absl::StatusOr<std::unique_ptr<engine::ZeroEngine>> engine =
-      engine::ZeroEngine::Create(spec.zero, spec.config, init, world.comm.get(),
+      engine::ZeroEngine::Create(spec.zero, *model, init, world.comm.get(),
                                  client, &hooks);
   if (!engine.ok()) return {engine.status()};
   engine::ZeroEngine& e = **engine;

@@ -18,7 +18,7 @@ namespace zeroshard::engine {
 using collective::DType;
 
 absl::StatusOr<std::unique_ptr<ZeroEngine>> ZeroEngine::Create(
-    const ZeroOptions& options, const gpt2::Config& config,
+    const ZeroOptions& options, const ModelDef& model,
     absl::Span<const float> initial_params, collective::Communicator* comm,
     ShardClient* client, const ElasticHooks* elastic) {
   ZS_RETURN_IF_ERROR(ValidateZeroOptions(options));
@@ -42,7 +42,7 @@ absl::StatusOr<std::unique_ptr<ZeroEngine>> ZeroEngine::Create(
         "(checkpoint_interval > 0)");
   }
   std::unique_ptr<ZeroEngine> e(new ZeroEngine(options, comm, client));
-  ZS_RETURN_IF_ERROR(e->Init(config, initial_params, elastic));
+  ZS_RETURN_IF_ERROR(e->Init(model, initial_params, elastic));
   return e;
 }
 
@@ -53,11 +53,14 @@ LossScalerOptions ZeroEngine::ScalerOptions(const ZeroOptions& o) {
   return LossScalerOptions();  // static, scale 1
 }
 
-absl::Status ZeroEngine::Init(const gpt2::Config& config,
+absl::Status ZeroEngine::Init(const ModelDef& model,
                               absl::Span<const float> initial_params,
                               const ElasticHooks* elastic) {
-  ZS_ASSIGN_OR_RETURN(gpt2::ParamLayout layout,
-                      gpt2::ParamLayout::Create(config));
+  const ModelLayout& layout = model.layout;
+  ZS_RETURN_IF_ERROR(ValidateModelLayout(layout));
+  if (!model.create) {
+    return absl::InvalidArgumentError("ZeroEngine: the model has no create");
+  }
   const uint64_t n = layout.num_params();
   const bool needs_init = options_.stage == 0 || comm_->rank() == 0;
   if (needs_init && initial_params.size() != n) {
@@ -67,10 +70,10 @@ absl::Status ZeroEngine::Init(const gpt2::Config& config,
   }
   params_.assign(n, 0.0f);
   grads_.assign(n, 0.0f);
-  gpt2::ModelOptions mo;
-  mo.threads = options_.threads;
-  mo.params = absl::MakeSpan(params_);
-  mo.grads = absl::MakeSpan(grads_);
+  ModelContext mc;
+  mc.threads = options_.threads;
+  mc.params = absl::MakeSpan(params_);
+  mc.grads = absl::MakeSpan(grads_);
   if (options_.stage == 3) {
     ParamWindowOptions wo;
     wo.offload = options_.offload_param_server;
@@ -80,9 +83,9 @@ absl::Status ZeroEngine::Init(const gpt2::Config& config,
     window_ = std::make_unique<ParamWindow>(layout, wo, comm_, client_,
                                             absl::MakeSpan(params_));
     window_->set_stats(&stats_);
-    mo.param_hook = [this](const gpt2::ParamEvent& e) {
+    mc.unit_hook = [this](const UnitEvent& e) {
       absl::Status s = window_->OnEvent(e);
-      if (s.ok() && mixed() && e.kind == gpt2::ParamEvent::Kind::kNeeded) {
+      if (s.ok() && mixed() && e.kind == UnitEvent::Kind::kNeeded) {
         // The unit is complete here; rounding again is a no-op.
         RoundTo(options_.precision,
                 absl::MakeSpan(params_).subspan(e.range.begin, e.range.size()));
@@ -90,8 +93,7 @@ absl::Status ZeroEngine::Init(const gpt2::Config& config,
       return s;
     };
   }
-  ZS_ASSIGN_OR_RETURN(model_, gpt2::Model::Create(config, options_.micro_batch,
-                                                  options_.seq_len, mo));
+  ZS_ASSIGN_OR_RETURN(model_, model.create(mc));
   if (options_.server_aggregation) {
     grad_path_ = std::make_unique<GradPusher>(
         options_.reduce_bucket_size, comm_->part_alignment(),
@@ -197,12 +199,11 @@ void ZeroEngine::ResetStats() {
   step_start_ = NowSeconds();
 }
 
-absl::StatusOr<float> ZeroEngine::Forward(absl::Span<const int> inputs,
-                                          absl::Span<const int> targets) {
+absl::StatusOr<float> ZeroEngine::Forward(const MicroBatch& batch) {
   if (micro_ == 0 && step_start_ < 0) ResetStats();
   const double start = NowSeconds();
   const double waits = stats_.comm_wait_seconds + stats_.server_wait_seconds;
-  absl::StatusOr<float> loss = model_->Forward(inputs, targets);
+  absl::StatusOr<float> loss = model_->Forward(batch);
   stats_.compute_seconds +=
       NowSeconds() - start -
       (stats_.comm_wait_seconds + stats_.server_wait_seconds - waits);
@@ -218,7 +219,7 @@ absl::Status ZeroEngine::Backward() {
   grad_path_->BeginMicroBatch(micro_, static_cast<uint64_t>(step_), epoch());
   model_->ZeroGrad();
   const float scale = static_cast<float>(scaler_.scale());
-  absl::Status s = model_->Backward([&](const gpt2::GradSegment& seg) {
+  absl::Status s = model_->Backward([&](const GradReady& seg) {
     if (mixed()) {
       // As if backward had produced 16-bit gradients of the scaled loss.
       ScaleAndRoundTo(

@@ -1,10 +1,11 @@
-// ZeroEngine: ZeRO-style data-parallel training of the GPT-2 model
-// (worker/gpt2/model.h) in DeepSpeed's shape:
+// ZeroEngine: ZeRO-style data-parallel training of any model that declares
+// its parameters as units of one flat layout (model.h; GPT-2:
+// worker/gpt2/engine_model.h) in DeepSpeed's shape:
 //
-//   ZS_ASSIGN_OR_RETURN(auto engine, ZeroEngine::Create(options, config,
+//   ZS_ASSIGN_OR_RETURN(auto engine, ZeroEngine::Create(options, model_def,
 //                                                        init, comm, client));
 //   for (...) {                       // every micro-batch
-//     ZS_ASSIGN_OR_RETURN(float loss, engine->Forward(inputs, targets));
+//     ZS_ASSIGN_OR_RETURN(float loss, engine->Forward(batch));
 //     ZS_RETURN_IF_ERROR(engine->Backward());
 //     ZS_RETURN_IF_ERROR(engine->Step());  // updates every gas-th call
 //   }
@@ -17,7 +18,8 @@
 //      updated parameters from the servers and the slices are all-gathered.
 //      The full-size gradient buffer is kept through the step.
 //   2  as 1, keeping only this rank's gradient parts.
-//   3  as 2, and parameters partitioned by unit (param_window.h): gathered
+//   3  as 2, and parameters partitioned by the model's units
+//      (param_window.h): gathered
 //      just in time for forward and backward, released after use, the next
 //      unit prefetched; after the commit each rank gathers its parts from
 //      the servers. offload_param_server: no parts kept; every use fetches
@@ -88,11 +90,11 @@
 // the leader knows (world_epoch()); the trainer leaves the group at that
 // step boundary when it differs from the group's.
 //
-// The engine creates and owns the model (it needs the engine's parameter
-// hook). Threading: one thread calls the engine; the communicator's progress
-// thread and the client's RPC threads work in the background. Errors: a
-// collective, server or model error is returned; afterwards the engine (and
-// the communicator) must be considered broken.
+// The engine creates and owns the model over its own flat buffers (it
+// needs the engine's unit hook). Threading: one thread calls the engine; the
+// communicator's progress thread and the client's RPC threads work in the
+// background. Errors: a collective, server or model error is returned;
+// afterwards the engine (and the communicator) must be considered broken.
 #ifndef ZEROSHARD_WORKER_ENGINE_ENGINE_H_
 #define ZEROSHARD_WORKER_ENGINE_ENGINE_H_
 
@@ -111,11 +113,11 @@
 #include "worker/engine/comm_group.h"
 #include "worker/engine/grad_path.h"
 #include "worker/engine/loss_scaler.h"
+#include "worker/engine/model.h"
 #include "worker/engine/optimizer.h"
 #include "worker/engine/param_window.h"
 #include "worker/engine/step_stats.h"
 #include "worker/engine/zero_options.h"
-#include "worker/gpt2/model.h"
 
 namespace zeroshard::engine {
 
@@ -129,20 +131,25 @@ struct ElasticHooks {
 
 class ZeroEngine {
  public:
-  // Collective: every rank calls it. `initial_params` (num_params floats)
-  // is read on every rank for stage 0 and on rank 0 for stages 1-3 (others
-  // may pass an empty span). `comm` must outlive the engine; `client` too
-  // (stages 1-3; may be null for stage 0). INVALID_ARGUMENT for bad options
-  // or sizes; server and collective errors as they come.
+  // Collective: every rank calls it. Creates the model of `model` over the
+  // engine's buffers. `initial_params` (num_params floats) is read on every
+  // rank for stage 0 and on rank 0 for stages 1-3 (others may pass an empty
+  // span). `comm` must outlive the engine; `client` too (stages 1-3; may be
+  // null for stage 0). INVALID_ARGUMENT for bad options, a bad layout or
+  // sizes; the model's, server and collective errors as they come.
   static absl::StatusOr<std::unique_ptr<ZeroEngine>> Create(
-      const ZeroOptions& options, const gpt2::Config& config,
+      const ZeroOptions& options, const ModelDef& model,
       absl::Span<const float> initial_params, collective::Communicator* comm,
       ShardClient* client, const ElasticHooks* elastic = nullptr);
   ~ZeroEngine();
 
-  // One micro-batch (B·T tokens each). Returns the micro-batch's mean loss.
+  // One micro-batch. Returns the micro-batch's mean loss.
+  absl::StatusOr<float> Forward(const MicroBatch& batch);
+  // A token model's micro-batch (B·T tokens and next tokens).
   absl::StatusOr<float> Forward(absl::Span<const int> inputs,
-                                absl::Span<const int> targets);
+                                absl::Span<const int> targets) {
+    return Forward(MicroBatch{inputs, {}, targets});
+  }
   // Backward of the last Forward, sending gradient buckets on as they
   // finish (the GradPath).
   absl::Status Backward();
@@ -181,8 +188,8 @@ class ZeroEngine {
   }
   uint64_t epoch() const { return protocol_ ? protocol_->epoch() : 0; }
 
-  gpt2::Model& model() { return *model_; }
-  const gpt2::ParamLayout& layout() const { return model_->layout(); }
+  Model& model() { return *model_; }
+  const ModelLayout& layout() const { return model_->layout(); }
   const ZeroOptions& options() const { return options_; }
   const collective::Communicator& comm() const { return *comm_; }
 
@@ -196,7 +203,7 @@ class ZeroEngine {
         scaler_(ScalerOptions(options)) {}
   static LossScalerOptions ScalerOptions(const ZeroOptions& options);
   bool mixed() const { return options_.precision != Precision::kFp32; }
-  absl::Status Init(const gpt2::Config& config,
+  absl::Status Init(const ModelDef& model,
                     absl::Span<const float> initial_params,
                     const ElasticHooks* elastic);
   absl::Status OptimizerStep();
@@ -221,7 +228,7 @@ class ZeroEngine {
   collective::Communicator* comm_;
   ShardClient* client_;
   std::vector<float> params_, grads_;  // the model's buffers
-  std::unique_ptr<gpt2::Model> model_;
+  std::unique_ptr<Model> model_;
   std::unique_ptr<GradPath> grad_path_;
   std::unique_ptr<ParamWindow> window_;  // stage 3
   std::unique_ptr<LocalAdamW> adamw_;    // stage 0

@@ -24,8 +24,8 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "worker/engine/model.h"
 #include "worker/engine/step_stats.h"
-#include "worker/gpt2/model.h"
 
 namespace zeroshard::engine {
 
@@ -40,7 +40,7 @@ class GradPath {
   // `epoch`) runs backward, and before the model's gradients are zeroed.
   virtual void BeginMicroBatch(int micro, uint64_t step, uint64_t epoch) = 0;
   // The model's gradient hook.
-  virtual void OnSegment(const gpt2::GradSegment& segment) = 0;
+  virtual void OnSegment(const GradReady& segment) = 0;
   // After backward: issues what is left.
   virtual absl::Status EndMicroBatch() = 0;
 

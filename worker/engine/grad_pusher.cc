@@ -48,7 +48,7 @@ void GradPusher::Issue(size_t k) {
   stats_->server_push.Add(4 * b.size(), 0);
 }
 
-void GradPusher::OnSegment(const gpt2::GradSegment& segment) {
+void GradPusher::OnSegment(const GradReady& segment) {
   if (!overlap_) return;
   const size_t end = FinalBuckets(buckets_, next_, segment.range.begin);
   while (next_ < end) Issue(next_++);

@@ -31,8 +31,8 @@
 #include "absl/types/span.h"
 #include "client/shard_client.h"
 #include "worker/engine/grad_path.h"
+#include "worker/engine/model.h"
 #include "worker/engine/step_stats.h"
-#include "worker/gpt2/model.h"
 
 namespace zeroshard::engine {
 
@@ -49,7 +49,7 @@ class GradPusher : public GradPath {
   // Waits for the previous micro-batch's pushes (they read the gradients
   // about to be zeroed).
   void BeginMicroBatch(int micro, uint64_t step, uint64_t epoch) override;
-  void OnSegment(const gpt2::GradSegment& segment) override;
+  void OnSegment(const GradReady& segment) override;
   // Pushes what is left (does not wait).
   absl::Status EndMicroBatch() override;
 

@@ -56,7 +56,7 @@ void GradReducer::Issue(size_t k) {
           : comm_->ReduceScatter(data, b.size(), collective::DType::kFloat32);
 }
 
-void GradReducer::OnSegment(const gpt2::GradSegment& segment) {
+void GradReducer::OnSegment(const GradReady& segment) {
   if (!overlap_) return;
   const size_t end = FinalBuckets(buckets_, next_, segment.range.begin);
   while (next_ < end) Issue(next_++);

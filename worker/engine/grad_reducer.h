@@ -34,8 +34,8 @@
 #include "client/shard_client.h"
 #include "worker/collective/collective.h"
 #include "worker/engine/grad_path.h"
+#include "worker/engine/model.h"
 #include "worker/engine/step_stats.h"
-#include "worker/gpt2/model.h"
 
 namespace zeroshard::engine {
 
@@ -51,7 +51,7 @@ class GradReducer : public GradPath {
   void set_stats(StepStats* stats) override { stats_ = stats; }
 
   void BeginMicroBatch(int micro, uint64_t step, uint64_t epoch) override;
-  void OnSegment(const gpt2::GradSegment& segment) override;
+  void OnSegment(const GradReady& segment) override;
   // Reduces what is left, waits, accumulates.
   absl::Status EndMicroBatch() override;
 

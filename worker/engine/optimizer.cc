@@ -5,7 +5,7 @@
 
 namespace zeroshard::engine {
 
-v1::ModelSpec ZeroModelSpec(const gpt2::ParamLayout& layout,
+v1::ModelSpec ZeroModelSpec(const ModelLayout& layout,
                             const ZeroOptions& options, uint32_t num_servers,
                             uint32_t alignment) {
   v1::ModelSpec spec;
@@ -31,12 +31,8 @@ v1::ModelSpec ZeroModelSpec(const gpt2::ParamLayout& layout,
   return spec;
 }
 
-LocalAdamW::LocalAdamW(const v1::ModelSpec& spec,
-                       const gpt2::ParamLayout& layout)
-    : spec_(spec), tensors_(layout.tensors()) {
-  for (const TensorDesc& t : layout.TensorDescs()) {
-    groups_.push_back(t.param_group);
-  }
+LocalAdamW::LocalAdamW(const v1::ModelSpec& spec, const ModelLayout& layout)
+    : spec_(spec), tensors_(layout.tensors) {
   m_.assign(layout.num_params(), 0.0f);
   v_.assign(layout.num_params(), 0.0f);
 }
@@ -45,12 +41,12 @@ void LocalAdamW::Step(absl::Span<float> params, absl::Span<const float> grads,
                       float clip_coef, double lr) {
   ++t_;
   for (size_t i = 0; i < tensors_.size(); ++i) {
-    const gpt2::ParamTensor& t = tensors_[i];
-    const AdamWHyper h =
-        GroupAdamWHyper(spec_.param_groups(groups_[i]), lr, clip_coef, t_);
-    AdamWStep(h, params.data() + t.offset, grads.data() + t.offset,
-              m_.data() + t.offset, v_.data() + t.offset, nullptr,
-              ServingType::kNone, t.numel);
+    const TensorInfo& t = tensors_[i];
+    const AdamWHyper h = GroupAdamWHyper(spec_.param_groups(t.desc.param_group),
+                                         lr, clip_coef, t_);
+    const uint64_t at = t.range.begin;
+    AdamWStep(h, params.data() + at, grads.data() + at, m_.data() + at,
+              v_.data() + at, nullptr, ServingType::kNone, t.numel);
   }
 }
 

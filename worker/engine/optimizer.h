@@ -14,24 +14,23 @@
 #include "absl/types/span.h"
 #include "common/optim/adamw.h"
 #include "proto/zeroshard.pb.h"
+#include "worker/engine/model.h"
 #include "worker/engine/zero_options.h"
-#include "worker/gpt2/config.h"
 
 namespace zeroshard::engine {
 
-// The spec of `layout` for K = num_servers: tensors in memory order,
-// group 0 (matrices) with options.weight_decay, group 1 without; FP32
-// contributions, one per step (workers reduce fully); no seeded init (rank 0
-// writes the initial weights).
-v1::ModelSpec ZeroModelSpec(const gpt2::ParamLayout& layout,
+// The spec of `layout` for K = num_servers: tensors in flat order, group 0
+// with options.weight_decay, group 1 without; one contribution per step
+// (workers reduce fully); no seeded init (rank 0 writes the initial
+// weights).
+v1::ModelSpec ZeroModelSpec(const ModelLayout& layout,
                             const ZeroOptions& options, uint32_t num_servers,
                             uint32_t alignment);
 
 // Stage 0: AdamW over the whole flat space on this worker, by tensor.
 class LocalAdamW {
  public:
-  explicit LocalAdamW(const v1::ModelSpec& spec,
-                      const gpt2::ParamLayout& layout);
+  LocalAdamW(const v1::ModelSpec& spec, const ModelLayout& layout);
 
   // p -= AdamW(g · clip_coef); advances the step count.
   void Step(absl::Span<float> params, absl::Span<const float> grads,
@@ -41,8 +40,7 @@ class LocalAdamW {
 
  private:
   v1::ModelSpec spec_;
-  std::vector<gpt2::ParamTensor> tensors_;
-  std::vector<uint32_t> groups_;
+  std::vector<TensorInfo> tensors_;
   std::vector<float> m_, v_;
   int64_t t_ = 0;
 };

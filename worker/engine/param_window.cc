@@ -9,29 +9,27 @@
 
 namespace zeroshard::engine {
 
-ParamWindow::ParamWindow(const gpt2::ParamLayout& layout,
-                         ParamWindowOptions options,
+ParamWindow::ParamWindow(const ModelLayout& layout, ParamWindowOptions options,
                          collective::Communicator* comm, ShardClient* client,
                          absl::Span<float> params)
     : options_(options), comm_(comm), client_(client), params_(params) {
   uint64_t offset = 0;
-  for (const ParamUnit& pu : ParamUnits(layout)) {
+  for (const Range& range : layout.units) {
     Unit u;
-    u.unit = pu;
-    u.part =
-        PartOf(pu.range, comm->size(), comm->rank(), comm->part_alignment());
+    u.range = range;
+    u.part = PartOf(range, comm->size(), comm->rank(), comm->part_alignment());
     u.offset = offset;
-    u.persistent = IsPersistent(pu, options_.persistence_threshold);
+    u.persistent = IsPersistent(range, options_.persistence_threshold);
     if (u.persistent) {
       u.state = State::kLive;
-      persistent_elements_ += pu.range.size();
+      persistent_elements_ += range.size();
     } else if (!options_.offload) {
       offset += u.part.size();
     }
     units_.push_back(std::move(u));
   }
   partition_.assign(offset, 0.0f);
-  schedule_ = NeedSchedule(layout.config().num_layers);
+  schedule_ = layout.need_schedule;
   for (const Unit& u : units_) Poison(u);
 }
 
@@ -39,7 +37,7 @@ absl::Status ParamWindow::FetchPartition() {
   std::vector<std::future<absl::Status>> fetches;
   for (const Unit& u : units_) {
     // A persistent unit whole, in place; otherwise this rank's part.
-    const Range r = u.persistent       ? u.unit.range
+    const Range r = u.persistent       ? u.range
                     : options_.offload ? Range()
                                        : u.part;
     if (r.empty()) continue;
@@ -58,15 +56,14 @@ absl::Status ParamWindow::FetchPartition() {
 
 void ParamWindow::Poison(const Unit& u) {
   if (!options_.poison) return;
-  std::fill(params_.begin() + u.unit.range.begin,
-            params_.begin() + u.unit.range.end,
+  std::fill(params_.begin() + u.range.begin, params_.begin() + u.range.end,
             std::numeric_limits<float>::quiet_NaN());
 }
 
 void ParamWindow::Start(Unit& u) {
   if (u.state != State::kIdle) return;
   u.state = State::kInFlight;
-  live_bytes_ += 4 * u.unit.range.size();
+  live_bytes_ += 4 * u.range.size();
   stats_->peak_live_param_bytes =
       std::max(stats_->peak_live_param_bytes, live_bytes_);
   if (options_.offload) {
@@ -80,17 +77,16 @@ void ParamWindow::Start(Unit& u) {
   std::copy(partition_.begin() + u.offset,
             partition_.begin() + u.offset + u.part.size(),
             params_.begin() + u.part.begin);
-  u.gather = comm_->AllGather(params_.data() + u.unit.range.begin,
-                              u.unit.range.size(), collective::DType::kFloat32);
+  u.gather = comm_->AllGather(params_.data() + u.range.begin, u.range.size(),
+                              collective::DType::kFloat32);
 }
 
 absl::Status ParamWindow::Finish(Unit& u) {
   if (u.state == State::kLive) return absl::OkStatus();
   if (options_.offload) {
     ZS_RETURN_IF_ERROR(WaitFuture(u.fetch, &stats_->server_wait_seconds));
-    u.gather =
-        comm_->AllGather(params_.data() + u.unit.range.begin,
-                         u.unit.range.size(), collective::DType::kFloat32);
+    u.gather = comm_->AllGather(params_.data() + u.range.begin, u.range.size(),
+                                collective::DType::kFloat32);
   }
   ZS_RETURN_IF_ERROR(
       WaitOp(u.gather, &stats_->all_gather, &stats_->comm_wait_seconds));
@@ -99,12 +95,15 @@ absl::Status ParamWindow::Finish(Unit& u) {
   return absl::OkStatus();
 }
 
-absl::Status ParamWindow::OnEvent(const gpt2::ParamEvent& e) {
-  const int index =
-      UnitIndex(e.part, e.layer, static_cast<int>(units_.size()) - 2);
+absl::Status ParamWindow::OnEvent(const UnitEvent& e) {
+  const int index = e.unit;
+  if (index < 0 || static_cast<size_t>(index) >= units_.size()) {
+    return absl::InternalError(absl::StrCat("stage 3: the model names unit ",
+                                            index, " of ", units_.size()));
+  }
   Unit& u = units_[index];
   // Persistent units are always live: Start and Finish leave them alone.
-  if (e.kind == gpt2::ParamEvent::Kind::kNeeded) {
+  if (e.kind == UnitEvent::Kind::kNeeded) {
     if (cursor_ >= schedule_.size() || schedule_[cursor_] != index) {
       return absl::InternalError(
           absl::StrCat("stage 3: the model needs parameter unit ", index,
@@ -128,7 +127,7 @@ absl::Status ParamWindow::OnEvent(const gpt2::ParamEvent& e) {
         absl::StrCat("stage 3: unit ", index, " released but not live"));
   }
   u.state = State::kIdle;
-  live_bytes_ -= 4 * u.unit.range.size();
+  live_bytes_ -= 4 * u.range.size();
   Poison(u);
   return absl::OkStatus();
 }

@@ -1,7 +1,7 @@
 // ParamWindow: stage 3's parameters. Each rank keeps part `rank` of every
-// parameter unit (zero_plan.h) — or, with offload_param_server, nothing —
-// and fills the model's parameter buffer one unit at a time as the model's
-// ParamHook (model.h) asks:
+// parameter unit of the model (model.h) — or, with offload_param_server,
+// nothing — and fills the model's parameter buffer one unit at a time as
+// the model's unit hook asks, following the layout's need schedule:
 //
 //   kNeeded(u):   start u if it is not live or on its way, start the next
 //                 `prefetch` units of the need schedule, then wait for u.
@@ -39,9 +39,9 @@
 #include "absl/types/span.h"
 #include "client/shard_client.h"
 #include "worker/collective/collective.h"
+#include "worker/engine/model.h"
 #include "worker/engine/step_stats.h"
 #include "worker/engine/zero_plan.h"
-#include "worker/gpt2/model.h"
 
 namespace zeroshard::engine {
 
@@ -58,7 +58,7 @@ class ParamWindow {
   // `params` is the model's full-size buffer; comm, client (may be null
   // unless offload or FetchPartition is used) and the buffer must outlive
   // the window.
-  ParamWindow(const gpt2::ParamLayout& layout, ParamWindowOptions options,
+  ParamWindow(const ModelLayout& layout, ParamWindowOptions options,
               collective::Communicator* comm, ShardClient* client,
               absl::Span<float> params);
 
@@ -71,8 +71,8 @@ class ParamWindow {
   // After each commit; until the first call persistent units are NaN.
   absl::Status FetchPartition();
 
-  // The model's ParamHook.
-  absl::Status OnEvent(const gpt2::ParamEvent& event);
+  // The model's unit hook.
+  absl::Status OnEvent(const UnitEvent& event);
   // After each Backward: checks the schedule ran to its end, nothing live.
   absl::Status EndMicroBatch();
 
@@ -87,7 +87,7 @@ class ParamWindow {
  private:
   enum class State { kIdle, kInFlight, kLive };
   struct Unit {
-    ParamUnit unit;
+    Range range;              // the unit (flat)
     Range part;               // this rank's part (flat)
     uint64_t offset = 0;      // of the part in partition_
     bool persistent = false;  // kept whole, always kLive

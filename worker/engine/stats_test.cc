@@ -36,6 +36,7 @@
 #include "worker/engine/testing.h"
 #include "worker/engine/zero_plan.h"
 #include "worker/engine/zero_theory.h"
+#include "worker/gpt2/engine_model.h"
 
 namespace zeroshard::engine {
 namespace {
@@ -62,6 +63,8 @@ TEST_P(StatsTest, BytesHeldAndSentMatchTheDesignTable) {
   const int n = GetParam();
   auto layout = gpt2::ParamLayout::Create(TinyConfig());
   ASSERT_TRUE(layout.ok());
+  auto units = gpt2::EngineLayout(TinyConfig());
+  ASSERT_TRUE(units.ok());
   const double psi = static_cast<double>(layout->num_params());
   struct Row {
     int stage;
@@ -84,7 +87,7 @@ TEST_P(StatsTest, BytesHeldAndSentMatchTheDesignTable) {
     in.grad_bytes = 4;
     in.optimizer_bytes = 8;
     in.persistent_params =
-        static_cast<double>(PersistentElements(*layout, row.threshold));
+        static_cast<double>(PersistentElements(*units, row.threshold));
     const double state =
         engine::WorkerModelStateBytes(row.stage, row.offload, in);
     const double sent = engine::CommBytesPerStep(
@@ -118,7 +121,7 @@ TEST_P(StatsTest, BytesHeldAndSentMatchTheDesignTable) {
 // Persistent units against the same run without: exact differences.
 TEST_P(StatsTest, PersistentUnitsAreKeptWholeAndNeverGathered) {
   const int n = GetParam();
-  auto layout = gpt2::ParamLayout::Create(TinyConfig());
+  auto layout = gpt2::EngineLayout(TinyConfig());
   ASSERT_TRUE(layout.ok());
   const uint64_t psi = layout->num_params();
   for (bool offload : {false, true}) {
@@ -136,22 +139,24 @@ TEST_P(StatsTest, PersistentUnitsAreKeptWholeAndNeverGathered) {
       auto some = RunInProcess(spec, n, 2);
       ASSERT_TRUE(some.ok()) << some.status();
       // Per persistent unit: the all-gathers saved per micro-batch (its
-      // uses in NeedSchedule: the embeddings and blocks twice, the final
+      // uses in the need schedule: the embeddings and blocks twice, the final
       // norm once), the bytes kept (whole less this rank's part; no part
       // with offload) and the server bytes added (whole once per step less
       // this rank's part once, or with offload once per use).
       const uint64_t psi_p = PersistentElements(*layout, threshold);
       uint64_t gathers = 0;
       std::vector<int64_t> kept(n, 0), fetched(n, 0);
-      for (const ParamUnit& u : ParamUnits(*layout)) {
+      for (size_t i = 0; i < layout->units.size(); ++i) {
+        const Range& u = layout->units[i];
         if (!IsPersistent(u, threshold)) continue;
-        const int uses = u.part == gpt2::GradSegment::Part::kFinalNorm ? 1 : 2;
+        // Forward and backward each gather a unit once, except the final
+        // norm: live from forward's LM head to backward's.
+        const int uses = i + 1 == layout->units.size() ? 1 : 2;
         gathers += uses;
-        const int64_t whole = 4 * static_cast<int64_t>(u.range.size());
+        const int64_t whole = 4 * static_cast<int64_t>(u.size());
         for (int r = 0; r < n; ++r) {
           const int64_t part =
-              4 * static_cast<int64_t>(
-                      PartOf(u.range, n, r, kTestAlignment).size());
+              4 * static_cast<int64_t>(PartOf(u, n, r, kTestAlignment).size());
           kept[r] += whole - (offload ? 0 : part);
           fetched[r] += whole - (offload ? uses : 1) * part;
         }

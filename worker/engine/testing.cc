@@ -20,6 +20,7 @@
 #include "worker/collective/host_communicator.h"
 #include "worker/collective/inprocess_transport.h"
 #include "worker/engine/zero_plan.h"
+#include "worker/gpt2/engine_model.h"
 #include "worker/gpt2/reference_io.h"
 #include "worker/io/token_file.h"
 #include "worker/train/train_flags.h"
@@ -201,12 +202,10 @@ absl::StatusOr<std::string> WriteTestTokens(const std::string& name,
 std::string DeepSpeedJson(const train::TrainSpec& spec, uint32_t alignment) {
   const ZeroOptions& z = spec.zero;
   const bool offload = z.offload_param_server;
-  auto ref = gpt2::ParamLayout::Create(spec.config);
+  auto ref = gpt2::EngineLayout(spec.config);
   uint64_t largest = 1;
   if (ref.ok()) {
-    for (const ParamUnit& u : ParamUnits(*ref)) {
-      largest = std::max(largest, u.range.size());
-    }
+    for (const Range& u : ref->units) largest = std::max(largest, u.size());
   }
   // fp16's scaler as DeepSpeed writes it (initial_scale a power of two).
   const engine::LossScalerOptions& l = z.loss_scaler;

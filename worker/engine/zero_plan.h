@@ -1,6 +1,6 @@
-// The fixed geometry of the ZeRO engine: gradient buckets, parameter units
-// and the order in which the model needs the units. Pure functions of the
-// layout and the options; thread-safe.
+// The fixed geometry of the ZeRO engine: gradient buckets, parts, and which
+// parameter units are persistent. Pure functions of the layout and the
+// options; thread-safe.
 //
 // Gradient buckets split the flat space [0, Ψ) at multiples of S, the bucket
 // size rounded up to the part alignment A: bucket k = [k·S, min((k+1)·S, Ψ)).
@@ -10,10 +10,9 @@
 // valid contribution for servers whose plan uses alignment A. Boundaries
 // depend on Ψ, S and A only: equal for every stage and server count.
 //
-// Parameter units (stage 3): the embeddings, each block, the final norm,
-// indexed 0, 1..L, L+1. Rank r keeps part r of each unit, except that a
-// persistent unit (at most stage3_param_persistence_threshold elements) is
-// kept whole on every rank.
+// Parameter units (stage 3) are the model's (model.h). Rank r keeps part r
+// of each unit, except that a persistent unit (at most
+// stage3_param_persistence_threshold elements) is kept whole on every rank.
 #ifndef ZEROSHARD_WORKER_ENGINE_ZERO_PLAN_H_
 #define ZEROSHARD_WORKER_ENGINE_ZERO_PLAN_H_
 
@@ -22,8 +21,7 @@
 #include <vector>
 
 #include "common/partition.h"
-#include "worker/gpt2/config.h"
-#include "worker/gpt2/model.h"
+#include "worker/engine/model.h"
 
 namespace zeroshard::engine {
 
@@ -41,31 +39,13 @@ size_t FinalBuckets(const std::vector<Range>& buckets, size_t next,
 // Part `rank` of `r` split over `world` ranks (flat coordinates).
 Range PartOf(const Range& r, int world, int rank, uint32_t alignment);
 
-struct ParamUnit {
-  gpt2::GradSegment::Part part;
-  int layer = -1;
-  Range range;
-};
-
-// Units in index order: embeddings, blocks 0..L-1, final norm.
-std::vector<ParamUnit> ParamUnits(const gpt2::ParamLayout& layout);
-
 // Whether `unit` is persistent under `threshold` (elements; 0: none is).
 // DeepSpeed's rule (numel <= threshold), applied to whole units rather than
 // to single tensors.
-bool IsPersistent(const ParamUnit& unit, uint64_t threshold);
+bool IsPersistent(const Range& unit, uint64_t threshold);
 
 // Elements of the persistent units of `layout` (Ψp).
-uint64_t PersistentElements(const gpt2::ParamLayout& layout,
-                            uint64_t threshold);
-
-// Index of the unit of (part, layer) for a model of L layers.
-int UnitIndex(gpt2::GradSegment::Part part, int layer, int num_layers);
-
-// The units in the order one Forward then Backward announces kNeeded
-// (model.h): emb, blocks 0..L-1, final norm, emb, final norm, emb, blocks
-// L-1..0.
-std::vector<int> NeedSchedule(int num_layers);
+uint64_t PersistentElements(const ModelLayout& layout, uint64_t threshold);
 
 }  // namespace zeroshard::engine
 

@@ -1,6 +1,6 @@
 // The engine's fixed geometry: buckets tile the flat space in backward order
 // with aligned boundaries, parts tile each bucket, units and the need
-// schedule follow the model's parameter hook order; the spec's groups.
+// layouts are checked; persistence is per unit; the spec's groups.
 #include "worker/engine/zero_plan.h"
 
 #include "common/optim/adamw_hyper.h"
@@ -32,23 +32,26 @@ TEST(ZeroPlanTest, BucketsTileTheSpaceDescendingWithAlignedBoundaries) {
   }
 }
 
-TEST(ZeroPlanTest, UnitsAndScheduleFollowTheModel) {
-  gpt2::Config c{16, 64, 64, 3, 2, 32};
-  auto layout = gpt2::ParamLayout::Create(c);
-  ASSERT_TRUE(layout.ok());
-  const std::vector<ParamUnit> units = ParamUnits(*layout);
-  ASSERT_EQ(units.size(), 5u);
-  uint64_t next = 0;
-  for (const ParamUnit& u : units) {
-    EXPECT_EQ(u.range.begin, next);
-    next = u.range.end;
-  }
-  EXPECT_EQ(next, layout->num_params());
-  using Part = gpt2::GradSegment::Part;
-  EXPECT_EQ(UnitIndex(Part::kBlock, 2, 3), 3);
-  EXPECT_EQ(UnitIndex(Part::kFinalNorm, -1, 3), 4);
-  EXPECT_EQ(NeedSchedule(3),
-            (std::vector<int>{0, 1, 2, 3, 4, 0, 4, 0, 3, 2, 1}));
+TEST(ZeroPlanTest, LayoutsAreCheckedAndPersistenceIsPerUnit) {
+  // Three units: {w1, b1}, {w2}, {b2}.
+  const std::vector<TensorDesc> t = {
+      {"w1", {4, 8}, 0}, {"b1", {4}, 1}, {"w2", {2, 4}, 0}, {"b2", {2}, 1}};
+  auto layout = MakeModelLayout(t, {2, 1, 1}, {0, 1, 2, 2, 1, 0});
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  EXPECT_EQ(layout->num_params(), 46u);
+  EXPECT_EQ(layout->units, (std::vector<Range>{{0, 36}, {36, 44}, {44, 46}}));
+  EXPECT_EQ(layout->tensors[2].range, (Range{36, 44}));
+  EXPECT_EQ(PersistentElements(*layout, 0), 0u);
+  EXPECT_EQ(PersistentElements(*layout, 8), 10u);
+  EXPECT_TRUE(IsPersistent(layout->units[2], 2));
+  EXPECT_FALSE(IsPersistent(layout->units[0], 35));
+  // Bad layouts name the problem.
+  EXPECT_FALSE(MakeModelLayout(t, {2, 1}, {}).ok());      // b2 in no unit
+  EXPECT_FALSE(MakeModelLayout(t, {2, 1, 2}, {}).ok());   // past the end
+  EXPECT_FALSE(MakeModelLayout(t, {2, 1, 1}, {3}).ok());  // no unit 3
+  EXPECT_FALSE(MakeModelLayout({{"z", {0, 3}, 0}}, {1}, {}).ok());
+  absl::Status s = MakeModelLayout({{"g", {3}, 2}}, {1}, {}).status();
+  EXPECT_NE(s.message().find("parameter group 2"), std::string::npos) << s;
 
   ZeroOptions o;
   o.weight_decay = 0.1;
@@ -56,7 +59,8 @@ TEST(ZeroPlanTest, UnitsAndScheduleFollowTheModel) {
   ASSERT_EQ(spec.param_groups_size(), 2);
   EXPECT_EQ(spec.param_groups(0).weight_decay(), 0.1);
   EXPECT_EQ(spec.param_groups(1).weight_decay(), 0.0);
-  EXPECT_EQ(spec.tensors_size(), static_cast<int>(layout->tensors().size()));
+  ASSERT_EQ(spec.tensors_size(), 4);
+  EXPECT_EQ(spec.tensors(1).param_group(), 1u);
   const AdamWHyper h = GroupAdamWHyper(spec.param_groups(0), 3e-4, 0.5f, 7);
   EXPECT_EQ(h.lr, static_cast<float>(3e-4));
   EXPECT_EQ(h.grad_scale, 0.5f);

@@ -9,6 +9,7 @@
 #include "common/status_macros.h"
 #include "worker/config/ds_options.h"
 #include "worker/engine/zero_options.h"
+#include "worker/gpt2/engine_model.h"
 #include "worker/io/model_file.h"
 
 namespace zeroshard::train {
@@ -145,8 +146,10 @@ absl::StatusOr<TrainSpec> TrainSpecFromFlags(
   TrainSpec spec;
   ZS_ASSIGN_OR_RETURN(spec.config, ModelFromFlags(f));
   if (!f.model_file.empty()) spec.init_file = f.model_file;
+  ZS_ASSIGN_OR_RETURN(engine::ModelLayout layout,
+                      gpt2::EngineLayout(spec.config));
   auto zero = config::ZeroOptionsFromConfig(
-      config, spec.config, static_cast<int>(f.seq_len), warnings);
+      config, layout, static_cast<int>(f.seq_len), warnings);
   if (!zero.ok()) {
     return absl::Status(zero.status().code(),
                         absl::StrCat(f.config, ": ", zero.status().message()));

@@ -6,6 +6,7 @@
 #include "common/seeded_random.h"
 #include "common/status_macros.h"
 #include "worker/engine/engine.h"
+#include "worker/gpt2/engine_model.h"
 #include "worker/io/data_loader.h"
 #include "worker/io/model_file.h"
 
@@ -156,6 +157,11 @@ absl::Status RunSteps(const TrainSpec& spec, engine::ZeroEngine& engine,
   return absl::OkStatus();
 }
 
+absl::StatusOr<engine::ModelDef> TrainModel(const TrainSpec& spec) {
+  return gpt2::EngineModel(spec.config, spec.zero.micro_batch,
+                           spec.zero.seq_len);
+}
+
 absl::StatusOr<TrainResult> RunTraining(const TrainSpec& spec,
                                         collective::Communicator* comm,
                                         ShardClient* client,
@@ -167,9 +173,10 @@ absl::StatusOr<TrainResult> RunTraining(const TrainSpec& spec,
   }
   ZS_ASSIGN_OR_RETURN(std::optional<io::DataLoader> loader,
                       OpenLoader(spec, *comm));
+  ZS_ASSIGN_OR_RETURN(engine::ModelDef model, TrainModel(spec));
   ZS_ASSIGN_OR_RETURN(
       std::unique_ptr<engine::ZeroEngine> engine,
-      engine::ZeroEngine::Create(spec.zero, spec.config, init, comm, client));
+      engine::ZeroEngine::Create(spec.zero, model, init, comm, client));
   TrainProgress scratch;
   if (progress == nullptr) progress = &scratch;
   TrainResult result;

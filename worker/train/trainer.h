@@ -103,6 +103,11 @@ absl::Status RunSteps(const TrainSpec& spec, engine::ZeroEngine& engine,
 // Initial parameters of `spec` (its init file, else SeededGpt2Init).
 absl::StatusOr<std::vector<float>> InitialParams(const TrainSpec& spec);
 
+// The engine's model of `spec`: GPT-2 of spec.config on micro-batches of
+// spec.zero.micro_batch × spec.zero.seq_len tokens
+// (worker/gpt2/engine_model.h).
+absl::StatusOr<engine::ModelDef> TrainModel(const TrainSpec& spec);
+
 // Opens spec.data for this rank of `comm` (nullopt without data).
 absl::StatusOr<std::optional<io::DataLoader>> OpenLoader(
     const TrainSpec& spec, const collective::Communicator& comm);

@@ -1,0 +1,102 @@
+#include "worker/gpt2/engine_model.h"
+
+#include <algorithm>
+#include <memory>
+#include <utility>
+
+#include "common/status_macros.h"
+
+namespace zeroshard::gpt2 {
+namespace {
+
+class EngineGpt2 : public engine::Model {
+ public:
+  EngineGpt2(engine::ModelLayout layout, std::unique_ptr<gpt2::Model> model)
+      : layout_(std::move(layout)), model_(std::move(model)) {}
+
+  const engine::ModelLayout& layout() const override { return layout_; }
+  absl::StatusOr<float> Forward(const engine::MicroBatch& batch) override {
+    return model_->Forward(batch.tokens, batch.targets);
+  }
+  absl::Status Backward(const engine::GradHook& hook) override {
+    const int L = model_->config().num_layers;
+    return model_->Backward([&](const GradSegment& s) {
+      if (hook) hook(engine::GradReady{UnitIndex(s.part, s.layer, L), s.range});
+    });
+  }
+  void ZeroGrad() override { model_->ZeroGrad(); }
+
+ private:
+  const engine::ModelLayout layout_;
+  std::unique_ptr<gpt2::Model> model_;
+};
+
+}  // namespace
+
+int UnitIndex(GradSegment::Part part, int layer, int num_layers) {
+  switch (part) {
+    case GradSegment::Part::kEmbeddings:
+      return 0;
+    case GradSegment::Part::kBlock:
+      return 1 + layer;
+    case GradSegment::Part::kFinalNorm:
+      return num_layers + 1;
+  }
+  return 0;
+}
+
+std::vector<int> NeedSchedule(int num_layers) {
+  const int emb = 0, fn = num_layers + 1;
+  std::vector<int> s = {emb};
+  for (int l = 0; l < num_layers; ++l) s.push_back(1 + l);
+  s.insert(s.end(), {fn, emb, fn, emb});
+  for (int l = num_layers - 1; l >= 0; --l) s.push_back(1 + l);
+  return s;
+}
+
+absl::StatusOr<engine::ModelLayout> EngineLayout(const Config& config) {
+  ZS_ASSIGN_OR_RETURN(ParamLayout layout, ParamLayout::Create(config));
+  // Memory order: wte, wpe; every block's tensors; lnfw, lnfb.
+  const int per_block = static_cast<int>(
+      std::count_if(layout.tensors().begin(), layout.tensors().end(),
+                    [](const ParamTensor& t) { return t.layer == 0; }));
+  std::vector<int> unit_sizes = {2};
+  for (int l = 0; l < config.num_layers; ++l) unit_sizes.push_back(per_block);
+  unit_sizes.push_back(2);
+  return engine::MakeModelLayout(layout.TensorDescs(), unit_sizes,
+                                 NeedSchedule(config.num_layers));
+}
+
+absl::StatusOr<engine::ModelDef> EngineModel(const Config& config, int B, int T,
+                                             bool checkpoint) {
+  engine::ModelDef def;
+  ZS_ASSIGN_OR_RETURN(def.layout, EngineLayout(config));
+  def.create = [config, B, T, checkpoint,
+                layout = def.layout](const engine::ModelContext& c)
+      -> absl::StatusOr<std::unique_ptr<engine::Model>> {
+    ModelOptions mo;
+    mo.threads = c.threads;
+    mo.checkpoint = checkpoint;
+    mo.params = c.params;
+    mo.grads = c.grads;
+    if (c.unit_hook) {
+      const int L = config.num_layers;
+      mo.param_hook = [hook = c.unit_hook, L](const ParamEvent& e) {
+        engine::UnitEvent u;
+        u.kind = e.kind == ParamEvent::Kind::kNeeded
+                     ? engine::UnitEvent::Kind::kNeeded
+                     : engine::UnitEvent::Kind::kReleased;
+        u.unit = UnitIndex(e.part, e.layer, L);
+        u.range = e.range;
+        return hook(u);
+      };
+    }
+    ZS_ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
+                        Model::Create(config, B, T, mo));
+    return std::unique_ptr<engine::Model>(
+        new EngineGpt2(layout, std::move(model)));
+  };
+  return def;
+}
+
+}  // namespace zeroshard::gpt2

@@ -1,0 +1,39 @@
+// GPT-2 as the ZeRO engine's model (worker/engine/model.h).
+//
+// Layout: the tensors in memory order (config.h; matrices in parameter
+// group 0, with weight decay, the rest in group 1); units 0 the embeddings
+// (wte, wpe), 1 + l block l, L + 1 the final norm; the need schedule of one
+// Forward and one Backward (model.h's parameter hook order): embeddings,
+// blocks 0..L-1, final norm, embeddings, final norm, embeddings, blocks
+// L-1..0. A micro-batch is B sequences of T tokens and their next tokens
+// (MicroBatch::tokens, ::targets).
+//
+// Threading and errors: model.h's.
+#ifndef ZEROSHARD_WORKER_GPT2_ENGINE_MODEL_H_
+#define ZEROSHARD_WORKER_GPT2_ENGINE_MODEL_H_
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "worker/engine/model.h"
+#include "worker/gpt2/config.h"
+#include "worker/gpt2/model.h"
+
+namespace zeroshard::gpt2 {
+
+// The engine's layout of `config` (ValidateConfig's errors).
+absl::StatusOr<engine::ModelLayout> EngineLayout(const Config& config);
+
+// GPT-2 of `config` on micro-batches of B × T tokens; `checkpoint`: recompute
+// each block in backward (ModelOptions::checkpoint).
+absl::StatusOr<engine::ModelDef> EngineModel(const Config& config, int B, int T,
+                                             bool checkpoint = false);
+
+// The unit of (part, layer) in a model of `num_layers` blocks.
+int UnitIndex(GradSegment::Part part, int layer, int num_layers);
+// The need schedule above for `num_layers` blocks.
+std::vector<int> NeedSchedule(int num_layers);
+
+}  // namespace zeroshard::gpt2
+
+#endif  // ZEROSHARD_WORKER_GPT2_ENGINE_MODEL_H_
