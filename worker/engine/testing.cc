@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "client/shard_client.h"
 #include "common/crc32c.h"
+#include "common/status_macros.h"
 #include "fleet/local_fleet.h"
 #include "gtest/gtest.h"
 #include "worker/collective/host_communicator.h"
@@ -87,9 +88,8 @@ absl::StatusOr<std::vector<train::TrainResult>> RunInProcessOn(
   return RunInProcessWith(spec, world, fleet, InProcessHooks());
 }
 
-absl::StatusOr<std::vector<train::TrainResult>> RunInProcessWith(
-    const train::TrainSpec& spec, int world, LocalFleet* fleet,
-    const InProcessHooks& hooks) {
+absl::Status RunOnRanks(int world, LocalFleet* fleet,
+                        const InProcessHooks& hooks, const RankFn& fn) {
   auto hub = std::make_shared<collective::InProcessHub>(world);
   if (hooks.link_bytes_per_second > 0) {
     hub->SetLink(hooks.link_bytes_per_second, hooks.link_latency);
@@ -111,46 +111,61 @@ absl::StatusOr<std::vector<train::TrainResult>> RunInProcessWith(
       clients[r] = std::move(*client);
     }
   }
-  std::vector<absl::StatusOr<train::TrainResult>> results(
-      world, absl::UnknownError(""));
-  std::vector<train::TrainProgress> scratch;
-  std::vector<train::TrainProgress>* progress =
-      hooks.progress != nullptr ? hooks.progress : &scratch;
-  progress->assign(world, train::TrainProgress());
+  std::vector<absl::Status> results(world);
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
-      train::StepCallback on_step;
-      if (hooks.on_step) {
-        on_step = [&, r](const StepStats& s) {
-          hooks.on_step(r, s, hub.get());
-        };
-      }
-      results[r] = train::RunTraining(spec, comms[r].get(), clients[r].get(),
-                                      on_step, &(*progress)[r]);
+      results[r] = fn(r, comms[r].get(), clients[r].get(), hub.get());
       if (!results[r].ok()) {
         std::fprintf(stderr, "rank %d failed: %s\n", r,
-                     std::string(results[r].status().message()).c_str());
+                     std::string(results[r].message()).c_str());
       }
     });
   }
   for (auto& t : threads) t.join();
-  std::vector<train::TrainResult> out;
   for (int r = 0; r < world; ++r) {
     if (!results[r].ok()) {
-      return absl::Status(
-          results[r].status().code(),
-          absl::StrCat("rank ", r, ": ", results[r].status().message()));
+      return absl::Status(results[r].code(),
+                          absl::StrCat("rank ", r, ": ", results[r].message()));
     }
-    out.push_back(std::move(*results[r]));
   }
+  return absl::OkStatus();
+}
+
+uint32_t DigestOf(const std::vector<float>& params) {
+  return Crc32c(params.data(), params.size() * 4);
+}
+
+absl::StatusOr<std::vector<train::TrainResult>> RunInProcessWith(
+    const train::TrainSpec& spec, int world, LocalFleet* fleet,
+    const InProcessHooks& hooks) {
+  std::vector<train::TrainResult> out(world);
+  std::vector<train::TrainProgress> scratch;
+  std::vector<train::TrainProgress>* progress =
+      hooks.progress != nullptr ? hooks.progress : &scratch;
+  progress->assign(world, train::TrainProgress());
+  ZS_RETURN_IF_ERROR(RunOnRanks(
+      world, fleet, hooks,
+      [&](int r, collective::Communicator* comm, ShardClient* client,
+          collective::InProcessHub* hub) -> absl::Status {
+        train::StepCallback on_step;
+        if (hooks.on_step) {
+          on_step = [&, r, hub](const StepStats& s) {
+            hooks.on_step(r, s, hub);
+          };
+        }
+        ZS_ASSIGN_OR_RETURN(
+            out[r],
+            train::RunTraining(spec, comm, client, on_step, &(*progress)[r]));
+        return absl::OkStatus();
+      }));
   // A digest of rank 0's final parameters, so that two commits' runs can be
   // compared bit for bit from their logs.
   std::printf(
       "digest: stage %d%s W=%d K=%u steps=%d params crc32c %08x\n",
       spec.zero.stage, spec.zero.offload_param_server ? "+offload" : "", world,
       fleet != nullptr ? static_cast<unsigned>(fleet->addresses().size()) : 0u,
-      spec.steps, Crc32c(out[0].params.data(), out[0].params.size() * 4));
+      spec.steps, DigestOf(out[0].params));
   std::fflush(stdout);
   return out;
 }

@@ -16,6 +16,7 @@
 #include "worker/train/trainer.h"
 
 namespace zeroshard::collective {
+class Communicator;
 class InProcessHub;
 }  // namespace zeroshard::collective
 
@@ -62,6 +63,20 @@ struct InProcessHooks {
   double link_bytes_per_second = 0;
   absl::Duration link_latency;
 };
+
+// Runs fn(rank, comm, client, hub) on `world` ranks that are threads of
+// this process (HostCommunicators over one InProcessHub, part alignment
+// kTestAlignment; each rank's own ShardClient to `fleet`, null without one),
+// with `hooks`' client options and links. The first failing rank's status,
+// naming the rank.
+using RankFn =
+    std::function<absl::Status(int rank, collective::Communicator*,
+                               ShardClient*, collective::InProcessHub*)>;
+absl::Status RunOnRanks(int world, LocalFleet* fleet,
+                        const InProcessHooks& hooks, const RankFn& fn);
+
+// CRC-32C of the parameters' bits (the tests' "digest:" lines).
+uint32_t DigestOf(const std::vector<float>& params);
 
 // As RunInProcessOn, with `hooks`.
 absl::StatusOr<std::vector<train::TrainResult>> RunInProcessWith(
