@@ -208,6 +208,22 @@ absl::Status TrainerHandle::Start(const float* initial, size_t initial_bytes,
   };
   absl::StatusOr<Outcome> o =
       protocol_->Start(client_->client()->spec(), write, start);
+  if (!protocol_->recovery() && group_.size() > 1) {
+    // Without recovery the protocol's start ends when the leader has
+    // written, on the leader only: every rank waits for it here and
+    // learns whether every rank started (no rank fetches too early).
+    const uint32_t mine = static_cast<uint32_t>(o.status().code());
+    std::vector<uint32_t> all(group_.size());
+    absl::Status s = group_.AllGather(&mine, sizeof(mine), all.data());
+    for (int r = 0; s.ok() && o.ok() && r < group_.size(); ++r) {
+      if (all[r] != 0) {
+        s = absl::AbortedError(
+            absl::StrCat("rank ", r, " could not start (",
+                         zs_status_name(static_cast<int>(all[r])), ")"));
+      }
+    }
+    if (!s.ok()) return Fail(s);
+  }
   if (!o.ok()) return Fail(o.status());
   state_ = start;
   phase_ = Phase::kFetch;
