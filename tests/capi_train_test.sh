@@ -12,7 +12,9 @@
 #   3. the same with the norm from the servers' prepare;
 #   4. checkpoints every 5 steps, and a server SIGKILLed after step 12 and
 #      restarted: the ranks roll back, and the final parameters equal run
-#      2's bit for bit.
+#      2's bit for bit;
+#   5. a job that stops after step 12 and a new one started against the
+#      same servers: it resumes at step 12 and ends at the same bits.
 set -uo pipefail
 R="${TEST_SRCDIR:-.}/zeroshard"
 T="${TEST_TMPDIR:-$(mktemp -d)}"
@@ -120,6 +122,21 @@ cat "$d/log"
 grep -q "rolled back to step 10" "$d/log"; check "the ranks rolled back to checkpoint 10" $?
 cmp "$T/workers/out/p20.bin" "$d/out/p20.bin"; check "the interrupted run ends bit-identical to the uninterrupted one" $?
 grep -q "restor" "$d/server1.log"; check "the restarted server restored a checkpoint" $?
+
+# 5. Stop after 12 steps; a new job resumes at the servers' step 12.
+d="$T/resume"
+mkdir -p "$d/out"
+fleet "$d" --checkpoint_dir="$d/ckpt" || exit 1
+timeout 300 "$T/train_check" servers="$servers" out="$d/out" nan_step=7 max_norm=2 \
+  checkpoint_interval=5 steps=12 >"$d/log" 2>&1; rc1=$?
+timeout 300 "$T/train_check" servers="$servers" out="$d/out" nan_step=7 max_norm=2 \
+  checkpoint_interval=5 steps=20 >>"$d/log" 2>&1; rc2=$?
+stop_fleet
+cat "$d/log"
+[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ]; check "12 steps, then a new job to step 20 (exit $rc1, $rc2)" $?
+grep -q "rank 0: resumed at step 12" "$d/log"; check "the new job resumed at step 12" $?
+cmp "$T/workers/out/p20.bin" "$d/out/p20.bin"; check "the resumed run ends bit-identical" $?
+replay resume; check "torch AdamW replay of the stopped and resumed run" $?
 
 echo "$fails failed"
 [ $fails -eq 0 ]

@@ -219,10 +219,14 @@ static void* run_rank(void* arg) {
     fail("zs_trainer_start", rank);
     return &results[rank];
   }
+  if (out.kind != ZS_OUTCOME_OK) {
+    printf("rank %d: resumed at step %llu (epoch %llu)\n", rank,
+           (unsigned long long)out.state.step, (unsigned long long)out.epoch);
+  }
   if (rank == 0) {
     char path[1024];
     snprintf(path, sizeof path, "%s/steps.txt", out_dir);
-    log = fopen(path, "w");
+    log = fopen(path, out.state.step == 0 ? "w" : "a");
   }
   for (;;) {
     int fetched = zs_gather(c, 0, N, ZS_DTYPE_FP32, p, sizeof p, NULL);
