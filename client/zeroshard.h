@@ -12,6 +12,7 @@
  *   for (;;) {
  *     zs_trainer_after_fetch(t, zs_gather(c, 0, n, ZS_DTYPE_FP32, p, 4 * n,
  *                                         NULL), &out);
+ *     if (out.kind != ZS_OUTCOME_OK) continue;  // rolled back: fetch again
  *     ... forward, backward: g ...
  *     zs_push(c, 0, n, ZS_DTYPE_FP32, g, 4 * n, &id);  // id: out.epoch,
  *                                                      // out.state.step
@@ -37,12 +38,13 @@
  * A closed handle's value is never handed out again. A trainer or member
  * keeps the connection it was created from alive until it is closed itself.
  *
- * THREADING. Client functions may be called from any thread at once (the
- * gRPC calls of concurrent gathers and pushes overlap); zs_register and
- * zs_attach wait for the calls in flight. A trainer is used by one thread at
- * a time (a second concurrent call returns ZS_FAILED_PRECONDITION), and its
- * calls are collective: every rank makes the same calls in the same order.
- * Callbacks run on the thread that made the call.
+ * THREADING. Client and member functions may be called from any thread at
+ * once (the gRPC calls of concurrent gathers and pushes overlap);
+ * zs_register and zs_attach are serialised. A trainer takes one call at a
+ * time (a concurrent one returns ZS_FAILED_PRECONDITION, never waits), and
+ * its calls are collective: every rank makes the same calls in the same
+ * order. Callbacks run on the thread that made the call. The functions
+ * without a status code (zs_*_init, zs_version, ...) are thread-safe.
  *
  * OWNERSHIP. Strings and buffers passed in are only borrowed for the call
  * (copied where kept). Returned const char* point to static or thread-local
@@ -209,6 +211,9 @@ int zs_slice(zs_client* client, uint32_t parts, uint32_t index,
 
 /* ------------------------------------------------------------- data plane */
 
+/* Thread-safe: concurrent writes, pushes and gathers run in parallel. The
+ * caller's buffer is borrowed for the call only. */
+
 /* Writes fp32 master weights of [offset, offset + count) from `data`
  * (data_bytes must be 4 * count). Allowed while no gradient is pending for
  * the current step. OUT_OF_RANGE outside the model. */
@@ -289,6 +294,14 @@ int zs_restore(zs_client* client, uint64_t step, uint64_t epoch,
                zs_trainer_state* state);
 
 /* ------------------------------------------------ trainer (step protocol) */
+
+/* The step protocol of client/step_protocol.h over a client and a group.
+ * Threading: one call at a time per trainer (another thread's concurrent
+ * call, or one from its own callback, returns ZS_FAILED_PRECONDITION);
+ * start, step, decide, commit and after_fetch are collective over the
+ * group. Order: start -> after_fetch -> (step | decide -> commit) ->
+ * after_fetch -> ...; a call out of order is ZS_FAILED_PRECONDITION naming
+ * the call expected and changes nothing. */
 
 /* The ranks of the job as the trainer sees them. Callbacks return 0 on
  * success (anything else fails the call with that code, or ZS_UNKNOWN)
@@ -418,6 +431,9 @@ int zs_trainer_after_fetch(zs_trainer* trainer, int fetch_status,
                            zs_outcome* out);
 
 /* ------------------------------------------------------------ membership */
+
+/* A worker's membership of the job (MembershipService on shard 0). Every
+ * function is thread-safe; calls have a deadline of rpc_timeout_seconds. */
 
 typedef struct zs_member_options {
   const char* worker_name; /* stable, e.g. host:pid or the pod name */
