@@ -184,8 +184,7 @@ absl::Status ShardClient::RegisterModel(const v1::ModelSpec& spec) {
     }
     return absl::OkStatus();
   }));
-  plan_ = std::make_unique<PartitionPlan>(std::move(plan));
-  spec_ = spec;
+  SetSpec(spec, std::move(plan));
   return absl::OkStatus();
 }
 
@@ -197,9 +196,16 @@ absl::Status ShardClient::UseSpec(const v1::ModelSpec& spec) {
                      num_servers(), " server addresses were given"));
   }
   ZS_ASSIGN_OR_RETURN(PartitionPlan plan, PlanForSpec(spec));
+  SetSpec(spec, std::move(plan));
+  return absl::OkStatus();
+}
+
+void ShardClient::SetSpec(const v1::ModelSpec& spec, PartitionPlan plan) {
+  // The same spec keeps the plan object: readers on other threads stay
+  // safe (the C API registers once and reads the plan without a lock).
+  if (plan_ != nullptr && DescribeSpecDifference(spec_, spec).empty()) return;
   plan_ = std::make_unique<PartitionPlan>(std::move(plan));
   spec_ = spec;
-  return absl::OkStatus();
 }
 
 absl::Status ShardClient::AttachToRegistered() {

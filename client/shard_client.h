@@ -102,7 +102,10 @@ class ShardClient {
   const ClientOptions& options() const { return options_; }
 
   // Registers `spec` on every server and checks that each computed the same
-  // plan (hash) as this client. Idempotent.
+  // plan (hash) as this client. Idempotent: registering (or UseSpec of)
+  // the spec in use again keeps the plan object, so threads reading plan()
+  // meanwhile are safe; a different spec replaces it (no other call may
+  // run then).
   absl::Status RegisterModel(const v1::ModelSpec& spec);
   // The plan of the registered model (RegisterModel first).
   const PartitionPlan& plan() const { return *plan_; }
@@ -169,6 +172,8 @@ class ShardClient {
 
  private:
   explicit ShardClient(ClientOptions options);
+  // Installs `spec` and its `plan` unless `spec` is the one in use.
+  void SetSpec(const v1::ModelSpec& spec, PartitionPlan plan);
   v1::ShardService::Stub* Stub(uint32_t server, uint64_t salt) const;
   // Runs `attempt` until it succeeds, fails permanently or runs out of
   // attempts; `what` names the call in errors.

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# The C API end to end, as an outside program uses it: tools/install.sh
+# puts the header, libzeroshard.so and zeroshard.pc under a prefix; C
+# programs are compiled as C99 by the system cc through pkg-config (outside
+# Bazel's rules) and train against 2 real zeroshard-server processes:
+#   1. README's example (client/examples/train_linear.c, the README's copy
+#      diffed against it) learns its target;
+#   2. train_check.c, 2 ranks, the norm from the ranks' sums of squares,
+#      clipping and a NaN step: every step's parameters equal
+#      torch.optim.AdamW's on the same gradients bit for bit
+#      (capi/adamw_replay.py);
+#   3. the same with the norm from the servers' prepare;
+#   4. checkpoints every 5 steps, and a server SIGKILLed after step 12 and
+#      restarted: the ranks roll back, and the final parameters equal run
+#      2's bit for bit;
+#   5. a job that stops after step 12 and a new one started against the
+#      same servers: it resumes at step 12 and ends at the same bits.
+set -uo pipefail
+R="${TEST_SRCDIR:-.}/zeroshard"
+T="${TEST_TMPDIR:-$(mktemp -d)}"
+SERVER="$R/server/zeroshard-server"
+fails=0
+pids=()
+check() {  # description, then the condition's exit status in $?
+  if [ "$2" -eq 0 ]; then echo "ok   $1"; else echo "FAIL $1"; fails=$((fails + 1)); fi
+}
+cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; }
+trap cleanup EXIT
+
+# start_server K DIR [PORT] [flags...]: shard K of 2, its port in DIR/portK.
+start_server() {
+  local k=$1 dir=$2 port=${3:-0}
+  shift 3
+  rm -f "$dir/port$k"
+  "$SERVER" --insecure --host=127.0.0.1 --port="$port" --port_file="$dir/port$k" \
+    --shard_index="$k" --num_shards=2 "$@" >>"$dir/server$k.log" 2>&1 &
+  pids[$k]=$!
+  for _ in $(seq 400); do [ -s "$dir/port$k" ] && return 0; sleep 0.05; done
+  echo "server $k did not start:"; cat "$dir/server$k.log"; return 1
+}
+# fleet DIR [flags...]: 2 fresh servers; $servers: their addresses.
+fleet() {
+  local dir=$1
+  shift
+  mkdir -p "$dir"
+  start_server 0 "$dir" 0 "$@" && start_server 1 "$dir" 0 "$@" || return 1
+  servers="127.0.0.1:$(cat "$dir/port0"),127.0.0.1:$(cat "$dir/port1")"
+}
+stop_fleet() { { kill -9 "${pids[0]}" "${pids[1]}"; wait "${pids[0]}" "${pids[1]}"; } 2>/dev/null; }
+
+# Install, then build as an outsider would.
+out=$("$R/tools/install.sh" --prefix "$T/prefix" --library "$R/client/libzeroshard.so" 2>&1); rc=$?
+echo "$out"
+[ $rc -eq 0 ] && [ -f "$T/prefix/include/zeroshard.h" ] && [ -f "$T/prefix/lib/libzeroshard.so" ] &&
+  grep -q "^prefix=$T/prefix$" "$T/prefix/lib/pkgconfig/zeroshard.pc"
+check "install.sh puts header, library and zeroshard.pc (prefix baked in) under the prefix" $?
+export PKG_CONFIG_PATH="$T/prefix/lib/pkgconfig"
+flags=$(pkg-config --cflags --libs zeroshard); check "pkg-config knows zeroshard ($flags)" $?
+CFLAGS=(-std=c99 -Wall -Wextra -pedantic -Werror)
+cc "${CFLAGS[@]}" "$R/client/examples/train_linear.c" $flags -o "$T/train_linear"
+check "README's example compiles as C99 against the installed library" $?
+cc "${CFLAGS[@]}" -pthread "$R/tests/capi/train_check.c" $flags -lm -o "$T/train_check"
+check "train_check.c compiles as C99" $?
+
+# The README's copy of the example is the file.
+sed -n '/^## Embed zeroshard in your training loop/,$p' "$R/README.md" |
+  sed -n '/^```c$/,/^```$/p' | sed '1d;$d' >"$T/readme_example.c"
+[ -s "$T/readme_example.c" ] && diff -u "$R/client/examples/train_linear.c" "$T/readme_example.c"
+check "README's example is client/examples/train_linear.c" $?
+
+# 1. The example learns y = sum_j (j+1)/8 x_j + 0.5.
+fleet "$T/example" || exit 1
+out=$(timeout 120 "$T/train_linear" "$servers" 2>&1); rc=$?
+echo "$out"
+stop_fleet
+first=$(awk '$1 == "step" && $2 == 0 {print $4}' <<<"$out")
+last=$(awk '$1 == "step" && $2 == 80 {print $4}' <<<"$out")
+[ $rc -eq 0 ] && awk -v a="$first" -v b="$last" 'BEGIN {exit !(a > 0 && b < a / 100)}'
+check "the example trains: loss $first at step 0, $last at step 80" $?
+grep -q "^after 100 steps: w\[0\] 0.12" <<<"$out"; check "the example reaches w[0] ~ 1/8" $?
+
+# run NAME SERVERS_FLAGS CHECK_ARGS...: train_check against a fresh fleet.
+run_check() {
+  local name=$1 server_flags=$2
+  shift 2
+  mkdir -p "$T/$name/out"
+  fleet "$T/$name" $server_flags || return 1
+  timeout 300 "$T/train_check" servers="$servers" out="$T/$name/out" "$@" >"$T/$name/log" 2>&1
+  local rc=$?
+  stop_fleet
+  cat "$T/$name/log"
+  return $rc
+}
+replay() { /usr/bin/python3 "$R/tests/capi/adamw_replay.py" "$T/$1/out"; }
+
+# 2. Norm from the ranks.
+run_check workers "" nan_step=7 max_norm=2; check "2 ranks, norm from the ranks: 20 steps" $?
+replay workers; check "torch AdamW replay of the run (norm from the ranks)" $?
+
+# 3. Norm from the servers' prepare.
+run_check servers "" nan_step=7 max_norm=2 norm=servers; check "2 ranks, norm from the servers: 20 steps" $?
+replay servers; check "torch AdamW replay of the run (norm from the servers)" $?
+cmp "$T/workers/out/p20.bin" "$T/servers/out/p20.bin"; check "both runs end at the same bits" $?
+
+# 4. Checkpoints every 5 steps; server 1 SIGKILLed after step 12, restarted.
+d="$T/recovery"
+mkdir -p "$d/out" "$d/pause"
+fleet "$d" --checkpoint_dir="$d/ckpt" || exit 1
+timeout 300 "$T/train_check" servers="$servers" out="$d/out" nan_step=7 max_norm=2 \
+  checkpoint_interval=5 pause_at=12 pause_dir="$d/pause" >"$d/log" 2>&1 &
+prog=$!
+for _ in $(seq 600); do [ -e "$d/pause/reached" ] && break; sleep 0.05; done
+[ -e "$d/pause/reached" ]; check "the run reached step 12" $?
+port1=$(cat "$d/port1")
+{ kill -9 "${pids[1]}"; wait "${pids[1]}"; } 2>/dev/null
+start_server 1 "$d" "$port1" --checkpoint_dir="$d/ckpt"; check "server 1 SIGKILLed and restarted on port $port1" $?
+touch "$d/pause/go"
+wait $prog; rc=$?
+stop_fleet
+cat "$d/log"
+[ $rc -eq 0 ]; check "the run with a server killed ends (exit $rc)" $?
+grep -q "rolled back to step 10" "$d/log"; check "the ranks rolled back to checkpoint 10" $?
+cmp "$T/workers/out/p20.bin" "$d/out/p20.bin"; check "the interrupted run ends bit-identical to the uninterrupted one" $?
+grep -q "restor" "$d/server1.log"; check "the restarted server restored a checkpoint" $?
+
+# 5. Stop after 12 steps; a new job resumes at the servers' step 12.
+d="$T/resume"
+mkdir -p "$d/out"
+fleet "$d" --checkpoint_dir="$d/ckpt" || exit 1
+timeout 300 "$T/train_check" servers="$servers" out="$d/out" nan_step=7 max_norm=2 \
+  checkpoint_interval=5 steps=12 >"$d/log" 2>&1; rc1=$?
+timeout 300 "$T/train_check" servers="$servers" out="$d/out" nan_step=7 max_norm=2 \
+  checkpoint_interval=5 steps=20 >>"$d/log" 2>&1; rc2=$?
+stop_fleet
+cat "$d/log"
+[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ]; check "12 steps, then a new job to step 20 (exit $rc1, $rc2)" $?
+grep -q "rank 0: resumed at step 12" "$d/log"; check "the new job resumed at step 12" $?
+cmp "$T/workers/out/p20.bin" "$d/out/p20.bin"; check "the resumed run ends bit-identical" $?
+replay resume; check "torch AdamW replay of the stopped and resumed run" $?
+
+echo "$fails failed"
+[ $fails -eq 0 ]
