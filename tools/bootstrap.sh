@@ -7,8 +7,8 @@
 set -euo pipefail
 
 PACKAGES=(
-  # build
-  bazel-bootstrap g++ git
+  # build (pkg-config: the C API's users and its test)
+  bazel-bootstrap g++ git pkg-config
   # protocol and RPC
   libgrpc++-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev
   libabsl-dev
