@@ -294,8 +294,9 @@ TEST(HostCommunicatorTest, OpsProgressWithoutWaitAndInIssueOrder) {
           g.comms[r]->AllReduce(buf[r].data(), count, DType::kFloat32));
     }
   }
-  // "Compute" until the last op of every rank is done, without Wait().
-  double sink = 0;
+  // "Compute" until the last op of every rank is done, without Wait(). The
+  // ops may all be done before the first check; volatile keeps the loop.
+  volatile double sink = 0;
   auto all_done = [&] {
     for (int r = 0; r < w; ++r) {
       if (!ops[r].back().Done()) return false;
@@ -304,14 +305,13 @@ TEST(HostCommunicatorTest, OpsProgressWithoutWaitAndInIssueOrder) {
   };
   const absl::Time give_up = absl::Now() + absl::Seconds(60);
   while (!all_done() && absl::Now() < give_up) {
-    for (int i = 0; i < 100000; ++i) sink += i * 1e-9;
+    for (int i = 0; i < 100000; ++i) sink = sink + i * 1e-9;
   }
   ASSERT_TRUE(all_done()) << "ops made no progress while the caller computed";
   for (int r = 0; r < w; ++r) {
     for (const CollectiveOp& op : ops[r]) EXPECT_TRUE(op.Done());
     for (const CollectiveOp& op : ops[r]) EXPECT_TRUE(op.Wait().ok());
   }
-  EXPECT_GT(sink, 0);
 }
 
 // The hub's link model: the same results, and a message is not received
