@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "client/capi/handles.h"
 #include "client/security.h"
 #include "common/model_spec.h"
 #include "common/status_macros.h"
@@ -26,9 +27,7 @@ std::string Str(const char* s) { return s == nullptr ? std::string() : s; }
 // Copies `s` into the fixed array `out` (NUL-terminated, cut to fit).
 template <size_t N>
 void CopyString(const std::string& s, char (&out)[N]) {
-  const size_t n = std::min(N - 1, s.size());
-  std::memcpy(out, s.data(), n);
-  out[n] = '\0';
+  capi::CopyString(s, out, N);
 }
 
 absl::Status ApplySecurity(const zs_connect_options& o, ClientOptions* out) {

@@ -105,12 +105,16 @@ size_t CopyErrorOf(const void* handle, Kind kind, char* buf,
   } catch (...) {
     message = "out of memory";
   }
+  return CopyString(message, buf, size);
+}
+
+size_t CopyString(absl::string_view text, char* buf, size_t size) noexcept {
   if (buf != nullptr && size > 0) {
-    const size_t n = std::min(size - 1, message.size());
-    std::memcpy(buf, message.data(), n);
+    const size_t n = std::min(size - 1, text.size());
+    std::memcpy(buf, text.data(), n);
     buf[n] = '\0';
   }
-  return message.size();
+  return text.size();
 }
 
 int Report(const char* function, const absl::Status& status, Handle* blame) {

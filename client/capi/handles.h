@@ -33,6 +33,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 
 namespace zeroshard::capi {
@@ -117,6 +118,11 @@ const char* LastError();
 // A status for a code a caller's callback returned (`what` names it):
 // codes 1..16 keep their meaning, others become UNKNOWN.
 absl::Status CallbackStatus(int code, const std::string& what);
+
+// Copies `text` into buf[0..size), cut to size - 1 bytes and NUL-terminated
+// (nothing when buf is NULL or size 0); returns text.size(), the length a
+// caller needs. For every "copy a string out" function of the C API.
+size_t CopyString(absl::string_view text, char* buf, size_t size) noexcept;
 
 // INVALID_ARGUMENT "<name> is NULL" when `p` is null.
 absl::Status NotNull(const void* p, const char* name);
