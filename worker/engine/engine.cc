@@ -12,6 +12,7 @@
 #include "worker/engine/lr_schedule.h"
 #include "worker/engine/op_wait.h"
 #include "worker/engine/precision.h"
+#include "worker/engine/scaler_record.h"
 
 namespace zeroshard::engine {
 
@@ -49,8 +50,7 @@ absl::StatusOr<std::unique_ptr<ZeroEngine>> ZeroEngine::Create(
 ZeroEngine::~ZeroEngine() = default;
 
 LossScalerOptions ZeroEngine::ScalerOptions(const ZeroOptions& o) {
-  if (o.precision == Precision::kFp16) return o.loss_scaler;
-  return LossScalerOptions();  // static, scale 1
+  return ScalerOptionsFor(o.precision, o.loss_scaler);
 }
 
 absl::Status ZeroEngine::Init(const ModelDef& model,
@@ -148,17 +148,14 @@ absl::Status ZeroEngine::Init(const ModelDef& model,
 absl::StatusOr<bool> ZeroEngine::Apply(const Outcome& o) {
   if (!o.moved()) return false;
   restored_ = o.state;
-  if (restored_.loss_scale_hysteresis() == 0) {
-    // Not recorded (a run without dynamic fp16): start afresh.
-    scaler_ = LossScaler(ScalerOptions(options_));
-  } else {
-    LossScalerState s;
-    s.scale = restored_.loss_scale();
-    s.hysteresis_left = restored_.loss_scale_hysteresis();
-    s.iteration = restored_.loss_scale_iteration();
-    s.last_overflow_iteration = restored_.loss_scale_last_overflow();
-    ZS_RETURN_IF_ERROR(scaler_.Restore(s));
-  }
+  // Hysteresis 0: not recorded (a run without dynamic fp16), start afresh.
+  LossScalerState record;
+  record.scale = restored_.loss_scale();
+  record.hysteresis_left = restored_.loss_scale_hysteresis();
+  record.iteration = restored_.loss_scale_iteration();
+  record.last_overflow_iteration = restored_.loss_scale_last_overflow();
+  ZS_ASSIGN_OR_RETURN(scaler_,
+                      ScalerFromRecord(ScalerOptions(options_), record));
   step_ = static_cast<int64_t>(restored_.step());
   updates_ = static_cast<int64_t>(restored_.updates());
   micro_ = 0;
@@ -182,13 +179,11 @@ v1::TrainerState ZeroEngine::StateNow() const {
   v1::TrainerState s = data_position_;
   s.set_step(static_cast<uint64_t>(step_));
   s.set_updates(static_cast<uint64_t>(updates_));
-  const LossScalerState scaler = scaler_.state();
-  s.set_loss_scale(scaler.scale);
-  if (scaler_.dynamic()) {
-    s.set_loss_scale_hysteresis(scaler.hysteresis_left);
-    s.set_loss_scale_iteration(scaler.iteration);
-    s.set_loss_scale_last_overflow(scaler.last_overflow_iteration);
-  }
+  const LossScalerState record = RecordOf(scaler_);  // 0s unless dynamic
+  s.set_loss_scale(record.scale);
+  s.set_loss_scale_hysteresis(record.hysteresis_left);
+  s.set_loss_scale_iteration(record.iteration);
+  s.set_loss_scale_last_overflow(record.last_overflow_iteration);
   s.set_seed(seed_);
   return s;
 }
