@@ -63,7 +63,7 @@
 extern "C" {
 #endif
 
-#define ZS_API_VERSION 1
+#define ZS_API_VERSION 2
 #define ZS_VERSION "0.1.0" /* what zs_version() returns */
 
 /* ----------------------------------------------------------- status codes */
@@ -481,6 +481,123 @@ int zs_member_leave(zs_member* member);
  * OUT_OF_RANGE (only *world written) when capacity is too small. */
 int zs_member_world(zs_member* member, zs_world* world, zs_member_info* members,
                     size_t capacity);
+
+/* --------------------------------------------------------- configuration */
+
+/* A DeepSpeed JSON config resolved by the C++ engine's own parser
+ * (worker/config/ds_config.h: DeepSpeed's defaults and rules, batch sizes
+ * derived, errors and warnings naming the key's full path), the learning
+ * rate of its schedule and its fp16 loss scaler: a binding asks the library
+ * instead of re-implementing them, so it gets the engine's numbers bit for
+ * bit. No server is involved; every function is thread-safe. */
+
+enum { ZS_PRECISION_FP32 = 0, ZS_PRECISION_FP16 = 1, ZS_PRECISION_BF16 = 2 };
+/* scheduler.type: none (optimizer lr throughout), WarmupLR, WarmupDecayLR,
+ * WarmupCosineLR. */
+enum {
+  ZS_LR_CONSTANT = 0,
+  ZS_LR_WARMUP = 1,
+  ZS_LR_WARMUP_DECAY = 2,
+  ZS_LR_WARMUP_COSINE = 3
+};
+
+/* A resolved config; the keys' meanings are DeepSpeed's. Flags are 0 or 1.
+ * The functions taking one check every field first (INVALID_ARGUMENT
+ * naming the first out of range, e.g. "config.lr_schedule must be in [0,
+ * 3], got 7"; nothing written), so a binding may change fields between
+ * calls. */
+typedef struct zs_train_config {
+  /* train = micro * accumulation * world_size, each >= 1 */
+  int64_t train_batch_size, micro_batch_per_worker, gradient_accumulation_steps;
+  int32_t world_size;
+  double gradient_clipping; /* max global L2 norm; 0: off */
+  char optimizer_type[16];  /* as written: "Adam" / "AdamW" (any case) */
+  double lr, beta1, beta2, eps, weight_decay; /* optimizer.params */
+  int32_t lr_schedule;                        /* ZS_LR_* */
+  /* The schedule's base rate (optimizer.params.lr as parsed): the constant
+   * rate, or what WarmupCosineLR's ratio scales. */
+  double schedule_lr, warmup_min_lr, warmup_max_lr; /* Warmup(Decay)LR */
+  int64_t warmup_num_steps;               /* < 2 acts as 2 (DeepSpeed) */
+  int32_t warmup_linear;                  /* warmup_type: 0 "log", 1 "linear" */
+  int64_t total_num_steps;                /* WarmupDecayLR, WarmupCosineLR */
+  double warmup_min_ratio, cos_min_ratio; /* WarmupCosineLR */
+  int32_t precision;                      /* ZS_PRECISION_* */
+  /* fp16's loss scaler (the engine uses it only with ZS_PRECISION_FP16; the
+   * other precisions carry the defaults below and scale by 1). */
+  int32_t loss_scale_dynamic;     /* fp16.loss_scale 0 */
+  double static_loss_scale;       /* fp16.loss_scale (0 when dynamic) */
+  double initial_loss_scale;      /* 2^initial_scale_power (default 65536) */
+  int64_t loss_scale_window;      /* >= 1 (default 1000) */
+  int64_t hysteresis;             /* >= 1 (default 2) */
+  int32_t consecutive_hysteresis; /* default 0 */
+  double min_loss_scale;          /* > 0 (default 1) */
+  /* zero_optimization */
+  int32_t stage, overlap_comm, contiguous_gradients, reduce_scatter;
+  int64_t reduce_bucket_size, allgather_bucket_size,
+      stage3_prefetch_bucket_size, stage3_max_live_parameters,
+      stage3_max_reuse_distance, stage3_param_persistence_threshold,
+      sub_group_size;           /* elements */
+  int32_t offload_param_server; /* offload_param.device "server" (or "cpu") */
+  /* zeroshard */
+  int32_t num_servers; /* addresses listed, the count given, or 0 (unset) */
+  char servers[4096];  /* the addresses joined by ',' ("" if none) */
+  int32_t server_aggregation;
+  uint32_t alignment;          /* elements, >= 1 (default 64) */
+  int32_t checkpoint_interval; /* steps; 0: no checkpoints */
+} zs_train_config;
+
+/* Parses the DeepSpeed JSON config text `json` for world_size (>= 1)
+ * data-parallel workers. The warnings (unknown or unused keys, DeepSpeed's
+ * own), each followed by '\n', go into warnings[0..warnings_size)
+ * (NUL-terminated, cut to fit; warnings may be NULL when warnings_size is 0)
+ * and their full length into *warnings_length (may be NULL); they are
+ * written also when the config is rejected. *out receives the config.
+ * INVALID_ARGUMENT with the parser's message ("invalid JSON at line 3,
+ * column 5: ...", "optimizer.type: must be Adam or AdamW ..."), *out
+ * untouched; also when a config does not fit zs_train_config (addresses
+ * over 4095 bytes joined, or holding a ','). */
+int zs_config_parse(const char* json, int world_size, zs_train_config* out,
+                    char* warnings, size_t warnings_size,
+                    size_t* warnings_length);
+/* The same for the file at `path`: messages and warnings begin with
+ * "<path>: "; NOT_FOUND for a file that cannot be opened. */
+int zs_config_parse_file(const char* path, int world_size, zs_train_config* out,
+                         char* warnings, size_t warnings_size,
+                         size_t* warnings_length);
+/* The engine's one-line description ("stage 3 (offload_param=server), bf16,
+ * batch 32 = 4 x 4 x 2 workers, AdamW lr 0.0006 wd 0.1, WarmupCosineLR,
+ * clip 1, 2 servers") into buf[0..size) (NUL-terminated, cut to fit; buf
+ * may be NULL when size is 0); returns its full length. A NULL or invalid
+ * config: "" and 0. */
+size_t zs_config_describe(const zs_train_config* config, char* buf,
+                          size_t size);
+/* *lr receives the learning rate of update number `step` (0-based: the
+ * updates applied so far; a step skipped for fp16 overflow does not count)
+ * under the config's schedule, as the engine computes it (DeepSpeed's
+ * formulas, bit for bit); 0 for a negative step. */
+int zs_config_lr(const zs_train_config* config, int64_t step, double* lr);
+/* The loss scaler of the config over four fields of *state: loss_scale,
+ * loss_scale_hysteresis, loss_scale_iteration, loss_scale_last_overflow
+ * (the rest of *state is not touched). They hold what the C++ engine
+ * records in its trainer state: for a dynamic fp16 scaler its scale,
+ * hysteresis left, iteration and last overflow iteration; otherwise (fp32,
+ * bf16, a static fp16 scale) the scale (1, or fp16.loss_scale) and 0, 0, 0
+ * — hysteresis 0 means "not recorded".
+ * init: the scaler's initial state (dynamic: 2^initial_scale_power,
+ * hysteresis, 0, -1).
+ * update: after a step whose gradients overflowed (overflow != 0: the step
+ * was skipped) or not, the scaler continues from *state (afresh when its
+ * hysteresis is 0, as the engine does on resume), applies DeepSpeed's
+ * update_scale and writes its state back: the state to record with the
+ * step's commit and whose loss_scale scales the next step.
+ * FAILED_PRECONDITION, *state untouched, for an overflow with the scale
+ * already at min_loss_scale and the hysteresis spent (DeepSpeed raises
+ * "Current loss scale already at minimum"); INVALID_ARGUMENT, untouched,
+ * for a state no dynamic scaler of the config can be in (e.g. hysteresis
+ * above the config's). */
+int zs_loss_scaler_init(const zs_train_config* config, zs_trainer_state* state);
+int zs_loss_scaler_update(const zs_train_config* config,
+                          zs_trainer_state* state, int overflow);
 
 #ifdef __cplusplus
 } /* extern "C" */
