@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # libzeroshard.so exports the C API and nothing else: every defined dynamic
 # symbol starts with zs_, every function client/zeroshard.h declares is
-# among them and every exported one is declared there; the header compiles
-# on its own as C99 (-pedantic) and as C++.
+# among them (the configuration functions named) and every exported one is
+# declared there; the header compiles on its own as C99 (-pedantic) and as
+# C++.
 set -uo pipefail
 R="${TEST_SRCDIR:-.}/zeroshard"
 T="${TEST_TMPDIR:-$(mktemp -d)}"
@@ -23,6 +24,13 @@ sed -n 's/^[a-z].*[ *]\(zs_[a-z0-9_]*\)(.*/\1/p' "$HEADER" | sort -u >"$T/declar
 [ "$(wc -l <"$T/declared")" -ge 30 ]; check "the header declares $(wc -l <"$T/declared") functions" $?
 diff "$T/declared" "$T/exported" >"$T/diff"
 check "declared and exported functions are the same ($(tr '\n' ' ' <"$T/diff"))" $?
+
+# The configuration functions (worker/config/config_api.cc, linked in from
+# outside client/capi) are among them.
+for f in zs_config_parse zs_config_parse_file zs_config_describe zs_config_lr \
+  zs_loss_scaler_init zs_loss_scaler_update; do
+  grep -qx "$f" "$T/exported"; check "exports $f" $?
+done
 
 printf '#include "zeroshard.h"\nint main(void) { return zs_api_version() == ZS_API_VERSION ? 0 : 1; }\n' >"$T/c.c"
 cc -std=c99 -pedantic -Wall -Wextra -Werror -I"$(dirname "$HEADER")" -c "$T/c.c" -o "$T/c.o"

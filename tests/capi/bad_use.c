@@ -2,10 +2,10 @@
  * installed library: NULL, closed, invented and foreign handles, NULL
  * pointers, wrong lengths, ranges outside the model, malformed options and
  * models, calls out of order, a step before any push, a trainer called from
- * its own callback, a failing group callback, an unreachable server, and a
- * server killed under a live client. Every call must return the expected
- * code with a message naming the problem — and change nothing — never
- * crash. Run under AddressSanitizer too (docs/c_api.md).
+ * its own callback, a failing group callback, misused configuration
+ * functions, an unreachable server, and a server killed under a live
+ * client. Every call must return the expected code with a message naming
+ * the problem — and change nothing — never crash. Run under AddressSanitizer too (docs/c_api.md).
  *
  *   bad_use ADDRESS SERVER_PID
  *
@@ -443,6 +443,77 @@ static void members(zs_client* c) {
          "the member handle was closed");
 }
 
+/* The configuration functions: NULLs, a bad world size, bad JSON, a field
+ * out of range, a state no scaler can be in, an overflow at the minimum
+ * scale; no server needed. */
+static void configuration(void) {
+  const char* json =
+      "{\"train_batch_size\": 8, \"foo\": 1, \"fp16\": {\"enabled\": true,"
+      " \"initial_scale_power\": 1, \"hysteresis\": 1}}";
+  zs_train_config c, bad, untouched;
+  zs_trainer_state s;
+  char warnings[64], line[16];
+  size_t length = 0;
+  double lr = 42;
+  memset(&c, 0, sizeof c);
+  memset(&untouched, 0, sizeof untouched);
+  memset(&s, 0, sizeof s);
+  EXPECT(zs_config_parse(NULL, 1, &c, NULL, 0, NULL), ZS_INVALID_ARGUMENT,
+         "json is NULL");
+  EXPECT(zs_config_parse(json, 1, NULL, NULL, 0, NULL), ZS_INVALID_ARGUMENT,
+         "out is NULL");
+  EXPECT(zs_config_parse(json, 0, &c, NULL, 0, NULL), ZS_INVALID_ARGUMENT,
+         "world_size must be >= 1, got 0");
+  EXPECT(zs_config_parse(json, 1, &c, NULL, 8, NULL), ZS_INVALID_ARGUMENT,
+         "warnings is NULL");
+  EXPECT(zs_config_parse("{\"train_batch_size\" 8}", 1, &c, NULL, 0, NULL),
+         ZS_INVALID_ARGUMENT, "invalid JSON");
+  EXPECT(zs_config_parse("{\"train_batch_size\": 7}", 2, &c, NULL, 0, NULL),
+         ZS_INVALID_ARGUMENT, "must be a multiple of world size 2");
+  EXPECT(zs_config_parse_file(NULL, 1, &c, NULL, 0, NULL), ZS_INVALID_ARGUMENT,
+         "path is NULL");
+  EXPECT(zs_config_parse_file("/nonexistent/ds.json", 1, &c, NULL, 0, NULL),
+         ZS_NOT_FOUND, "/nonexistent/ds.json");
+  TRUE(memcmp(&c, &untouched, sizeof c) == 0); /* nothing written */
+  EXPECT(zs_config_parse(json, 1, &c, warnings, sizeof warnings, &length),
+         ZS_OK, "");
+  TRUE(strcmp(warnings, "unknown key foo ignored\n") == 0 &&
+       length == strlen(warnings));
+  TRUE(c.train_batch_size == 8 && c.precision == ZS_PRECISION_FP16 &&
+       c.loss_scale_dynamic == 1 && strcmp(c.optimizer_type, "AdamW") == 0);
+  TRUE(zs_config_describe(NULL, line, sizeof line) == 0 && line[0] == '\0');
+  TRUE(zs_config_describe(&c, line, sizeof line) > sizeof line &&
+       strcmp(line, "stage 0, fp16 (") == 0);
+  EXPECT(zs_config_lr(NULL, 0, &lr), ZS_INVALID_ARGUMENT, "config is NULL");
+  EXPECT(zs_config_lr(&c, 0, NULL), ZS_INVALID_ARGUMENT, "lr is NULL");
+  bad = c, bad.lr_schedule = 9;
+  EXPECT(zs_config_lr(&bad, 0, &lr), ZS_INVALID_ARGUMENT,
+         "config.lr_schedule must be in [0, 3], got 9");
+  bad = c, bad.servers[0] = 'x', bad.num_servers = 0;
+  EXPECT(zs_config_lr(&bad, 0, &lr), ZS_INVALID_ARGUMENT, "config.num_servers");
+  TRUE(lr == 42);
+  EXPECT(zs_config_lr(&c, 5, &lr), ZS_OK, "");
+  TRUE(lr == 1e-3); /* no scheduler: optimizer lr */
+  EXPECT(zs_loss_scaler_init(NULL, &s), ZS_INVALID_ARGUMENT, "config is NULL");
+  EXPECT(zs_loss_scaler_init(&c, NULL), ZS_INVALID_ARGUMENT, "state is NULL");
+  EXPECT(zs_loss_scaler_update(&c, NULL, 1), ZS_INVALID_ARGUMENT,
+         "state is NULL");
+  EXPECT(zs_loss_scaler_init(&c, &s), ZS_OK, "");
+  TRUE(s.loss_scale == 2 && s.loss_scale_hysteresis == 1 &&
+       s.loss_scale_iteration == 0 && s.loss_scale_last_overflow == -1);
+  s.loss_scale_hysteresis = 2; /* above the config's 1 */
+  EXPECT(zs_loss_scaler_update(&c, &s, 1), ZS_INVALID_ARGUMENT,
+         "hysteresis_left must be in [1, hysteresis]");
+  TRUE(s.loss_scale_hysteresis == 2);
+  s.loss_scale_hysteresis = 1;
+  EXPECT(zs_loss_scaler_update(&c, &s, 1), ZS_OK, "");
+  TRUE(s.loss_scale == 1 && s.loss_scale_iteration == 1 &&
+       s.loss_scale_last_overflow == 0);
+  EXPECT(zs_loss_scaler_update(&c, &s, 1), ZS_FAILED_PRECONDITION,
+         "already at its minimum");
+  TRUE(s.loss_scale == 1 && s.loss_scale_iteration == 1);
+}
+
 static void unreachable(void) {
   zs_client* c = connect_to("127.0.0.1:1", 1, 2);
   zs_model m = good_model();
@@ -498,6 +569,7 @@ int main(int argc, char** argv) {
   client_misuse(c);
   t = trainer_misuse(c);
   members(c);
+  configuration();
   unreachable();
   server_killed(c, t, (pid_t)atol(argv[2]));
   printf("%d checks, %d failed\n", checks, failures);
