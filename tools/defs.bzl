@@ -33,6 +33,30 @@ def zs_benchmark(name, copts = [], tags = [], **kwargs):
         **kwargs
     )
 
+def zs_py_test(name, src = None, data = [], args = [], **kwargs):
+    """A Python test (unittest) run by Debian's /usr/bin/python3.
+
+    `src` (default: name + ".py") runs through tools/py_test.sh with
+    PYTHONPATH=<runfiles>/python, ZEROSHARD_LIB and ZEROSHARD_SERVER naming
+    this build's //client:libzeroshard.so and //server:zeroshard-server, and
+    TMPDIR=$TEST_TMPDIR. `data`: more runfiles; the rest goes to sh_test
+    (size, tags, ...). The library and python/ are visible to
+    //tests/python only.
+    """
+    src = src or name + ".py"
+    native.sh_test(
+        name = name,
+        srcs = ["//tools:py_test.sh"],
+        args = ["$(rootpath %s)" % src] + args,
+        data = [
+            src,
+            "//client:libzeroshard.so",
+            "//python:zeroshard_py",
+            "//server:zeroshard-server",
+        ] + data,
+        **kwargs
+    )
+
 def zs_proto_library(name, src, grpc = True, deps = [], visibility = None):
     """C++ messages (and gRPC stubs) for one .proto, by the system protoc.
 
