@@ -1,0 +1,71 @@
+"""Ranks from torchrun's environment and torch.distributed.
+
+torchrun sets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR
+and MASTER_PORT; init_distributed() starts the default process group from
+them (gloo on the CPU, NCCL when the model is on a GPU) unless the script
+did. TorchGroup is the trainer's group over that process group.
+"""
+import os
+
+import torch
+import torch.distributed as dist
+
+
+def env_int(name, default):
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"${name} is {value!r}, not an integer") from None
+
+
+def init_distributed(device_type="cpu"):
+    """(rank, world size, local rank, local world size)."""
+    world = env_int("WORLD_SIZE", 1)
+    if world > 1 and not dist.is_initialized():
+        for name in ("RANK", "MASTER_ADDR", "MASTER_PORT"):
+            if name not in os.environ:
+                raise ValueError(f"WORLD_SIZE is {world} but ${name} is not "
+                                 "set (start the script with torchrun)")
+        backend = "nccl" if device_type == "cuda" else "gloo"
+        dist.init_process_group(backend=backend)
+    if dist.is_initialized():
+        rank, world = dist.get_rank(), dist.get_world_size()
+    else:
+        rank, world = 0, 1
+    local_rank = env_int("LOCAL_RANK", 0)
+    local_world = env_int("LOCAL_WORLD_SIZE", 1)
+    return rank, world, local_rank, local_world
+
+
+class TorchGroup:
+    """The trainer's group over a torch.distributed process group (the
+    default one when None). Byte buffers travel as uint8 tensors; under NCCL
+    they are staged through the GPU."""
+
+    def __init__(self, group=None, device=None):
+        self.group = group
+        self.rank = dist.get_rank(group)
+        self.size = dist.get_world_size(group)
+        backend = dist.get_backend(group)
+        self.device = device or ("cuda" if backend == "nccl" else "cpu")
+
+    def _tensor(self, buf):
+        t = torch.frombuffer(buf, dtype=torch.uint8)
+        return t, (t.to(self.device) if self.device != "cpu" else t)
+
+    def broadcast(self, buf):
+        host, t = self._tensor(buf)
+        dist.broadcast(t, src=0, group=self.group)
+        if t is not host:
+            host.copy_(t.cpu())
+
+    def all_gather(self, mine, out):
+        _, src = self._tensor(mine)
+        host, dst = self._tensor(out)
+        parts = list(dst.chunk(self.size))
+        dist.all_gather(parts, src, group=self.group)
+        if dst is not host:
+            host.copy_(dst.cpu())

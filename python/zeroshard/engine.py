@@ -1,0 +1,534 @@
+"""zeroshard.initialize and the engine: DeepSpeed's training API for any
+torch.nn.Module, with the fp32 master weights, AdamW moments and reduced
+gradients on zeroshard's shard servers.
+
+One step (stages 1 and 2; stage 3 in stage3.py adds the parameter window):
+
+  backward(loss)  (loss x loss scale).backward(); each parameter's
+                  gradient accumulates into a view of one flat buffer; on
+                  the last micro-batch a bucket whose parameters are all
+                  done is all-reduced among the ranks while backward goes
+                  on (overlap_comm), then this rank scales its own slice by
+                  1 / (W x gas) and pushes it to the servers that own it
+                  (a thread pool: ctypes releases the GIL). With server
+                  aggregation every micro-batch's buckets are pushed and
+                  the servers sum them.
+  step()          the library's step protocol (client/step_protocol.h):
+                  the decision (global norm, clip, skip on overflow), the
+                  leader's commit with this update's lr, checkpoints, a
+                  roll back when a server failed; then the updated
+                  parameters are gathered into the module's tensors.
+
+Threading: one thread drives the engine; pushes and the bucket pipeline run
+on the engine's own threads. Errors: zeroshard.Error (the servers', the
+library's), ValueError (bad use, bad config).
+"""
+import concurrent.futures
+import os
+import threading
+import time
+
+import torch
+import torch.distributed as dist
+
+from . import _lib, layout
+from .client import Client
+from .config import Config
+from .dist import TorchGroup, init_distributed
+from .errors import Error
+from .trainer import Trainer
+
+_FAILED_PRECONDITION = _lib.CODES["FAILED_PRECONDITION"]
+_16BIT = {"fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def _loopback(address):
+    host = address.rsplit(":", 1)[0].strip("[]")
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def initialize(args=None, model=None, optimizer=None, model_parameters=None,
+               training_data=None, lr_scheduler=None, mpu=None,
+               dist_init_required=None, collate_fn=None, config=None,
+               config_params=None, servers=None, job_id=None,
+               client_options=None):
+    """DeepSpeed's initialize: (engine, optimizer, dataloader, lr_scheduler).
+
+    config: a dict, a JSON string or a file (or args.deepspeed_config);
+    servers: "host:port,..." or a list (default: the config's
+    zeroshard.servers, else $ZEROSHARD_SERVERS); job_id (default
+    $ZEROSHARD_JOB_ID, else "torch"); client_options: Client keyword
+    arguments (TLS, token; loopback servers default to insecure).
+    optimizer and lr_scheduler objects are not accepted: the servers run
+    AdamW with the config's optimizer and scheduler sections."""
+    if model is None:
+        raise ValueError("initialize: model is required")
+    if not isinstance(model, torch.nn.Module):
+        raise ValueError("initialize: model must be a torch.nn.Module, got "
+                         f"{type(model).__name__}")
+    if mpu is not None:
+        raise ValueError("initialize: model parallelism (mpu) is not "
+                         "supported: zeroshard is data-parallel")
+    if optimizer is not None:
+        raise ValueError("initialize: zeroshard's servers run AdamW; give "
+                         "it in the config's optimizer section instead of "
+                         f"an optimizer object ({type(optimizer).__name__})")
+    if lr_scheduler is not None:
+        raise ValueError("initialize: give the schedule in the config's "
+                         "scheduler section instead of an lr_scheduler "
+                         "object")
+    config = config if config is not None else config_params
+    if config is None and args is not None:
+        config = getattr(args, "deepspeed_config", None)
+    if config is None:
+        raise ValueError("initialize: no config (pass config=dict or a JSON "
+                         "file)")
+    device = next(model.parameters()).device.type
+    rank, world, local_rank, local_world = init_distributed(device)
+    cfg = Config(config, world)
+    engine = ZeroShardEngine(model, cfg, model_parameters=model_parameters,
+                             servers=servers, job_id=job_id,
+                             client_options=client_options, rank=rank,
+                             world=world, local_rank=local_rank,
+                             local_world=local_world)
+    loader = None
+    if training_data is not None:
+        loader = engine.deepspeed_io(training_data, collate_fn=collate_fn)
+    return engine, engine.optimizer, loader, engine.lr_scheduler
+
+
+class _Optimizer:
+    """What initialize returns as the optimizer: the servers' AdamW seen
+    from the worker (param_groups with the current lr; zero_grad)."""
+
+    def __init__(self, engine):
+        self._engine = engine
+
+    @property
+    def param_groups(self):
+        return self._engine.param_groups()
+
+    def zero_grad(self, set_to_none=False):  # noqa: ARG002 - torch's signature
+        self._engine.zero_grad()
+
+    def step(self):
+        raise Error(_FAILED_PRECONDITION, "call engine.step(), not "
+                    "optimizer.step(): the step is collective")
+
+
+class _LrScheduler:
+    """The config's schedule, read-only: get_lr() / get_last_lr()."""
+
+    def __init__(self, engine):
+        self._engine = engine
+
+    def get_lr(self):
+        return self._engine.get_lr()
+
+    get_last_lr = get_lr
+
+    def step(self, *args, **kwargs):  # noqa: ARG002 - DeepSpeed's signature
+        pass  # the engine moves the schedule with every applied update
+
+
+class ZeroShardEngine(torch.nn.Module):
+    def __init__(self, model, cfg, *, model_parameters=None, servers=None,
+                 job_id=None, client_options=None, rank=0, world=1,
+                 local_rank=0, local_world=1):
+        super().__init__()
+        self.module = model
+        self.config = cfg
+        self.rank, self.world = rank, world
+        self.local_rank, self.local_world = local_rank, local_world
+        self.stage = cfg.stage
+        self.gas = int(cfg.gradient_accumulation_steps)
+        self.aggregation = bool(cfg.server_aggregation)
+        self.overlap = bool(cfg.overlap_comm)
+        self.precision = cfg.precision
+        self.clipping = float(cfg.gradient_clipping)
+        self.optimizer = _Optimizer(self)
+        self.lr_scheduler = _LrScheduler(self)
+        self.timings = {"backward": 0.0, "reduce_wait": 0.0, "push_wait": 0.0,
+                        "step": 0.0, "fetch": 0.0}
+        self._group = TorchGroup() if world > 1 else None
+        entries, groups = layout.build(model, model_parameters, cfg)
+        self.entries, self.groups = entries, groups
+        self.numel = entries[-1].end
+        dtypes = {e.param.dtype for e in entries}
+        if len(dtypes) != 1:
+            raise ValueError("initialize: the trainable parameters have "
+                             f"several dtypes {sorted(map(str, dtypes))}; "
+                             "zeroshard needs one")
+        self.dtype = dtypes.pop()
+        if self.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+            raise ValueError(f"initialize: parameters of dtype {self.dtype} "
+                             "(float32, float16 or bfloat16 are supported)")
+        self.device = entries[0].param.device
+        self._client = self._connect(servers, job_id, client_options)
+        self._register()
+        off, cnt = self._client.slice(world, rank)
+        self._slice = (off, off + cnt)  # [begin, end)
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=4, thread_name_prefix="zeroshard-push")
+        self._pipe = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="zeroshard-reduce")
+        self._pending = []  # futures of this step's reduce/push work
+        self._lock = threading.Lock()
+        self._micro = 0           # micro-batches done in this step
+        self._backward_done = False
+        self._micro_steps = 0     # DeepSpeed's micro_steps
+        self._skipped = 0
+        self._params = self._make_params()
+        self._setup_grads()
+        self._params.after_hooks()  # stage 3: now the parameters go
+        self._trainer = None
+        self._start()
+
+    # ------------------------------------------------------------- set up
+    def _connect(self, servers, job_id, client_options):
+        servers = servers or self.config.server_list or \
+            os.environ.get("ZEROSHARD_SERVERS", "")
+        if isinstance(servers, str):
+            servers = [s.strip() for s in servers.split(",") if s.strip()]
+        if not servers:
+            raise ValueError("initialize: no servers (pass servers=, set "
+                             "the config's zeroshard.servers or "
+                             "$ZEROSHARD_SERVERS)")
+        opts = dict(client_options or {})
+        if "insecure" not in opts and "tls_ca_file" not in opts:
+            ca = os.environ.get("ZEROSHARD_TLS_CA")
+            if ca:
+                opts["tls_ca_file"] = ca
+            elif all(_loopback(s) for s in servers):
+                opts["insecure"] = True
+            else:
+                raise ValueError("initialize: servers off this machine need "
+                                 "TLS: client_options={'tls_ca_file': ...} "
+                                 "or $ZEROSHARD_TLS_CA (or 'insecure': True)")
+        job = job_id or os.environ.get("ZEROSHARD_JOB_ID") or "torch"
+        return Client(servers, job, **opts)
+
+    def _register(self):
+        contributions = self.world * self.gas if self.aggregation else 1
+        serving = "fp16" if self.precision == "fp16" else "bf16"
+        tensors = [(e.name, e.shape or (1,), e.group) for e in self.entries]
+        self._client.register(tensors, self.groups,
+                              alignment=self.config.alignment,
+                              contributions_per_step=contributions,
+                              serving_dtype=serving)
+        if self._client.model_size() != self.numel:
+            raise Error(_FAILED_PRECONDITION, "the servers' model has "
+                        f"{self._client.model_size()} elements, this module "
+                        f"{self.numel}")
+
+    def _make_params(self):
+        from .stage3 import FlatParams, PartitionedParams
+        if self.stage == 3:
+            return PartitionedParams(self)
+        return FlatParams(self)
+
+    def _setup_grads(self):
+        self._gflat = torch.zeros(self.numel, dtype=self.dtype,
+                                  device=self.device)
+        self._gviews = [self._gflat[e.offset:e.end].view(e.shape)
+                        for e in self.entries]
+        if self._params.grads_in_views:
+            self._attach_grads()
+        self._buckets = layout.buckets(self.numel,
+                                       self.config.reduce_bucket_size,
+                                       self.config.alignment)
+        # Which buckets each entry touches; per bucket, how many entries.
+        self._bucket_of = []
+        self._bucket_need = [0] * len(self._buckets)
+        for e in self.entries:
+            ks = [k for k, b in enumerate(self._buckets)
+                  if layout.intersect(b, (e.offset, e.end))]
+            self._bucket_of.append(ks)
+            for k in ks:
+                self._bucket_need[k] += 1
+        self._hooks = []
+        for i, e in enumerate(self.entries):
+            acc = e.param.expand_as(e.param).grad_fn.next_functions[0][0]
+            acc.register_hook(self._make_hook(i))
+            self._hooks.append(acc)  # the node must outlive the hook
+
+    def _attach_grads(self):
+        for e, v in zip(self.entries, self._gviews):
+            g = e.param.grad
+            if g is None or g.data_ptr() != v.data_ptr():
+                if g is not None:
+                    v.copy_(g)
+                e.param.grad = v
+
+    def _start(self, resume=False):
+        """Starts (or, after a restore, resumes) the step protocol. A
+        resume needs recovery on, so that the start finds the servers'
+        step instead of writing the module's parameters."""
+        if self._trainer is not None:
+            self._trainer.close()
+        interval = self.config.checkpoint_interval
+        self._trainer = Trainer(
+            self._client, self._group,
+            checkpoint_interval=interval or (1 << 30 if resume else 0),
+            min_epoch=getattr(self, "_epoch", 0))
+        now = self.config.initial_scaler_state(
+            {"step": 0, "updates": 0, "data_epoch": 0, "data_shard": 0,
+             "data_offset": 0, "seed": 0})
+        initial = None
+        if self.rank == 0 and not resume:
+            initial = self._params.initial()
+        outcome = self._trainer.start(initial, now)
+        self._apply(outcome)
+        self._fetch()
+
+    # ----------------------------------------------------- DeepSpeed's API
+    def forward(self, *inputs, **kwargs):
+        return self.module(*inputs, **kwargs)
+
+    @property
+    def global_steps(self):
+        return int(self._state["step"])
+
+    @property
+    def global_samples(self):
+        return self.global_steps * self.train_batch_size()
+
+    @property
+    def skipped_steps(self):
+        return self._skipped
+
+    def train_batch_size(self):
+        return int(self.config.train_batch_size)
+
+    def train_micro_batch_size_per_gpu(self):
+        return int(self.config.micro_batch_per_worker)
+
+    def gradient_accumulation_steps(self):
+        return self.gas
+
+    def is_gradient_accumulation_boundary(self):
+        return self._micro_steps % self.gas == self.gas - 1
+
+    def loss_scale(self):
+        return float(self._state["loss_scale"])
+
+    def get_lr(self):
+        lr = self.config.lr(self._state["updates"])
+        return [lr * g["lr_scale"] for g in self.groups]
+
+    def param_groups(self):
+        lrs = self.get_lr()
+        return [dict(g, lr=lr, params=[e.param for e in self.entries
+                                       if e.group == i])
+                for i, (g, lr) in enumerate(zip(self.groups, lrs))]
+
+    def zero_grad(self):
+        pass  # the engine zeroes its gradients at the start of each step
+
+    def backward(self, loss, retain_graph=False):
+        """(loss x loss scale).backward() for this micro-batch, reducing and
+        pushing the gradients on the step's last one."""
+        if not torch.is_tensor(loss) or loss.numel() != 1:
+            raise ValueError("backward: loss must be a one-element tensor")
+        if self._backward_done:
+            raise Error(_FAILED_PRECONDITION, "backward called twice for one "
+                        "micro-batch: call step() after each backward()")
+        start = time.perf_counter()
+        last = self.is_gradient_accumulation_boundary()
+        if self._micro == 0 or self.aggregation:
+            self._wait_pending()  # the previous pushes read the buffer
+            self._gflat.zero_()
+        if self._params.grads_in_views:
+            self._attach_grads()
+        self._ready = [0] * len(self._buckets)
+        self._issued = 0
+        self._acting = self.overlap and (last or self.aggregation)
+        self._sumsq, self._nonfinite = 0.0, False
+        self._params.before_backward()
+        scale = self.loss_scale()
+        (loss * scale if scale != 1 else loss).backward(
+            retain_graph=retain_graph)
+        self._params.after_backward()
+        self._acting = False
+        if last or self.aggregation:
+            while self._issued < len(self._buckets):
+                self._issue(self._issued)
+                self._issued += 1
+        self._micro += 1
+        self._backward_done = True
+        self.timings["backward"] += time.perf_counter() - start
+        return loss
+
+    def step(self):
+        """At the gradient accumulation boundary: the optimizer step on the
+        servers and the parameter fetch; otherwise the next micro-batch."""
+        if not self._backward_done:
+            raise Error(_FAILED_PRECONDITION, "step() before backward(): "
+                        "call engine.backward(loss) first")
+        self._backward_done = False
+        boundary = self.is_gradient_accumulation_boundary()
+        self._micro_steps += 1
+        if not boundary:
+            return
+        start = time.perf_counter()
+        self._micro = 0
+        push_status = self._wait_pending()
+        state = dict(self._state)
+        args = {"step": state["step"], "push_status": push_status,
+                "norm_from_servers": 1 if self.aggregation else 0,
+                "sum_squares": self._sumsq, "nonfinite": int(self._nonfinite),
+                "loss_scale": state["loss_scale"], "max_norm": self.clipping,
+                "lr": self.config.lr(state["updates"])}
+        if self.precision == "fp16" and self.config.loss_scale_dynamic:
+            decision, outcome = self._trainer.decide(args)
+            if outcome.kind == "ok":
+                after = self.config.update_scaler(state, decision.skipped)
+                outcome = self._trainer.commit(after)
+        else:
+            decision, outcome = self._trainer.step(args, state)
+        if outcome.kind == "ok" and decision.skipped:
+            self._skipped += 1
+        self.last_decision = decision
+        self._apply(outcome)
+        self.timings["step"] += time.perf_counter() - start
+        self._fetch()
+
+    # ------------------------------------------------ gradients to servers
+    def _make_hook(self, i):
+        def hook(*_unused):
+            self._params.on_grad(i)
+            if not self._acting:
+                return
+            with self._lock:
+                for k in self._bucket_of[i]:
+                    self._ready[k] += 1
+                while (self._issued < len(self._buckets) and
+                       self._ready[self._issued] ==
+                       self._bucket_need[self._issued]):
+                    self._issue(self._issued)
+                    self._issued += 1
+        return hook
+
+    def _issue(self, k):
+        """Bucket k's gradients are final on this rank: reduce, push."""
+        begin, end = self._buckets[k]
+        view = self._gflat[begin:end]
+        work = None
+        if self.world > 1 and not self.aggregation:
+            work = dist.all_reduce(view, async_op=True)
+        slot = (self._micro_index() * self.world + self.rank
+                if self.aggregation else 0)
+        self._pending.append(self._pipe.submit(
+            self._finish, k, work, slot, self._epoch, self._state["step"]))
+
+    def _finish(self, k, work, slot, epoch, step):
+        """On the pipeline thread: wait for the reduce, scale this rank's
+        part, push it (on the push pool). Returns push futures."""
+        begin, end = self._buckets[k]
+        if work is not None:
+            t = time.perf_counter()
+            work.wait()
+            self.timings["reduce_wait"] += time.perf_counter() - t
+        inv = 1.0 / (self.world * self.gas)
+        if self.aggregation:
+            mine = (begin, end)
+        else:
+            mine = layout.intersect((begin, end), self._slice)
+        if mine is None:
+            return []
+        part = self._gflat[mine[0]:mine[1]]
+        if inv != 1.0:
+            part.mul_(inv)
+        if not self.aggregation:
+            wide = part.double()
+            sq = float(torch.dot(wide, wide))
+            self._sumsq += sq
+            if sq != sq or sq == float("inf"):
+                self._nonfinite = True
+        if part.device.type != "cpu":
+            part = part.cpu()
+        key = f"w{self.rank}/s{step}/m{slot}/o{mine[0]}"
+        return [self._pool.submit(self._client.push, mine[0], part,
+                                  epoch=epoch, step=step, slot=slot,
+                                  key_prefix=key)]
+
+    def _micro_index(self):
+        return (self._micro_steps % self.gas)
+
+    def _wait_pending(self):
+        """Waits for this step's reduces and pushes; the first failure's
+        status code (0 when all went well)."""
+        start = time.perf_counter()
+        status = 0
+        first_error = None
+        for f in self._pending:
+            try:
+                for push in f.result():
+                    try:
+                        push.result()
+                    except Error as e:
+                        status = status or e.code
+            except Error as e:
+                status = status or e.code
+            except Exception as e:  # noqa: BLE001 - a collective failed
+                first_error = first_error or e
+        self._pending = []
+        self.timings["push_wait"] += time.perf_counter() - start
+        if first_error is not None:
+            raise first_error
+        return status
+
+    # ------------------------------------------------- parameters back
+    def _apply(self, outcome):
+        self._epoch = outcome.epoch
+        self._state = dict(outcome.state)
+
+    def _fetch(self):
+        """Gathers the parameters until every rank's fetch went well,
+        following roll backs (the state moves)."""
+        start = time.perf_counter()
+        while True:
+            status = 0
+            try:
+                self._params.fetch()
+            except Error as e:
+                status = e.code
+            outcome = self._trainer.after_fetch(status)
+            self._apply(outcome) if outcome.moved else None
+            if outcome.kind == "ok":
+                break
+        self.timings["fetch"] += time.perf_counter() - start
+
+    # ------------------------------------------------------- checkpoints
+    def save_checkpoint(self, save_dir, tag=None, client_state=None,
+                        save_latest=True):
+        """Checkpoints the servers' state at this step (they write it under
+        their --checkpoint_dir) and records in save_dir/tag which step it
+        is, with client_state. Collective."""
+        from . import checkpoint
+        return checkpoint.save(self, save_dir, tag, client_state, save_latest)
+
+    def load_checkpoint(self, load_dir, tag=None, **_ignored):
+        """Restores the servers to the step recorded in load_dir/tag and
+        reloads the module's parameters. Returns (load_dir/tag,
+        client_state). Collective."""
+        from . import checkpoint
+        return checkpoint.load(self, load_dir, tag)
+
+    def close(self):
+        self._wait_pending()
+        if self._trainer is not None:
+            self._trainer.close()
+            self._trainer = None
+        self._pool.shutdown()
+        self._pipe.shutdown()
+        self._client.close()
+
+    def deepspeed_io(self, dataset, collate_fn=None):
+        sampler = None
+        if self.world > 1:
+            sampler = torch.utils.data.distributed.DistributedSampler(
+                dataset, num_replicas=self.world, rank=self.rank)
+        return torch.utils.data.DataLoader(
+            dataset, batch_size=self.train_micro_batch_size_per_gpu(),
+            sampler=sampler, collate_fn=collate_fn)

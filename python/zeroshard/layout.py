@@ -1,0 +1,118 @@
+"""The flat layout of a torch module's trainable parameters, its AdamW
+parameter groups, and the gradient buckets over it.
+
+Parameters are registered in `module.named_parameters()` order (a tied
+weight once, under its first name), concatenated without padding; frozen
+ones (requires_grad False) stay out and train nowhere. Pure functions.
+"""
+
+
+class Entry:
+    """One parameter in the flat space: [offset, offset + numel)."""
+    __slots__ = ("name", "param", "offset", "numel", "group", "shape")
+
+    def __init__(self, name, param, offset, group):
+        self.name, self.param, self.offset = name, param, offset
+        self.numel, self.shape = param.numel(), tuple(param.shape)
+        self.group = group
+
+    @property
+    def end(self):
+        return self.offset + self.numel
+
+
+def is_no_decay(name, param):
+    """Biases and norm weights: every parameter of fewer than 2 dimensions
+    (the C++ engine's rule, and the usual one for transformers)."""
+    return param.dim() < 2
+
+
+def build(module, model_parameters, cfg):
+    """(entries, groups): groups are dicts for Client.register.
+
+    model_parameters: None or an iterable of parameters (default groups:
+    weight decay `cfg.weight_decay` on parameters of 2 or more dimensions,
+    none on the others), or torch-style group dicts {"params": [...],
+    "weight_decay": ..., "lr": ..., "betas": (b1, b2), "eps": ...}."""
+    named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+    if not named:
+        raise ValueError("initialize: the model has no trainable parameters")
+    base = {"beta1": cfg.beta1, "beta2": cfg.beta2, "eps": cfg.eps,
+            "weight_decay": cfg.weight_decay, "lr_scale": 1.0}
+    group_of = {}
+    groups = []
+    plist = list(model_parameters) if model_parameters is not None else None
+    if plist and isinstance(plist[0], dict):
+        known = {id(p) for _, p in named}
+        for i, g in enumerate(plist):
+            if "params" not in g:
+                raise ValueError(f"model_parameters[{i}]: no 'params' key")
+            extra = set(g) - {"params", "weight_decay", "lr", "betas", "eps",
+                              "name"}
+            if extra:
+                raise ValueError(f"model_parameters[{i}]: unsupported keys "
+                                 f"{sorted(extra)} (zeroshard's servers run "
+                                 "AdamW: params, lr, betas, eps, weight_decay)")
+            spec = dict(base)
+            if "weight_decay" in g:
+                spec["weight_decay"] = float(g["weight_decay"])
+            if "eps" in g:
+                spec["eps"] = float(g["eps"])
+            if "betas" in g:
+                spec["beta1"], spec["beta2"] = (float(b) for b in g["betas"])
+            if "lr" in g:
+                if cfg.lr <= 0:
+                    raise ValueError("model_parameters: a group lr needs a "
+                                     "positive optimizer.params.lr")
+                spec["lr_scale"] = float(g["lr"]) / cfg.lr
+            groups.append(spec)
+            params = g["params"]
+            params = [params] if hasattr(params, "requires_grad") else params
+            for p in params:
+                if id(p) not in known:
+                    raise ValueError(f"model_parameters[{i}]: a parameter "
+                                     "that is not a trainable parameter of "
+                                     "the model")
+                if id(p) in group_of:
+                    raise ValueError(f"model_parameters[{i}]: a parameter "
+                                     "is in two groups")
+                group_of[id(p)] = i
+        missing = [n for n, p in named if id(p) not in group_of]
+        if missing:
+            raise ValueError("model_parameters: no group holds "
+                             + ", ".join(missing[:5]))
+    else:
+        if plist is not None:
+            wanted = {id(p) for p in plist}
+            named = [(n, p) for n, p in named if id(p) in wanted]
+            if not named:
+                raise ValueError("model_parameters: none is a trainable "
+                                 "parameter of the model")
+        groups = [dict(base), dict(base, weight_decay=0.0)]
+        for n, p in named:
+            group_of[id(p)] = 1 if is_no_decay(n, p) else 0
+    entries, offset = [], 0
+    for n, p in named:
+        entries.append(Entry(n, p, offset, group_of[id(p)]))
+        offset += p.numel()
+    return entries, groups
+
+
+def buckets(total, bucket_size, alignment):
+    """Bucket ranges [begin, end) over [0, total), cut at multiples of the
+    alignment, each about bucket_size elements; the last range first (the
+    order backward produces gradients in)."""
+    size = max(int(bucket_size), 1)
+    size = max(alignment, (size + alignment - 1) // alignment * alignment)
+    out, begin = [], 0
+    while begin < total:
+        end = min(total, begin + size)
+        out.append((begin, end))
+        begin = end
+    out.reverse()
+    return out
+
+
+def intersect(a, b):
+    lo, hi = max(a[0], b[0]), min(a[1], b[1])
+    return (lo, hi) if lo < hi else None

@@ -1,0 +1,378 @@
+"""Where the module's parameters live between steps.
+
+FlatParams (stages 0-2): every rank holds the whole module in one flat
+buffer whose views are the parameters; after each step the updated values
+are gathered from the servers into it (fp32, or the 16-bit serving copy
+under fp16/bf16).
+
+PartitionedParams (stage 3): a module's own parameters (a "unit": the
+parameters it registers itself) are materialised only while it runs:
+gathered in its forward pre-hook and released after its forward, gathered
+again for its backward (an autograd function on its outputs, since torch
+1.13 has no module backward pre-hooks) and released once its gradients are
+taken. Between steps a rank holds its slice of the flat space (the range
+zs_slice gives it) and gathers a unit by an all-gather among the ranks; with
+offload_param the rank holds nothing and gathers units from the servers.
+Units no larger than stage3_param_persistence_threshold elements stay whole
+on every rank; the next unit in forward order is prefetched while one runs.
+"""
+import concurrent.futures
+
+import torch
+import torch.distributed as dist
+
+from . import layout
+
+_SERVING = {"fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def _begin_end(offset_count):
+    return offset_count[0], offset_count[0] + offset_count[1]
+
+
+def server_ranges(client):
+    """Every server's [begin, end) of the flat space, in shard order."""
+    return [_begin_end(client.server_range(k))
+            for k in range(client.num_servers())]
+
+
+def _gather_into(engine, ranges, out, pool):
+    """Gathers flat ranges [(begin, end)] from the servers into the 1-D
+    tensor `out` (their concatenation), splitting at server boundaries so
+    that every server is asked at once; fp32 or the serving dtype."""
+    precision = engine.precision
+    want = torch.float32 if precision == "fp32" else _SERVING[precision]
+    host = out if (out.dtype == want and out.device.type == "cpu") else \
+        torch.empty(out.numel(), dtype=want)
+    jobs, pos = [], 0
+    for begin, end in ranges:
+        for sb, se in engine._server_ranges:
+            r = layout.intersect((begin, end), (sb, se))
+            if r is not None:
+                view = host[pos + r[0] - begin:pos + r[1] - begin]
+                jobs.append(pool.submit(engine._client.gather, r[0], view))
+        pos += end - begin
+    for j in jobs:
+        j.result()
+    if host is not out:
+        out.copy_(host)
+
+
+class FlatParams:
+    grads_in_views = True
+
+    def __init__(self, engine):
+        self.engine = engine
+        e0 = engine.entries
+        self.flat = torch.empty(engine.numel, dtype=engine.dtype,
+                                device=engine.device)
+        for e in e0:
+            view = self.flat[e.offset:e.end]
+            view.copy_(e.param.data.reshape(-1))
+            e.param.data = view.view(e.shape)
+        engine._server_ranges = server_ranges(engine._client)
+
+    def initial(self):
+        return self.flat.detach().float().cpu().contiguous()
+
+    def fetch(self):
+        _gather_into(self.engine, [(0, self.engine.numel)], self.flat,
+                     self.engine._pool)
+
+    def after_hooks(self):
+        pass
+
+    def before_backward(self):
+        pass
+
+    def after_backward(self):
+        pass
+
+    def on_grad(self, i):
+        pass
+
+    def held_bytes(self):
+        return self.flat.numel() * self.flat.element_size()
+
+
+class _Unit:
+    def __init__(self, index, module, entries):
+        self.index, self.module, self.entries = index, module, entries
+        self.numel = sum(e.numel for e in entries)
+        self.ranges = _merge([(e.offset, e.end) for e in entries])
+        self.persistent = False
+        self.live = False
+        self.pending = None  # a prefetch in flight
+        self.grads_left = 0
+
+
+def _merge(ranges):
+    out = []
+    for b, e in sorted(ranges):
+        if out and out[-1][1] == b:
+            out[-1] = (out[-1][0], e)
+        else:
+            out.append((b, e))
+    return out
+
+
+class _PreBackward(torch.autograd.Function):
+    """Identity on a unit's outputs whose backward gathers the unit first."""
+
+    @staticmethod
+    def forward(ctx, params, unit_index, *outputs):
+        ctx.params, ctx.unit_index = params, unit_index
+        return outputs if len(outputs) > 1 else outputs[0]
+
+    @staticmethod
+    def backward(ctx, *grads):
+        ctx.params.gather_for_backward(ctx.unit_index)
+        return (None, None) + grads
+
+
+class PartitionedParams:
+    grads_in_views = False
+
+    def __init__(self, engine):
+        self.engine = engine
+        cfg = engine.config
+        self.offload = bool(cfg.offload_param_server)
+        self.threshold = int(cfg.stage3_param_persistence_threshold)
+        self.prefetch_elements = int(cfg.stage3_prefetch_bucket_size)
+        self.max_live = int(cfg.stage3_max_live_parameters)
+        engine._server_ranges = server_ranges(engine._client)
+        self.world, self.rank = engine.world, engine.rank
+        self.slices = [_begin_end(engine._client.slice(self.world, r))
+                       for r in range(self.world)]
+        by_id = {id(e.param): i for i, e in enumerate(engine.entries)}
+        self.units, self.unit_of = [], {}
+        for module in engine.module.modules():
+            mine = [engine.entries[by_id[id(p)]]
+                    for p in module.parameters(recurse=False)
+                    if id(p) in by_id]
+            if not mine:
+                continue
+            unit = _Unit(len(self.units), module, mine)
+            unit.persistent = unit.numel <= self.threshold
+            self.units.append(unit)
+            for e in mine:
+                self.unit_of.setdefault(id(e.param), []).append(unit.index)
+        self.entry_units = [self.unit_of[id(e.param)] for e in engine.entries]
+        # Between steps: this rank's slice (none with offload).
+        lo, hi = self.slices[self.rank]
+        self.part = torch.empty(0 if self.offload else hi - lo,
+                                dtype=engine.dtype)
+        self.full = {}  # unit index -> its gathered flat values
+        self.trace, self.tracing = [], True
+        self.live_elements = 0
+        self.peak_held = 0
+        self._initial = torch.cat([e.param.data.detach().reshape(-1).float()
+                                   .cpu() for e in engine.entries])
+        for u in self.units:
+            u.module.register_forward_pre_hook(self._pre_forward)
+            u.module.register_forward_hook(self._post_forward)
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=2, thread_name_prefix="zeroshard-prefetch")
+
+    def after_hooks(self):
+        """The gradient hooks exist (made while every parameter had its
+        full shape, which autograd records): release the parameters."""
+        for u in self.units:
+            self._release(u, force=True)
+
+    # ---------------------------------------------------------- parameters
+    def initial(self):
+        out, self._initial = self._initial, None
+        return out
+
+    def fetch(self):
+        if not self.offload:
+            lo, hi = self.slices[self.rank]
+            if hi > lo:
+                _gather_into(self.engine, [(lo, hi)], self.part,
+                             self.engine._pool)
+        for u in self.units:
+            self._release(u, force=True)
+        for u in self.units:
+            if u.persistent:
+                self._materialise(u)
+
+    def _load(self, unit):
+        """The unit's flat values (its ranges concatenated)."""
+        out = torch.empty(unit.numel, dtype=self.engine.dtype)
+        if self.offload or self.world == 1:
+            if self.world == 1 and not self.offload:
+                lo, _ = self.slices[0]
+                pos = 0
+                for b, e in unit.ranges:
+                    out[pos:pos + e - b].copy_(self.part[b - lo:e - lo])
+                    pos += e - b
+            else:
+                _gather_into(self.engine, unit.ranges, out, self.engine._pool)
+            return out
+        pos = 0
+        for b, e in unit.ranges:
+            pieces = [layout.intersect((b, e), s) for s in self.slices]
+            width = max((p[1] - p[0]) if p else 0 for p in pieces)
+            send = torch.zeros(width, dtype=self.engine.dtype)
+            mine = pieces[self.rank]
+            if mine is not None:
+                lo = self.slices[self.rank][0]
+                send[:mine[1] - mine[0]].copy_(
+                    self.part[mine[0] - lo:mine[1] - lo])
+            recv = [torch.empty(width, dtype=self.engine.dtype)
+                    for _ in range(self.world)]
+            dist.all_gather(recv, send)
+            for r, p in enumerate(pieces):
+                if p is not None:
+                    out[pos + p[0] - b:pos + p[1] - b].copy_(
+                        recv[r][:p[1] - p[0]])
+            pos += e - b
+        return out
+
+    def _materialise(self, unit, values=None):
+        if unit.live:
+            return
+        values = self._load(unit) if values is None else values
+        device = self.engine.device
+        if device.type != "cpu":
+            values = values.to(device)
+        pos_of, pos = {}, 0
+        for b, e in unit.ranges:
+            pos_of[(b, e)] = pos
+            pos += e - b
+        for e in unit.entries:
+            for (b, end), p in pos_of.items():
+                if b <= e.offset and e.end <= end:
+                    start = p + e.offset - b
+                    e.param.data = values[start:start + e.numel].view(e.shape)
+        self.full[unit.index] = values
+        unit.live = True
+        self.live_elements += unit.numel
+        self.peak_held = max(self.peak_held, self.held_bytes())
+
+    def _release(self, unit, force=False):
+        if unit.persistent and not force:
+            return
+        if not unit.live and not force:
+            return
+        empty = torch.empty(0, dtype=self.engine.dtype,
+                            device=self.engine.device)
+        for e in unit.entries:
+            # A parameter shared with a live unit stays.
+            others = [i for i in self.unit_of[id(e.param)]
+                      if i != unit.index and self.units[i].live]
+            if not others:
+                e.param.data = empty
+        if unit.live:
+            self.live_elements -= unit.numel
+        unit.live = False
+        self.full.pop(unit.index, None)
+
+    def held_bytes(self):
+        """Bytes of parameter storage this rank holds now: its slice and
+        the gathered units (shared storage counted once)."""
+        seen, total = set(), self.part.numel() * self.part.element_size()
+        for e in self.engine.entries:
+            s = e.param.data
+            if s.numel() == 0:
+                continue
+            key = s.storage().data_ptr()
+            if key not in seen:
+                seen.add(key)
+                total += s.storage().size() * s.element_size()
+        return total
+
+    # -------------------------------------------------------------- hooks
+    def _wait_prefetch(self, unit):
+        if unit.pending is not None:
+            values = unit.pending.result()
+            unit.pending = None
+            if not unit.live:
+                self._materialise(unit, values)
+
+    def _prefetch_after(self, unit):
+        """Offload: starts loading the units that follow in forward order
+        (up to stage3_prefetch_bucket_size elements) on the prefetch pool."""
+        if not self.offload or self.tracing or self.prefetch_elements <= 0:
+            return
+        try:
+            at = self.trace.index(unit.index)
+        except ValueError:
+            return
+        budget = self.prefetch_elements
+        for nxt in self.trace[at + 1:]:
+            u = self.units[nxt]
+            if u.live or u.pending is not None:
+                continue
+            if u.numel > budget or \
+                    self.live_elements + u.numel > self.max_live:
+                break
+            budget -= u.numel
+            u.pending = self._pool.submit(self._load, u)
+            break
+
+    def _pre_forward(self, module, _inputs):
+        for u in self._units_of_module(module):
+            if self.tracing:
+                self.trace.append(u.index)
+            self._wait_prefetch(u)
+            self._materialise(u)
+            self._prefetch_after(u)
+
+    def _post_forward(self, module, _inputs, output):
+        units = self._units_of_module(module)
+        for u in units:
+            self._release(u)
+        if not torch.is_grad_enabled():
+            return output
+        return _wrap(output, self, units[0].index)
+
+    def _units_of_module(self, module):
+        return [u for u in self.units if u.module is module]
+
+    def gather_for_backward(self, unit_index):
+        unit = self.units[unit_index]
+        self._materialise(unit)
+        unit.grads_left = len(unit.entries)
+
+    def before_backward(self):
+        self.tracing = False
+        for u in self.units:
+            u.grads_left = len(u.entries)
+
+    def on_grad(self, i):
+        """Entry i's gradient is in param.grad: take it into the flat
+        buffer, free it, release units whose gradients are all taken."""
+        e = self.engine.entries[i]
+        g = e.param.grad
+        if g is not None:
+            self.engine._gviews[i].add_(g)
+            e.param.grad = None
+        for ui in self.entry_units[i]:
+            u = self.units[ui]
+            u.grads_left -= 1
+            if u.grads_left <= 0:
+                self._release(u)
+
+    def after_backward(self):
+        for u in self.units:
+            if not u.persistent:
+                self._release(u)
+
+
+def _wrap(output, params, unit_index):
+    """The module's output with _PreBackward inserted on its tensors that
+    need gradients (tuples, lists and dicts are walked)."""
+    if torch.is_tensor(output):
+        if output.requires_grad:
+            return _PreBackward.apply(params, unit_index, output)
+        return output
+    if isinstance(output, tuple) and not hasattr(output, "_fields"):
+        return tuple(_wrap(o, params, unit_index) for o in output)
+    if isinstance(output, list):
+        return [_wrap(o, params, unit_index) for o in output]
+    if isinstance(output, dict):
+        return type(output)((k, _wrap(v, params, unit_index))
+                            for k, v in output.items())
+    return output
