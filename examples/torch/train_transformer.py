@@ -110,7 +110,7 @@ class TinyGPT(nn.Module):
         x = self.wte(idx) + self.wpe(pos)
         for block in self.blocks:
             x = block(x, self.mask)
-        logits = self.head(self.ln_f(x))
+        logits = self.head(self.ln_f(x)).float()
         return F.cross_entropy(logits.view(-1, logits.shape[-1]),
                                targets.reshape(-1))
 
@@ -227,6 +227,13 @@ def main(argv=None):
     torch.manual_seed(args.seed)  # the same initial model on every rank
     model = TinyGPT(vocab, args.seq_len, args.d_model, args.heads,
                     args.layers).to(device)
+    # Like DeepSpeed, compute in the config's 16-bit type; zeroshard does
+    # not cast the module itself (the servers keep the fp32 masters). fp16
+    # only on a GPU: torch's CPU kernels (LayerNorm) lack half.
+    if config.get("bf16", config.get("bfloat16", {})).get("enabled"):
+        model = model.bfloat16()
+    elif config.get("fp16", {}).get("enabled") and use_cuda:
+        model = model.half()
     n_params = sum(p.numel() for p in model.parameters())  # stage 3 frees them
 
     engine, _, _, _ = zeroshard.initialize(model=model, config=config,
