@@ -60,13 +60,13 @@ Consts MakeConsts(const AdamWHyper& h) {
   const double bc2 = 1.0 - std::pow(b2, t);
   Consts c;
   c.scale = h.grad_scale;
-  c.decay = static_cast<float>(1.0 - lr * static_cast<double>(h.weight_decay));
-  c.beta1 = h.beta1;
+  c.decay = static_cast<float>(1.0 - lr * h.weight_decay);
+  c.beta1 = static_cast<float>(b1);
   c.one_m_beta1 = static_cast<float>(1.0 - b1);
-  c.beta2 = h.beta2;
+  c.beta2 = static_cast<float>(b2);
   c.one_m_beta2 = static_cast<float>(1.0 - b2);
   c.bc2_sqrt = static_cast<float>(std::sqrt(bc2));
-  c.eps = h.eps;
+  c.eps = static_cast<float>(h.eps);
   c.neg_step_size = static_cast<float>(-(lr / bc1));
   return c;
 }

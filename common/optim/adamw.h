@@ -41,8 +41,10 @@ namespace zeroshard {
 enum class ServingType { kNone, kBf16, kFp16 };
 
 struct AdamWHyper {
-  float lr;  // this step's learning rate
-  float beta1, beta2, eps, weight_decay;
+  // Doubles, as Python holds them for torch: the per-call scalars below
+  // are computed from them in double and only then rounded to float.
+  double lr;  // this step's learning rate
+  double beta1, beta2, eps, weight_decay;
   // Gradients are multiplied by this first (clip coefficient, 1/loss_scale);
   // 1 = none.
   float grad_scale;

@@ -15,9 +15,10 @@
 
 namespace zeroshard {
 
-// lr = float(lr · group.lr_scale) (the product in double), the group's
-// betas, eps and weight decay as floats, grad_scale as given (clip
-// coefficient, 1 / loss scale), step (t >= 1, for bias correction).
+// lr = lr · group.lr_scale (in double), the group's betas, eps and weight
+// decay as given (doubles, as Python passes them to torch), grad_scale as
+// given (clip coefficient, 1 / loss scale), step (t >= 1, for bias
+// correction).
 AdamWHyper GroupAdamWHyper(const v1::ParamGroup& group, double lr,
                            float grad_scale, int64_t step);
 

@@ -186,6 +186,12 @@ class PartitionedParams:
         return out
 
     def fetch(self):
+        # A prefetch of a unit whose module did not run holds values from
+        # before the step: drop it.
+        for u in self.units:
+            if u.pending is not None:
+                u.pending.result()
+                u.pending = None
         if not self.offload:
             lo, hi = self.slices[self.rank]
             if hi > lo:

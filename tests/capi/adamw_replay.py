@@ -23,12 +23,7 @@ Prints a summary and exits 0, or names the first difference and exits 1.
 import array
 import math
 import os
-import struct
 import sys
-
-
-def f32(x):  # the float32 value of x, as a Python float
-    return struct.unpack("f", struct.pack("f", x))[0]
 
 
 def load(path):
@@ -71,8 +66,8 @@ def main():
     for i, (beta1, beta2, eps, wd, lr_scale) in enumerate(groups):
         param_groups.append({
             "params": [t[3] for t in tensors if t[2] == i],
-            "betas": (f32(beta1), f32(beta2)), "eps": f32(eps),
-            "weight_decay": f32(wd), "lr": 0.0})
+            "betas": (beta1, beta2), "eps": eps,
+            "weight_decay": wd, "lr": 0.0})
     opt = torch.optim.AdamW(param_groups, amsgrad=False, foreach=False)
 
     applied = skipped_steps = clipped = 0
@@ -117,7 +112,7 @@ def main():
             for off, cnt, grp, param in tensors:
                 param.grad = gt[off:off + cnt].clone().mul_(coef)
             for i, group in enumerate(opt.param_groups):
-                group["lr"] = f32(lr * groups[i][4])
+                group["lr"] = lr * groups[i][4]
             opt.step()
             applied += 1
         want = torch.tensor(load(os.path.join(d, "p%d.bin" % (t + 1))),

@@ -1,0 +1,105 @@
+"""One rank of torch_bench.py (torchrun's environment): the same model
+trained by DDP + torch.optim.AdamW, by zeroshard at stage 2 and at stage 3,
+variants alternated round by round; rank 0 writes the per-step times and
+the engines' time split to OUT as JSON.
+
+  torch_bench_worker.py OUT SERVERS_STAGE2 SERVERS_STAGE3 ROUNDS STEPS
+"""
+import json
+import statistics
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+import zeroshard
+
+WIDTH, BLOCKS, BATCH = 320, 8, 64
+
+
+def model():
+    torch.manual_seed(0)
+    layers = []
+    for _ in range(BLOCKS):
+        layers += [torch.nn.Linear(WIDTH, WIDTH), torch.nn.LayerNorm(WIDTH),
+                   torch.nn.GELU()]
+    return torch.nn.Sequential(*layers, torch.nn.Linear(WIDTH, 10))
+
+
+def data(step, rank):
+    g = torch.Generator().manual_seed(7919 * step + rank)
+    return (torch.randn(BATCH, WIDTH, generator=g),
+            torch.randint(0, 10, (BATCH,), generator=g))
+
+
+def config(stage):
+    return {"train_micro_batch_size_per_gpu": BATCH,
+            "optimizer": {"type": "AdamW",
+                          "params": {"lr": 1e-3, "weight_decay": 0.01}},
+            "zero_optimization": {"stage": stage, "overlap_comm": True,
+                                  "reduce_bucket_size": 200000}}
+
+
+def main():
+    out, servers2, servers3 = sys.argv[1:4]
+    rounds, steps = int(sys.argv[4]), int(sys.argv[5])
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    net = model()
+    ddp = torch.nn.parallel.DistributedDataParallel(net)
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-3, weight_decay=0.01)
+    e2, _, _, _ = zeroshard.initialize(model=model(), config=config(2),
+                                       servers=servers2, job_id="bench2")
+    e3, _, _, _ = zeroshard.initialize(model=model(), config=config(3),
+                                       servers=servers3, job_id="bench3")
+    loss_fn = torch.nn.functional.cross_entropy
+
+    def ddp_step(step):
+        x, y = data(step, rank)
+        opt.zero_grad()
+        loss_fn(ddp(x), y).backward()
+        opt.step()
+
+    def engine_step(engine):
+        def run(step):
+            x, y = data(step, rank)
+            engine.backward(loss_fn(engine(x), y))
+            engine.step()
+        return run
+
+    variants = {"ddp": ddp_step, "zero2": engine_step(e2),
+                "zero3": engine_step(e3)}
+    times = {name: [] for name in variants}
+    step = 0
+    for name, run in variants.items():  # warm-up
+        for _ in range(3):
+            run(step)
+            step += 1
+    for e in (e2, e3):
+        e.timings = dict.fromkeys(e.timings, 0.0)
+    for _ in range(rounds):
+        for name, run in variants.items():
+            dist.barrier()
+            start = time.perf_counter()
+            for _ in range(steps):
+                run(step)
+                step += 1
+            dist.barrier()
+            times[name].append((time.perf_counter() - start) / steps)
+    if rank == 0:
+        n = rounds * steps
+        result = {
+            "params": sum(p.numel() for p in net.parameters()),
+            "median": {k: statistics.median(v) for k, v in times.items()},
+            "spread": {k: [min(v), max(v)] for k, v in times.items()},
+            "split": {name: {k: v / n for k, v in e.timings.items()}
+                      for name, e in (("zero2", e2), ("zero3", e3))}}
+        with open(out, "w") as f:
+            json.dump(result, f)
+    e2.close()
+    e3.close()
+
+
+if __name__ == "__main__":
+    main()

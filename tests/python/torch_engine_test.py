@@ -1,0 +1,187 @@
+"""zeroshard.initialize against PyTorch, with real zeroshard-server
+processes (LocalFleet) and, for W = 2, real worker processes over gloo.
+
+W = 1: a model that is not GPT-2 (tests/python/torch_models.py) for 20
+steps through K = 2 servers against torch.optim.AdamW on the same data.
+W = 2: stages 1, 2, 3, 3 with parameter offload and server aggregation
+against DistributedDataParallel + AdamW (gradient accumulation 2 and
+clipping), and the stages and server counts against each other.
+"""
+import copy
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_models as tm  # noqa: E402
+import zeroshard  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LR, WD = 1e-2, 0.1
+
+
+def config(stage, **extra):
+    zero = {"stage": stage, "reduce_bucket_size": 300,
+            "stage3_param_persistence_threshold": 0}
+    zero.update(extra.pop("zero", {}))
+    c = {"train_micro_batch_size_per_gpu": tm.BATCH,
+         "gradient_accumulation_steps": extra.pop("gas", 1),
+         "optimizer": {"type": "AdamW",
+                       "params": {"lr": LR, "weight_decay": WD}},
+         "zero_optimization": zero}
+    c.update(extra)
+    return c
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_ranks(args, world=2, timeout=300):
+    """Runs torch_worker.py on `world` ranks; fails the test with their
+    output when one fails."""
+    port = free_port()
+    procs = []
+    for rank in range(world):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world),
+                   LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world),
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        procs.append(subprocess.Popen(
+            [sys.executable, os.path.join(HERE, "torch_worker.py")] + args,
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+    outs = []
+    for p in procs:
+        out, _ = p.communicate(timeout=timeout)
+        outs.append(out.decode(errors="replace"))
+    for p, out in zip(procs, outs):
+        if p.returncode != 0:
+            raise AssertionError(f"a rank failed ({p.returncode}):\n{out}")
+
+
+def update_error(ours, ref):
+    """Per tensor: max |ours - ref| / max |ref's update|."""
+    worst = 0.0
+    for name, last in ref["last"].items():
+        update = (last - ref["first"][name]).abs().max().item()
+        diff = (ours["last"][name] - last).abs().max().item()
+        worst = max(worst, diff / max(update, 1e-12))
+    return worst
+
+
+def ulps(a, b):
+    """The largest distance in float32 steps between two tensors."""
+    ia = a.contiguous().view(torch.int32).long()
+    ib = b.contiguous().view(torch.int32).long()
+    # Map the sign-magnitude bit patterns onto a monotonic integer line.
+    ia = torch.where(ia < 0, -(ia & 0x7FFFFFFF), ia)
+    ib = torch.where(ib < 0, -(ib & 0x7FFFFFFF), ib)
+    return int((ia - ib).abs().max())
+
+
+def same_bits(a, b):
+    return all(torch.equal(a["last"][n], b["last"][n]) for n in a["last"])
+
+
+class SingleRankTest(unittest.TestCase):
+    def test_twenty_steps_against_torch_adamw(self):
+        with zeroshard.LocalFleet(2) as fleet:
+            ref = tm.model()
+            net = copy.deepcopy(ref)
+            engine, _, _, _ = zeroshard.initialize(
+                model=net, config=config(1), servers=fleet.addresses)
+            opt = torch.optim.AdamW(tm.torch_groups(ref, WD), lr=LR)
+            worst_abs = worst_rel = 0.0
+            identical = worst_ulps = 0
+            for step in range(20):
+                x, y = tm.batch(step, 0, 0)
+                engine.backward(tm.loss_of(engine, x, y, step))
+                engine.step()
+                opt.zero_grad(set_to_none=False)
+                tm.loss_of(ref, x, y, step).backward()
+                opt.step()
+                for (n, p), q in zip(net.named_parameters(),
+                                     ref.parameters()):
+                    d = (p - q).abs().max().item()
+                    worst_abs = max(worst_abs, d)
+                    worst_rel = max(worst_rel, d / q.abs().max().item())
+                    identical += int(torch.equal(p, q))
+                    worst_ulps = max(worst_ulps, ulps(p.detach(), q))
+            engine.close()
+            total = 20 * len(list(ref.parameters()))
+            print(f"W=1 vs torch.optim.AdamW, 20 steps: {identical}/{total} "
+                  f"tensor-steps bit-identical, max |diff| {worst_abs:.3g}, "
+                  f"relative {worst_rel:.3g}, {worst_ulps} ulp")
+            # The servers' AdamW reproduces torch 1.13's float32 roundings
+            # (common/optim/adamw.h): every tensor after every step.
+            self.assertEqual(identical, total)
+            self.assertEqual(engine.global_steps, 20)
+
+
+class TwoRanksTest(unittest.TestCase):
+    STEPS, GAS, CLIP = 6, 2, 1.0
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="torch_engine_test")
+        cls.ref = os.path.join(cls.tmp, "ddp.pt")
+        run_ranks(["ddp", cls.ref, str(cls.STEPS), str(cls.GAS),
+                   str(cls.CLIP), str(LR), str(WD)])
+        cls.ref_state = torch.load(cls.ref)
+        cls.results = {}
+
+    def zeroshard_run(self, name, cfg, servers=2):
+        cfg = dict(cfg, gradient_clipping=self.CLIP, gas=self.GAS)
+        cfg = config(cfg.pop("stage"), **cfg)
+        out = os.path.join(self.tmp, name + ".pt")
+        with zeroshard.LocalFleet(servers) as fleet:
+            run_ranks(["zeroshard", out, str(self.STEPS), json.dumps(cfg),
+                       fleet.address_string])
+        result = torch.load(out)
+        err = update_error(result, self.ref_state)
+        print(f"W=2 {name}: max |zeroshard - DDP| / |update| = {err:.3g}")
+        self.assertLessEqual(err, 1e-5, name)
+        return result
+
+    def test_stages_servers_and_aggregation(self):
+        s1 = self.zeroshard_run("stage1", {"stage": 1})
+        s2 = self.zeroshard_run("stage2", {"stage": 2})
+        s2k1 = self.zeroshard_run("stage2-K1", {"stage": 2}, servers=1)
+        s3 = self.zeroshard_run("stage3", {"stage": 3})
+        s3o = self.zeroshard_run(
+            "stage3-offload",
+            {"stage": 3, "zero": {"offload_param": {"device": "server"}}})
+        agg = self.zeroshard_run(
+            "stage2-aggregation",
+            {"stage": 2, "zeroshard": {"server_aggregation": True}})
+        agg3 = self.zeroshard_run(
+            "stage3-aggregation",
+            {"stage": 3, "zeroshard": {"server_aggregation": True}})
+        for name, other in (("stage2", s2), ("stage2-K1", s2k1),
+                            ("stage3", s3), ("stage3-offload", s3o)):
+            self.assertTrue(same_bits(s1, other), f"stage1 vs {name}")
+        self.assertTrue(same_bits(agg, agg3), "aggregation stage 2 vs 3")
+        # Stage 3 memory: the parameter bytes a rank held during forward.
+        for name, r in (("stage3", s3), ("stage3-offload", s3o)):
+            e = r["extra"]
+            if "offload" in name:  # the running unit and one prefetched
+                bound = 4 * (e["persistent"] + 2 * e["max_unit"])
+            else:  # the rank's slice (aligned) and the running unit
+                bound = 4 * (e["slice"] + e["persistent"] + e["max_unit"])
+            print(f"{name}: held at most {e['held_max']} bytes of "
+                  f"parameters during forward; bound {bound}; the whole "
+                  f"model {4 * e['numel']}")
+            self.assertGreater(e["held_max"], 0)
+            self.assertLessEqual(e["held_max"], bound)
+            self.assertLess(e["held_max"], 4 * e["numel"])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

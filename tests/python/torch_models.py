@@ -1,0 +1,58 @@
+"""Models and data the Python engine tests share. Not GPT-2: a
+convolution, an embedding, LayerNorm, a tied weight (the head is the
+embedding), and a branch that runs only on some steps, so that its
+parameters get no gradient then."""
+import torch
+
+VOCAB, WIDTH, SEQ, BATCH = 48, 16, 12, 4
+
+
+class ConvNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(VOCAB, WIDTH)
+        self.conv = torch.nn.Conv1d(WIDTH, WIDTH, 3, padding=1)
+        self.norm = torch.nn.LayerNorm(WIDTH)
+        self.sometimes = torch.nn.Linear(WIDTH, WIDTH)
+        self.mix = torch.nn.Linear(WIDTH, WIDTH)
+        self.head = torch.nn.Linear(WIDTH, VOCAB, bias=False)
+        self.head.weight = self.emb.weight  # tied
+
+    def forward(self, x, step):
+        h = self.emb(x)
+        h = self.conv(h.transpose(1, 2)).transpose(1, 2)
+        if step % 3 == 0:
+            h = h + self.sometimes(h)
+        h = self.norm(torch.relu(self.mix(h)) + h)
+        return self.head(h)
+
+
+def model(seed=0):
+    torch.manual_seed(seed)
+    return ConvNet()
+
+
+def batch(step, micro, rank):
+    """The same data for a (step, micro-batch, rank) in every run."""
+    g = torch.Generator().manual_seed(1000003 * step + 1009 * micro + rank)
+    x = torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
+    y = torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
+    return x, y
+
+
+def loss_of(net, x, y, step):
+    out = net(x, step)
+    return torch.nn.functional.cross_entropy(out.reshape(-1, VOCAB),
+                                             y.reshape(-1))
+
+
+def torch_groups(net, weight_decay):
+    """The engine's default groups: no weight decay below 2 dimensions."""
+    decay = [p for p in net.parameters() if p.dim() >= 2]
+    rest = [p for p in net.parameters() if p.dim() < 2]
+    return [{"params": decay, "weight_decay": weight_decay},
+            {"params": rest, "weight_decay": 0.0}]
+
+
+def snapshot(net):
+    return {n: p.detach().clone().float() for n, p in net.named_parameters()}

@@ -1,0 +1,94 @@
+"""One rank of a multi-process engine test, started with torchrun's
+environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) by
+torch_engine_test.py:
+
+  torch_worker.py ddp OUT STEPS GAS CLIP LR WD
+  torch_worker.py zeroshard OUT STEPS CONFIG_JSON SERVERS
+
+ddp: torch DistributedDataParallel + torch.optim.AdamW (the reference);
+zeroshard: zeroshard.initialize. Rank 0 saves the initial and final
+parameters (and, for zeroshard, the stage 3 bytes held) to OUT."""
+import json
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_models as tm  # noqa: E402
+
+
+def run_ddp(out, steps, gas, clip, lr, wd):
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    net = tm.model()
+    first = tm.snapshot(net)
+    ddp = torch.nn.parallel.DistributedDataParallel(
+        net, find_unused_parameters=True)
+    opt = torch.optim.AdamW(tm.torch_groups(net, wd), lr=lr)
+    for step in range(steps):
+        opt.zero_grad(set_to_none=False)
+        for micro in range(gas):
+            x, y = tm.batch(step, micro, rank)
+            if micro < gas - 1:
+                with ddp.no_sync():
+                    (tm.loss_of(ddp, x, y, step) / gas).backward()
+            else:
+                (tm.loss_of(ddp, x, y, step) / gas).backward()
+        if clip > 0:
+            torch.nn.utils.clip_grad_norm_(net.parameters(), clip)
+        opt.step()
+    if rank == 0:
+        torch.save({"first": first, "last": tm.snapshot(net)}, out)
+
+
+def run_zeroshard(out, steps, config, servers):
+    import zeroshard
+    net = tm.model()
+    first = tm.snapshot(net)
+    engine, _, _, _ = zeroshard.initialize(model=net, config=config,
+                                           servers=servers,
+                                           job_id="torch-worker")
+    rank = engine.rank
+    held = []
+    if engine.stage == 3:
+        for m in net.modules():
+            m.register_forward_pre_hook(
+                lambda *_: held.append(engine._params.held_bytes()))
+    while engine.global_steps < steps:
+        step = engine.global_steps
+        for micro in range(engine.gradient_accumulation_steps()):
+            x, y = tm.batch(step, micro, rank)
+            engine.backward(tm.loss_of(engine, x, y, step))
+            engine.step()
+    params = engine._params
+    last = {}
+    if engine.stage == 3:  # materialise every unit to read the weights
+        for u in params.units:
+            params._materialise(u)
+    last = tm.snapshot(net)
+    extra = {"held_max": max(held) if held else 0,
+             "numel": engine.numel,
+             "slice": params.part.numel() if engine.stage == 3 else 0,
+             "persistent": sum(u.numel for u in getattr(params, "units", [])
+                               if u.persistent),
+             "max_unit": max((u.numel for u in getattr(params, "units", [])),
+                             default=0)}
+    engine.close()
+    if rank == 0:
+        torch.save({"first": first, "last": last, "extra": extra}, out)
+
+
+def main():
+    mode, out = sys.argv[1], sys.argv[2]
+    steps = int(sys.argv[3])
+    if mode == "ddp":
+        run_ddp(out, steps, int(sys.argv[4]), float(sys.argv[5]),
+                float(sys.argv[6]), float(sys.argv[7]))
+    else:
+        run_zeroshard(out, steps, json.loads(sys.argv[4]), sys.argv[5])
+
+
+if __name__ == "__main__":
+    main()
