@@ -57,6 +57,25 @@ def zs_py_test(name, src = None, data = [], args = [], **kwargs):
         **kwargs
     )
 
+def zs_py_benchmark(name, src = None, data = [], **kwargs):
+    """A Python benchmark run by `bazel run`, with zs_py_test's environment;
+    tagged `benchmark`, its last line is `RESULT k=v ...`."""
+    src = src or name + ".py"
+    native.sh_binary(
+        name = name,
+        srcs = ["//tools:py_test.sh"],
+        args = ["$(rootpath %s)" % src],
+        data = [
+            src,
+            "//client:libzeroshard.so",
+            "//python:zeroshard_py",
+            "//server:zeroshard-server",
+        ] + data,
+        testonly = True,
+        tags = ["benchmark"],
+        **kwargs
+    )
+
 def zs_proto_library(name, src, grpc = True, deps = [], visibility = None):
     """C++ messages (and gRPC stubs) for one .proto, by the system protoc.
 

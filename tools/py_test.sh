@@ -7,14 +7,16 @@
 #   TMPDIR            $TEST_TMPDIR
 # Usage: py_test.sh TEST.py [ARGS...] (TEST.py relative to the runfiles root).
 set -euo pipefail
-R="${TEST_SRCDIR:?run under bazel test}/zeroshard"
+# Under `bazel test` TEST_SRCDIR names the runfiles; under `bazel run` (the
+# benchmarks) RUNFILES_DIR or <this script>.runfiles does.
+R="${TEST_SRCDIR:-${RUNFILES_DIR:-$0.runfiles}}/zeroshard"
 [ $# -ge 1 ] || { echo "py_test.sh: give the test file" >&2; exit 2; }
 main="$1"
 shift
 export PYTHONPATH="$R/python${PYTHONPATH:+:$PYTHONPATH}"
 export ZEROSHARD_LIB="$R/client/libzeroshard.so"
 export ZEROSHARD_SERVER="$R/server/zeroshard-server"
-export TMPDIR="${TEST_TMPDIR:?}"
+export TMPDIR="${TEST_TMPDIR:-${TMPDIR:-/tmp}}"
 export PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 cd "$R"
 exec /usr/bin/python3 "$R/$main" "$@"

@@ -166,8 +166,11 @@ class ZeroShardEngine(torch.nn.Module):
         self.device = entries[0].param.device
         self._client = self._connect(servers, job_id, client_options)
         self._register()
-        off, cnt = self._client.slice(world, rank)
-        self._slice = (off, off + cnt)  # [begin, end)
+        self._slices = []  # every rank's [begin, end) of the flat space
+        for r in range(world):
+            off, cnt = self._client.slice(world, r)
+            self._slices.append((off, off + cnt))
+        self._slice = self._slices[rank]
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=4, thread_name_prefix="zeroshard-push")
         self._pipe = concurrent.futures.ThreadPoolExecutor(
@@ -410,16 +413,60 @@ class ZeroShardEngine(torch.nn.Module):
         return hook
 
     def _issue(self, k):
-        """Bucket k's gradients are final on this rank: reduce, push."""
+        """Bucket k's gradients are final on this rank: start its reduction
+        (collectives are issued here, on the thread running backward, in
+        bucket order on every rank) and queue the rest on the pipeline."""
         begin, end = self._buckets[k]
-        view = self._gflat[begin:end]
         work = None
         if self.world > 1 and not self.aggregation:
-            work = dist.all_reduce(view, async_op=True)
+            work = self._reduce_scatter(k, begin, end)
         slot = (self._micro_index() * self.world + self.rank
                 if self.aggregation else 0)
         self._pending.append(self._pipe.submit(
             self._finish, k, work, slot, self._epoch, self._state["step"]))
+
+    def _reduce_scatter(self, k, begin, end):
+        """Bucket k's reduce-scatter over the ranks' slices. gloo (torch
+        1.13) has no reduce_scatter: each rank sends every other rank the
+        part of the bucket that rank owns and receives the others' copies
+        of its own part (point to point, tag k): (W-1)/W of the bucket each
+        way, half of what an all-reduce moves. NCCL: an all-reduce. Returns
+        what _finish waits for."""
+        view = self._gflat[begin:end]
+        if dist.get_backend() != "gloo":
+            return ("all_reduce", dist.all_reduce(view, async_op=True))
+        works, received = [], {}
+        for r, part in enumerate(self._slices):
+            piece = layout.intersect((begin, end), part)
+            if r == self.rank or piece is None:
+                continue
+            works.append(dist.isend(self._gflat[piece[0]:piece[1]], r,
+                                    tag=k))
+        mine = layout.intersect((begin, end), self._slice)
+        if mine is not None:
+            for r in range(self.world):
+                if r != self.rank:
+                    buf = torch.empty(mine[1] - mine[0], dtype=self.dtype)
+                    received[r] = buf
+                    works.append(dist.irecv(buf, r, tag=k))
+        return ("p2p", works, received, mine)
+
+    def _wait_reduction(self, work):
+        """Waits for a bucket's reduction; this rank's part of the bucket
+        in _gflat then holds the sum over ranks (added in rank order)."""
+        if work[0] == "all_reduce":
+            work[1].wait()
+            return
+        _, works, received, piece = work
+        for w in works:
+            w.wait()
+        if received:
+            mine = self._gflat[piece[0]:piece[1]]
+            total = None
+            for r in range(self.world):
+                part = mine if r == self.rank else received[r]
+                total = part.clone() if total is None else total.add_(part)
+            mine.copy_(total)
 
     def _finish(self, k, work, slot, epoch, step):
         """On the pipeline thread: wait for the reduce, scale this rank's
@@ -427,7 +474,7 @@ class ZeroShardEngine(torch.nn.Module):
         begin, end = self._buckets[k]
         if work is not None:
             t = time.perf_counter()
-            work.wait()
+            self._wait_reduction(work)
             self.timings["reduce_wait"] += time.perf_counter() - t
         inv = 1.0 / (self.world * self.gas)
         if self.aggregation:

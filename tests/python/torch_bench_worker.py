@@ -6,6 +6,7 @@ the engines' time split to OUT as JSON.
   torch_bench_worker.py OUT SERVERS_STAGE2 SERVERS_STAGE3 ROUNDS STEPS
 """
 import json
+import os
 import statistics
 import sys
 import time
@@ -34,11 +35,13 @@ def data(step, rank):
 
 
 def config(stage):
-    return {"train_micro_batch_size_per_gpu": BATCH,
+    extra = json.loads(os.environ.get("ZS_BENCH_EXTRA%d" % stage, "{}"))
+    return {**extra, "train_micro_batch_size_per_gpu": BATCH,
             "optimizer": {"type": "AdamW",
                           "params": {"lr": 1e-3, "weight_decay": 0.01}},
             "zero_optimization": {"stage": stage, "overlap_comm": True,
-                                  "reduce_bucket_size": 200000}}
+                                  "reduce_bucket_size": 200000,
+                                  **extra.get("zero_optimization", {})}}
 
 
 def main():
