@@ -27,6 +27,7 @@ import concurrent.futures
 import os
 import threading
 import time
+import warnings
 
 import torch
 import torch.distributed as dist
@@ -86,6 +87,10 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None,
     device = next(model.parameters()).device.type
     rank, world, local_rank, local_world = init_distributed(device)
     cfg = Config(config, world)
+    if rank == 0:
+        for line in cfg.warnings:
+            warnings.warn(f"zeroshard config: {line}", stacklevel=2)
+    _cast_module(model, cfg.precision, device)
     engine = ZeroShardEngine(model, cfg, model_parameters=model_parameters,
                              servers=servers, job_id=job_id,
                              client_options=client_options, rank=rank,
@@ -95,6 +100,21 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None,
     if training_data is not None:
         loader = engine.deepspeed_io(training_data, collate_fn=collate_fn)
     return engine, engine.optimizer, loader, engine.lr_scheduler
+
+
+def _cast_module(model, precision, device):
+    """As DeepSpeed does: the module computes in bf16 under "bf16", in
+    fp16 under "fp16" on a GPU. On the CPU an fp16 module stays fp32 (torch
+    1.13 lacks CPU kernels for half), holding the fp16-rounded values of
+    the serving copy."""
+    if precision == "bf16":
+        model.to(torch.bfloat16)
+    elif precision == "fp16":
+        if device == "cuda":
+            model.half()
+        else:
+            warnings.warn("zeroshard: fp16 on the CPU: the module computes "
+                          "in fp32 with fp16-rounded parameters", stacklevel=3)
 
 
 class _Optimizer:

@@ -130,6 +130,31 @@ class _PreBackward(torch.autograd.Function):
         return (None, None) + grads
 
 
+class _Gathering:
+    """A unit's all-gather among the ranks in flight (issued on the thread
+    running forward or backward, in the same order on every rank)."""
+
+    def __init__(self, out, steps):
+        self.out, self.steps = out, steps
+
+    def result(self):
+        for work, recv, pieces in self.steps:
+            work.wait()
+            for chunk, (dst, count) in zip(recv, pieces):
+                if count:
+                    self.out[dst:dst + count].copy_(chunk[:count])
+        self.steps = []
+        return self.out
+
+
+class _Done:
+    def __init__(self, value):
+        self.value = value
+
+    def result(self):
+        return self.value
+
+
 class PartitionedParams:
     grads_in_views = False
 
@@ -144,41 +169,106 @@ class PartitionedParams:
         self.world, self.rank = engine.world, engine.rank
         self.slices = [_begin_end(engine._client.slice(self.world, r))
                        for r in range(self.world)]
-        by_id = {id(e.param): i for i, e in enumerate(engine.entries)}
+        self._by_id = {id(e.param): i for i, e in enumerate(engine.entries)}
         self.units, self.unit_of = [], {}
         for module in engine.module.modules():
-            mine = [engine.entries[by_id[id(p)]]
+            mine = [engine.entries[self._by_id[id(p)]]
                     for p in module.parameters(recurse=False)
-                    if id(p) in by_id]
-            if not mine:
-                continue
-            unit = _Unit(len(self.units), module, mine)
-            unit.persistent = unit.numel <= self.threshold
-            self.units.append(unit)
-            for e in mine:
-                self.unit_of.setdefault(id(e.param), []).append(unit.index)
-        self.entry_units = [self.unit_of[id(e.param)] for e in engine.entries]
+                    if id(p) in self._by_id]
+            if mine:
+                self._add_unit(module, mine)
         # Between steps: this rank's slice (none with offload).
         lo, hi = self.slices[self.rank]
         self.part = torch.empty(0 if self.offload else hi - lo,
                                 dtype=engine.dtype)
         self.full = {}  # unit index -> its gathered flat values
-        self.trace, self.tracing = [], True
+        self.trace, self.tracing, self.called = [], True, set()
         self.live_elements = 0
-        self.peak_held = 0
         self._initial = torch.cat([e.param.data.detach().reshape(-1).float()
                                    .cpu() for e in engine.entries])
-        for u in self.units:
-            u.module.register_forward_pre_hook(self._pre_forward)
-            u.module.register_forward_hook(self._post_forward)
+        root = engine.module
+        root.register_forward_pre_hook(self._root_pre_forward)
+        root.register_forward_hook(self._root_post_forward)
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=2, thread_name_prefix="zeroshard-prefetch")
+
+    def _add_unit(self, module, entries):
+        unit = _Unit(len(self.units), module, entries)
+        unit.persistent = unit.numel <= self.threshold
+        self.units.append(unit)
+        for e in entries:
+            self.unit_of.setdefault(id(e.param), []).append(unit.index)
+        module.register_forward_pre_hook(self._pre_forward)
+        module.register_forward_hook(self._post_forward)
+        self.entry_units = [self.unit_of.get(id(e.param), [])
+                            for e in self.engine.entries]
+        return unit
 
     def after_hooks(self):
         """The gradient hooks exist (made while every parameter had its
         full shape, which autograd records): release the parameters."""
         for u in self.units:
             self._release(u, force=True)
+
+    # ------------------------------------------------- the first forward
+    def _root_pre_forward(self, _module, _inputs):
+        """The first forward runs with every unit gathered, to learn which
+        modules run and in which order."""
+        if self.tracing:
+            for u in self.units:
+                self._materialise(u)
+
+    def _root_post_forward(self, _module, _inputs, output):
+        """After the first forward: a module whose parameters are used
+        while its own forward never runs (nn.MultiheadAttention's
+        out_proj) joins the unit of its nearest ancestor that runs."""
+        if not self.tracing:
+            return output
+        self.tracing = False
+        names = {m: n for n, m in self.engine.module.named_modules()}
+        by_name = {n: m for m, n in names.items()}
+        for u in list(self.units):
+            if u.module in self.called:
+                continue
+            name = names[u.module]
+            host = None
+            while name and u.entries:
+                name = name.rpartition(".")[0]
+                candidate = by_name[name]
+                if candidate in self.called:
+                    host = candidate
+                    break
+            if host is None or host is self.engine.module:
+                # Used only in the root's own forward: kept whole.
+                u.persistent = True
+                continue
+            extra = list(u.entries)
+            target = [t for t in self.units if t.module is host]
+            if target:
+                t = target[0]
+                t.entries += [e for e in extra if e not in t.entries]
+                t.numel = sum(e.numel for e in t.entries)
+                t.ranges = _merge([(e.offset, e.end) for e in t.entries])
+                t.persistent = t.numel <= self.threshold
+                for e in extra:
+                    self.unit_of[id(e.param)].append(t.index)
+                self.live_elements += sum(e.numel for e in extra)
+            else:
+                t = self._add_unit(host, extra)
+                t.live = True  # its parameters are gathered (this forward)
+                self.live_elements += t.numel
+            if u.live:
+                self.live_elements -= u.numel
+            u.entries, u.numel, u.ranges, u.live = [], 0, [], False
+            for e in extra:
+                self.unit_of[id(e.param)].remove(u.index)
+        self.entry_units = [self.unit_of.get(id(e.param), [])
+                            for e in self.engine.entries]
+        self.units_by_module = {}
+        for u in self.units:
+            if u.entries:
+                self.units_by_module.setdefault(u.module, []).append(u)
+        return output
 
     # ---------------------------------------------------------- parameters
     def initial(self):
@@ -187,7 +277,7 @@ class PartitionedParams:
 
     def fetch(self):
         # A prefetch of a unit whose module did not run holds values from
-        # before the step: drop it.
+        # before the step (and an all-gather must still be completed).
         for u in self.units:
             if u.pending is not None:
                 u.pending.result()
@@ -199,47 +289,75 @@ class PartitionedParams:
                              self.engine._pool)
         for u in self.units:
             self._release(u, force=True)
-        for u in self.units:
-            if u.persistent:
-                self._materialise(u)
+        persistent = [u for u in self.units if u.persistent and u.entries]
+        if not persistent:
+            return
+        # Every persistent unit in one gather from the servers.
+        ranges = _merge([r for u in persistent for r in u.ranges])
+        values = torch.empty(sum(e - b for b, e in ranges),
+                             dtype=self.engine.dtype)
+        if self.world == 1 and not self.offload:
+            self._copy_from_part(ranges, values)
+        else:
+            _gather_into(self.engine, ranges, values, self.engine._pool)
+        pos, at = 0, {}
+        for b, e in ranges:
+            at[(b, e)] = pos
+            pos += e - b
+        for u in persistent:
+            out = torch.empty(u.numel, dtype=self.engine.dtype)
+            q = 0
+            for b, e in u.ranges:
+                for (rb, re_), p in at.items():
+                    if rb <= b and e <= re_:
+                        out[q:q + e - b].copy_(values[p + b - rb:p + e - rb])
+                q += e - b
+            self._materialise(u, out)
 
-    def _load(self, unit):
-        """The unit's flat values (its ranges concatenated)."""
-        out = torch.empty(unit.numel, dtype=self.engine.dtype)
-        if self.offload or self.world == 1:
-            if self.world == 1 and not self.offload:
-                lo, _ = self.slices[0]
-                pos = 0
-                for b, e in unit.ranges:
-                    out[pos:pos + e - b].copy_(self.part[b - lo:e - lo])
-                    pos += e - b
-            else:
-                _gather_into(self.engine, unit.ranges, out, self.engine._pool)
-            return out
+    def _copy_from_part(self, ranges, out):
+        lo = self.slices[self.rank][0]
         pos = 0
+        for b, e in ranges:
+            out[pos:pos + e - b].copy_(self.part[b - lo:e - lo])
+            pos += e - b
+
+    def _start_load(self, unit):
+        """Starts loading the unit's flat values (its ranges concatenated):
+        from this rank's slice (one rank), the servers (offload, on the
+        prefetch pool) or an all-gather among the ranks (issued now)."""
+        out = torch.empty(unit.numel, dtype=self.engine.dtype)
+        if self.world == 1 and not self.offload:
+            self._copy_from_part(unit.ranges, out)
+            return _Done(out)
+        if self.offload:
+            return self._pool.submit(
+                lambda: (_gather_into(self.engine, unit.ranges, out,
+                                      self.engine._pool), out)[1])
+        steps, pos = [], 0
+        lo = self.slices[self.rank][0]
         for b, e in unit.ranges:
             pieces = [layout.intersect((b, e), s) for s in self.slices]
             width = max((p[1] - p[0]) if p else 0 for p in pieces)
             send = torch.zeros(width, dtype=self.engine.dtype)
             mine = pieces[self.rank]
             if mine is not None:
-                lo = self.slices[self.rank][0]
                 send[:mine[1] - mine[0]].copy_(
                     self.part[mine[0] - lo:mine[1] - lo])
             recv = [torch.empty(width, dtype=self.engine.dtype)
                     for _ in range(self.world)]
-            dist.all_gather(recv, send)
-            for r, p in enumerate(pieces):
-                if p is not None:
-                    out[pos + p[0] - b:pos + p[1] - b].copy_(
-                        recv[r][:p[1] - p[0]])
+            work = dist.all_gather(recv, send, async_op=True)
+            where = [((pos + p[0] - b), p[1] - p[0]) if p else (0, 0)
+                     for p in pieces]
+            steps.append((work, recv, where))
             pos += e - b
-        return out
+        return _Gathering(out, steps)
 
     def _materialise(self, unit, values=None):
-        if unit.live:
+        if unit.live or not unit.entries:
             return
-        values = self._load(unit) if values is None else values
+        if values is None:
+            pending, unit.pending = unit.pending, None
+            values = (pending or self._start_load(unit)).result()
         device = self.engine.device
         if device.type != "cpu":
             values = values.to(device)
@@ -255,7 +373,6 @@ class PartitionedParams:
         self.full[unit.index] = values
         unit.live = True
         self.live_elements += unit.numel
-        self.peak_held = max(self.peak_held, self.held_bytes())
 
     def _release(self, unit, force=False):
         if unit.persistent and not force:
@@ -290,60 +407,64 @@ class PartitionedParams:
         return total
 
     # -------------------------------------------------------------- hooks
-    def _wait_prefetch(self, unit):
-        if unit.pending is not None:
-            values = unit.pending.result()
-            unit.pending = None
-            if not unit.live:
-                self._materialise(unit, values)
-
-    def _prefetch_after(self, unit):
-        """Offload: starts loading the units that follow in forward order
-        (up to stage3_prefetch_bucket_size elements) on the prefetch pool."""
-        if not self.offload or self.tracing or self.prefetch_elements <= 0:
+    def _prefetch(self, units):
+        """Starts loading the first of `units` that is neither live nor
+        loading, within stage3_prefetch_bucket_size elements and
+        stage3_max_live_parameters."""
+        if self.prefetch_elements <= 0:
             return
+        for u in units:
+            if u.live or u.pending is not None or u.persistent or \
+                    not u.entries:
+                continue
+            if u.numel > self.prefetch_elements or \
+                    self.live_elements + u.numel > self.max_live:
+                return
+            u.pending = self._start_load(u)
+            return
+
+    def _neighbours(self, unit, step):
         try:
             at = self.trace.index(unit.index)
         except ValueError:
-            return
-        budget = self.prefetch_elements
-        for nxt in self.trace[at + 1:]:
-            u = self.units[nxt]
-            if u.live or u.pending is not None:
-                continue
-            if u.numel > budget or \
-                    self.live_elements + u.numel > self.max_live:
-                break
-            budget -= u.numel
-            u.pending = self._pool.submit(self._load, u)
-            break
+            return []
+        order = self.trace[at + 1:] if step > 0 else self.trace[:at][::-1]
+        return [self.units[i] for i in order]
 
     def _pre_forward(self, module, _inputs):
+        if self.tracing:
+            self.called.add(module)
+            for u in self._units_of_module(module):
+                if u.index not in self.trace:
+                    self.trace.append(u.index)
+            return
         for u in self._units_of_module(module):
-            if self.tracing:
-                self.trace.append(u.index)
-            self._wait_prefetch(u)
             self._materialise(u)
-            self._prefetch_after(u)
+            self._prefetch(self._neighbours(u, +1))
 
     def _post_forward(self, module, _inputs, output):
         units = self._units_of_module(module)
-        for u in units:
-            self._release(u)
-        if not torch.is_grad_enabled():
+        if not self.tracing:
+            for u in units:
+                self._release(u)
+        if not torch.is_grad_enabled() or not units:
             return output
         return _wrap(output, self, units[0].index)
 
     def _units_of_module(self, module):
+        by_module = getattr(self, "units_by_module", None)
+        if by_module is not None:
+            return by_module.get(module, [])
         return [u for u in self.units if u.module is module]
 
     def gather_for_backward(self, unit_index):
         unit = self.units[unit_index]
-        self._materialise(unit)
-        unit.grads_left = len(unit.entries)
+        for u in self._units_of_module(unit.module):
+            self._materialise(u)
+            u.grads_left = len(u.entries)
+            self._prefetch(self._neighbours(u, -1))
 
     def before_backward(self):
-        self.tracing = False
         for u in self.units:
             u.grads_left = len(u.entries)
 

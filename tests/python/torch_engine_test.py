@@ -125,6 +125,53 @@ class SingleRankTest(unittest.TestCase):
             self.assertEqual(engine.global_steps, 20)
 
 
+    def test_stage3_child_used_without_its_forward(self):
+        """nn.MultiheadAttention reads out_proj.weight without calling
+        out_proj: after the first forward that parameter joins the
+        attention module's unit; stage 3 stays bit-identical to AdamW."""
+        class Attn(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.emb = torch.nn.Embedding(30, 16)
+                self.att = torch.nn.MultiheadAttention(16, 2,
+                                                       batch_first=True)
+                self.head = torch.nn.Linear(16, 30)
+
+            def forward(self, x):
+                h = self.emb(x)
+                a, _ = self.att(h, h, h)
+                return self.head(h + a)
+
+        torch.manual_seed(0)
+        ref = Attn()
+        net = copy.deepcopy(ref)
+        cfg = config(3)
+        cfg["optimizer"]["params"]["weight_decay"] = 0.0
+        with zeroshard.LocalFleet(2) as fleet:
+            engine, _, _, _ = zeroshard.initialize(
+                model=net, config=cfg, servers=fleet.addresses)
+            opt = torch.optim.AdamW(ref.parameters(), lr=LR,
+                                    weight_decay=0.0)
+            for step in range(5):
+                g = torch.Generator().manual_seed(step)
+                x = torch.randint(0, 30, (2, 7), generator=g)
+                y = torch.randint(0, 30, (2, 7), generator=g)
+                lf = torch.nn.functional.cross_entropy
+                engine.backward(lf(engine(x).reshape(-1, 30), y.reshape(-1)))
+                engine.step()
+                opt.zero_grad()
+                lf(ref(x).reshape(-1, 30), y.reshape(-1)).backward()
+                opt.step()
+            units = {type(u.module).__name__: len(u.entries)
+                     for u in engine._params.units}
+            self.assertEqual(units["MultiheadAttention"], 4)
+            for u in engine._params.units:
+                engine._params._materialise(u)
+            for p, q in zip(net.parameters(), ref.parameters()):
+                self.assertTrue(torch.equal(p, q))
+            engine.close()
+
+
 class TwoRanksTest(unittest.TestCase):
     STEPS, GAS, CLIP = 6, 2, 1.0
 

@@ -55,7 +55,10 @@ def run_zeroshard(out, steps, config, servers):
     if engine.stage == 3:
         for m in net.modules():
             m.register_forward_pre_hook(
-                lambda *_: held.append(engine._params.held_bytes()))
+                # From the second step: the first forward gathers every
+                # unit once, to learn the order (stage3.py).
+                lambda *_: held.append(engine._params.held_bytes())
+                if engine.global_steps > 0 else None)
     while engine.global_steps < steps:
         step = engine.global_steps
         for micro in range(engine.gradient_accumulation_steps()):
