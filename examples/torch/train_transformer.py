@@ -227,13 +227,8 @@ def main(argv=None):
     torch.manual_seed(args.seed)  # the same initial model on every rank
     model = TinyGPT(vocab, args.seq_len, args.d_model, args.heads,
                     args.layers).to(device)
-    # Like DeepSpeed, compute in the config's 16-bit type; zeroshard does
-    # not cast the module itself (the servers keep the fp32 masters). fp16
-    # only on a GPU: torch's CPU kernels (LayerNorm) lack half.
-    if config.get("bf16", config.get("bfloat16", {})).get("enabled"):
-        model = model.bfloat16()
-    elif config.get("fp16", {}).get("enabled") and use_cuda:
-        model = model.half()
+    # zeroshard.initialize casts the module to the config's 16-bit type as
+    # DeepSpeed does (fp16 only on a GPU); the servers keep fp32 masters.
     n_params = sum(p.numel() for p in model.parameters())  # stage 3 frees them
 
     engine, _, _, _ = zeroshard.initialize(model=model, config=config,

@@ -130,6 +130,21 @@ class _PreBackward(torch.autograd.Function):
         return (None, None) + grads
 
 
+class _Tracking(dict):
+    """A module's `_parameters` during the first forward: reports reads
+    (nn.Module.__getattr__ looks parameters up here)."""
+
+    def __init__(self, original, owner, params):
+        super().__init__(original)
+        self.owner, self.params = owner, params
+
+    def __getitem__(self, name):
+        value = super().__getitem__(name)
+        if value is not None:
+            self.params.on_read(self.owner, value)
+        return value
+
+
 class _Gathering:
     """A unit's all-gather among the ranks in flight (issued on the thread
     running forward or backward, in the same order on every rank)."""
@@ -213,61 +228,77 @@ class PartitionedParams:
     # ------------------------------------------------- the first forward
     def _root_pre_forward(self, _module, _inputs):
         """The first forward runs with every unit gathered, to learn which
-        modules run and in which order."""
-        if self.tracing:
-            for u in self.units:
-                self._materialise(u)
+        modules run in which order and which module reads which module's
+        parameters (a tracking dict in place of each `_parameters`)."""
+        if not self.tracing:
+            return
+        for u in self.units:
+            self._materialise(u)
+        # The root is running already (its hooks below start with the
+        # next forward; its post hook pops it).
+        self._running, self._reads, self._undo = [self.engine.module], [], []
+        for m in self.engine.module.modules():
+            original = m._parameters
+            m._parameters = _Tracking(original, m, self)
+            self._undo.append((m, original))
+            self._undo.append(m.register_forward_pre_hook(self._enter))
+            self._undo.append(m.register_forward_hook(self._leave))
+
+    def _enter(self, module, _inputs):
+        self._running.append(module)
+
+    def _leave(self, _module, _inputs, _output):
+        self._running.pop()
+
+    def on_read(self, owner, param):
+        """During the first forward: `param` of `owner` was read."""
+        running = self._running[-1] if self._running else None
+        if running is not None and running is not owner and \
+                id(param) in self._by_id:
+            self._reads.append((running, param))
 
     def _root_post_forward(self, _module, _inputs, output):
-        """After the first forward: a module whose parameters are used
-        while its own forward never runs (nn.MultiheadAttention's
-        out_proj) joins the unit of its nearest ancestor that runs."""
+        """After the first forward: a parameter read by a module other than
+        its own while that module runs (nn.MultiheadAttention reads
+        out_proj.weight; a tied head reads the embedding's weight) joins
+        the reader's unit, so that it is gathered whenever the reader
+        runs; one read by the root module's own forward stays whole."""
         if not self.tracing:
             return output
         self.tracing = False
-        names = {m: n for n, m in self.engine.module.named_modules()}
-        by_name = {n: m for m, n in names.items()}
-        for u in list(self.units):
-            if u.module in self.called:
-                continue
-            name = names[u.module]
-            host = None
-            while name and u.entries:
-                name = name.rpartition(".")[0]
-                candidate = by_name[name]
-                if candidate in self.called:
-                    host = candidate
-                    break
-            if host is None or host is self.engine.module:
-                # Used only in the root's own forward: kept whole.
-                u.persistent = True
-                continue
-            extra = list(u.entries)
-            target = [t for t in self.units if t.module is host]
-            if target:
-                t = target[0]
-                t.entries += [e for e in extra if e not in t.entries]
-                t.numel = sum(e.numel for e in t.entries)
-                t.ranges = _merge([(e.offset, e.end) for e in t.entries])
-                t.persistent = t.numel <= self.threshold
-                for e in extra:
-                    self.unit_of[id(e.param)].append(t.index)
-                self.live_elements += sum(e.numel for e in extra)
+        for item in self._undo:
+            if isinstance(item, tuple):
+                item[0]._parameters = item[1]
             else:
-                t = self._add_unit(host, extra)
-                t.live = True  # its parameters are gathered (this forward)
+                item.remove()
+        root = self.engine.module
+        for reader, param in self._reads:
+            entry = self.engine.entries[self._by_id[id(param)]]
+            if reader is root:
+                for ui in self.unit_of[id(param)]:
+                    self.units[ui].persistent = True
+                continue
+            target = [t for t in self.units if t.module is reader]
+            if not target:
+                t = self._add_unit(reader, [entry])
+                t.live = True  # gathered (this forward)
                 self.live_elements += t.numel
-            if u.live:
-                self.live_elements -= u.numel
-            u.entries, u.numel, u.ranges, u.live = [], 0, [], False
-            for e in extra:
-                self.unit_of[id(e.param)].remove(u.index)
+                continue
+            t = target[0]
+            if entry in t.entries:
+                continue
+            t.entries.append(entry)
+            t.numel += entry.numel
+            t.ranges = _merge([(e.offset, e.end) for e in t.entries])
+            t.persistent = t.numel <= self.threshold
+            self.unit_of[id(param)].append(t.index)
+            self.live_elements += entry.numel
         self.entry_units = [self.unit_of.get(id(e.param), [])
                             for e in self.engine.entries]
         self.units_by_module = {}
         for u in self.units:
-            if u.entries:
-                self.units_by_module.setdefault(u.module, []).append(u)
+            self.units_by_module.setdefault(u.module, []).append(u)
+        self._reads = self._undo = None
         return output
 
     # ---------------------------------------------------------- parameters

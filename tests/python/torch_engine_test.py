@@ -125,25 +125,39 @@ class SingleRankTest(unittest.TestCase):
             self.assertEqual(engine.global_steps, 20)
 
 
-    def test_stage3_child_used_without_its_forward(self):
-        """nn.MultiheadAttention reads out_proj.weight without calling
-        out_proj: after the first forward that parameter joins the
-        attention module's unit; stage 3 stays bit-identical to AdamW."""
-        class Attn(torch.nn.Module):
+    def test_stage3_parameters_read_by_other_modules(self):
+        """Parameters read outside their own module's forward: at stage 3
+        they join the reader's unit after the first forward (the root's
+        reads stay whole); bit-identical to AdamW. nn.MultiheadAttention
+        reads out_proj.weight; Block reads a sibling's weight; the root's
+        tied head reads the embedding's."""
+        F = torch.nn.functional
+
+        class Block(torch.nn.Module):
+            def __init__(self, other):
+                super().__init__()
+                self.lin = torch.nn.Linear(16, 16)
+                self.__dict__["other"] = other  # not a child: a sibling
+
+            def forward(self, h):
+                return self.lin(h) + F.linear(h, self.other.weight)
+
+        class Net(torch.nn.Module):
             def __init__(self):
                 super().__init__()
                 self.emb = torch.nn.Embedding(30, 16)
+                self.side = torch.nn.Linear(16, 16, bias=False)
+                self.block = Block(self.side)
                 self.att = torch.nn.MultiheadAttention(16, 2,
                                                        batch_first=True)
-                self.head = torch.nn.Linear(16, 30)
 
             def forward(self, x):
                 h = self.emb(x)
                 a, _ = self.att(h, h, h)
-                return self.head(h + a)
+                return F.linear(self.block(h + a), self.emb.weight)
 
         torch.manual_seed(0)
-        ref = Attn()
+        ref = Net()
         net = copy.deepcopy(ref)
         cfg = config(3)
         cfg["optimizer"]["params"]["weight_decay"] = 0.0
@@ -156,15 +170,20 @@ class SingleRankTest(unittest.TestCase):
                 g = torch.Generator().manual_seed(step)
                 x = torch.randint(0, 30, (2, 7), generator=g)
                 y = torch.randint(0, 30, (2, 7), generator=g)
-                lf = torch.nn.functional.cross_entropy
+                lf = F.cross_entropy
                 engine.backward(lf(engine(x).reshape(-1, 30), y.reshape(-1)))
                 engine.step()
                 opt.zero_grad()
                 lf(ref(x).reshape(-1, 30), y.reshape(-1)).backward()
                 opt.step()
-            units = {type(u.module).__name__: len(u.entries)
+            units = {type(u.module).__name__: (sorted(e.name for e in
+                                                      u.entries),
+                                               u.persistent)
                      for u in engine._params.units}
-            self.assertEqual(units["MultiheadAttention"], 4)
+            self.assertIn("att.out_proj.weight",
+                          units["MultiheadAttention"][0])
+            self.assertEqual(units["Block"], (["side.weight"], False))
+            self.assertTrue(units["Embedding"][1])  # read by the root
             for u in engine._params.units:
                 engine._params._materialise(u)
             for p, q in zip(net.parameters(), ref.parameters()):
