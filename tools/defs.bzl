@@ -33,6 +33,16 @@ def zs_benchmark(name, copts = [], tags = [], **kwargs):
         **kwargs
     )
 
+def _py_runfiles(src, data):
+    """What a Python test or benchmark runs with: its file, this build's
+    library and server, the package's sources, and `data`."""
+    return [
+        src,
+        "//client:libzeroshard.so",
+        "//python:zeroshard_py",
+        "//server:zeroshard-server",
+    ] + data
+
 def zs_py_test(name, src = None, data = [], args = [], **kwargs):
     """A Python test (unittest) run by Debian's /usr/bin/python3.
 
@@ -48,12 +58,7 @@ def zs_py_test(name, src = None, data = [], args = [], **kwargs):
         name = name,
         srcs = ["//tools:py_test.sh"],
         args = ["$(rootpath %s)" % src] + args,
-        data = [
-            src,
-            "//client:libzeroshard.so",
-            "//python:zeroshard_py",
-            "//server:zeroshard-server",
-        ] + data,
+        data = _py_runfiles(src, data),
         **kwargs
     )
 
@@ -65,12 +70,7 @@ def zs_py_benchmark(name, src = None, data = [], **kwargs):
         name = name,
         srcs = ["//tools:py_test.sh"],
         args = ["$(rootpath %s)" % src],
-        data = [
-            src,
-            "//client:libzeroshard.so",
-            "//python:zeroshard_py",
-            "//server:zeroshard-server",
-        ] + data,
+        data = _py_runfiles(src, data),
         testonly = True,
         tags = ["benchmark"],
         **kwargs
