@@ -52,7 +52,7 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None,
                training_data=None, lr_scheduler=None, mpu=None,
                dist_init_required=None, collate_fn=None, config=None,
                config_params=None, servers=None, job_id=None,
-               client_options=None):
+               client_options=None, elastic=None):
     """DeepSpeed's initialize: (engine, optimizer, dataloader, lr_scheduler).
 
     config: a dict, a JSON string or a file (or args.deepspeed_config);
@@ -61,7 +61,14 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None,
     $ZEROSHARD_JOB_ID, else "torch"); client_options: Client keyword
     arguments (TLS, token; loopback servers default to insecure).
     optimizer and lr_scheduler objects are not accepted: the servers run
-    AdamW with the config's optimizer and scheduler sections."""
+    AdamW with the config's optimizer and scheduler sections.
+
+    elastic: None (the world is torchrun's), or a dict for workers that
+    join and leave a running job (elastic.py): min_workers (1),
+    worker_name, host (the address peers reach this worker's group store
+    at; 127.0.0.1), timeout (600 s to form a group), op_timeout (60 s for a
+    silent peer). Stages 0-2 without server aggregation; the servers need
+    --checkpoint_dir."""
     if model is None:
         raise ValueError("initialize: model is required")
     if not isinstance(model, torch.nn.Module):
@@ -85,7 +92,18 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None,
         raise ValueError("initialize: no config (pass config=dict or a JSON "
                          "file)")
     device = next(model.parameters()).device.type
-    rank, world, local_rank, local_world = init_distributed(device)
+    if elastic is not None:
+        if not isinstance(elastic, dict):
+            raise ValueError("initialize: elastic must be a dict of options")
+        if device != "cpu":
+            raise ValueError("initialize: elastic workers are CPU (gloo) "
+                             "only so far")
+        # Per worker: micro-batch and accumulation as resolved for the
+        # smallest group; the rank and the world come from the membership.
+        rank, world = 0, int(elastic.get("min_workers", 1))
+        local_rank, local_world = 0, 1
+    else:
+        rank, world, local_rank, local_world = init_distributed(device)
     cfg = Config(config, world)
     if rank == 0:
         for line in cfg.warnings:
@@ -95,7 +113,7 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None,
                              servers=servers, job_id=job_id,
                              client_options=client_options, rank=rank,
                              world=world, local_rank=local_rank,
-                             local_world=local_world)
+                             local_world=local_world, elastic=elastic)
     loader = None
     if training_data is not None:
         loader = engine.deepspeed_io(training_data, collate_fn=collate_fn)
@@ -154,7 +172,7 @@ class _LrScheduler:
 class ZeroShardEngine(torch.nn.Module):
     def __init__(self, model, cfg, *, model_parameters=None, servers=None,
                  job_id=None, client_options=None, rank=0, world=1,
-                 local_rank=0, local_world=1):
+                 local_rank=0, local_world=1, elastic=None):
         super().__init__()
         self.module = model
         self.config = cfg
@@ -170,7 +188,6 @@ class ZeroShardEngine(torch.nn.Module):
         self.lr_scheduler = _LrScheduler(self)
         self.timings = {"backward": 0.0, "reduce_wait": 0.0, "push_wait": 0.0,
                         "step": 0.0, "fetch": 0.0}
-        self._group = TorchGroup() if world > 1 else None
         entries, groups = layout.build(model, model_parameters, cfg)
         self.entries, self.groups = entries, groups
         self.numel = entries[-1].end
@@ -185,12 +202,21 @@ class ZeroShardEngine(torch.nn.Module):
                              "(float32, float16 or bfloat16 are supported)")
         self.device = entries[0].param.device
         self._client = self._connect(servers, job_id, client_options)
+        self._elastic = None
+        self._failed = None  # elastic: a collective failed in backward
+        self.left = False  # an elastic worker that left the job
+        if elastic is not None:
+            if self.aggregation or self.stage == 3:
+                raise ValueError("initialize: elastic workers need stage 0-2 "
+                                 "without zeroshard.server_aggregation")
+            from .elastic import ElasticWorld
+            opts = dict(elastic)
+            opts.setdefault("log", lambda line: print(
+                f"zeroshard elastic: {line}", flush=True))
+            self._elastic = ElasticWorld(self._client, **opts)
+            _, self.rank, self.world = self._elastic.form()
         self._register()
-        self._slices = []  # every rank's [begin, end) of the flat space
-        for r in range(world):
-            off, cnt = self._client.slice(world, r)
-            self._slices.append((off, off + cnt))
-        self._slice = self._slices[rank]
+        self._join_world()
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=4, thread_name_prefix="zeroshard-push")
         self._pipe = concurrent.futures.ThreadPoolExecutor(
@@ -230,6 +256,15 @@ class ZeroShardEngine(torch.nn.Module):
                                  "or $ZEROSHARD_TLS_CA (or 'insecure': True)")
         job = job_id or os.environ.get("ZEROSHARD_JOB_ID") or "torch"
         return Client(servers, job, **opts)
+
+    def _join_world(self):
+        """The ranks' slices and the trainer's group for self.world."""
+        self._group = TorchGroup() if self.world > 1 else None
+        self._slices = []  # every rank's [begin, end) of the flat space
+        for r in range(self.world):
+            off, cnt = self._client.slice(self.world, r)
+            self._slices.append((off, off + cnt))
+        self._slice = self._slices[self.rank]
 
     def _register(self):
         contributions = self.world * self.gas if self.aggregation else 1
@@ -290,10 +325,13 @@ class ZeroShardEngine(torch.nn.Module):
         if self._trainer is not None:
             self._trainer.close()
         interval = self.config.checkpoint_interval
+        recover = resume or self._elastic is not None
         self._trainer = Trainer(
             self._client, self._group,
-            checkpoint_interval=interval or (1 << 30 if resume else 0),
-            min_epoch=getattr(self, "_epoch", 0))
+            checkpoint_interval=interval or (1 << 30 if recover else 0),
+            min_epoch=getattr(self, "_epoch", 0),
+            elastic=self._elastic is not None,
+            member=self._elastic.member if self._elastic else None)
         now = self.config.initial_scaler_state(
             {"step": 0, "updates": 0, "data_epoch": 0, "data_shard": 0,
              "data_offset": 0, "seed": 0})
@@ -369,14 +407,20 @@ class ZeroShardEngine(torch.nn.Module):
         self._sumsq, self._nonfinite = 0.0, False
         self._params.before_backward()
         scale = self.loss_scale()
-        (loss * scale if scale != 1 else loss).backward(
-            retain_graph=retain_graph)
-        self._params.after_backward()
-        self._acting = False
-        if last or self.aggregation:
-            while self._issued < len(self._buckets):
-                self._issue(self._issued)
-                self._issued += 1
+        try:
+            (loss * scale if scale != 1 else loss).backward(
+                retain_graph=retain_graph)
+            self._params.after_backward()
+            self._acting = False
+            if last or self.aggregation:
+                while self._issued < len(self._buckets):
+                    self._issue(self._issued)
+                    self._issued += 1
+        except RuntimeError as e:
+            if self._elastic is None:
+                raise
+            self._failed = e  # a peer died: step() forms a new group
+            self._acting = False
         self._micro += 1
         self._backward_done = True
         self.timings["backward"] += time.perf_counter() - start
@@ -395,6 +439,33 @@ class ZeroShardEngine(torch.nn.Module):
             return
         start = time.perf_counter()
         self._micro = 0
+        if self._elastic is None:
+            self._optimizer_step(start)
+            return
+        try:
+            failed, self._failed = self._failed, None
+            if failed is not None:
+                raise failed
+            if self.rank == 0:
+                self._elastic.refresh()
+            self._optimizer_step(start)
+        except (Error, RuntimeError) as e:  # a peer died or left mid-step
+            if self._elastic.left:
+                self._leave_group()
+                return
+            self._elastic.log(f"step {self.global_steps} failed ({e}); "
+                              "forming a new group")
+            self._reform(self._elastic.epoch + 1)
+            return
+        if self._world_epoch > self._elastic.epoch:
+            if self._elastic.left:
+                self._leave_group()
+            else:
+                self._elastic.log("the membership changed at step "
+                                  f"{self.global_steps}")
+                self._reform(self._world_epoch)
+
+    def _optimizer_step(self, start):
         push_status = self._wait_pending()
         state = dict(self._state)
         args = {"step": state["step"], "push_status": push_status,
@@ -548,7 +619,44 @@ class ZeroShardEngine(torch.nn.Module):
     # ------------------------------------------------- parameters back
     def _apply(self, outcome):
         self._epoch = outcome.epoch
+        self._world_epoch = outcome.world_epoch
         self._state = dict(outcome.state)
+
+    # ------------------------------------------------------------ elastic
+    def leave(self):
+        """Elastic: leaves the job. The membership moves on at once; this
+        worker keeps stepping with its group until the step whose outcome
+        reports it (engine.left turns true), then leaves the group."""
+        if self._elastic is None:
+            raise Error(_FAILED_PRECONDITION, "leave(): not an elastic "
+                        "worker (initialize(..., elastic={...}))")
+        self._elastic.leave()
+        if self.world == 1:
+            self._leave_group()
+
+    def _leave_group(self):
+        self._drain()
+        self.left = True
+        self._elastic.log(f"left the job at step {self.global_steps}")
+
+    def _drain(self):
+        try:
+            self._wait_pending()
+        except Exception:  # noqa: BLE001 - the group is being dropped
+            pass
+        if self._trainer is not None:
+            self._trainer.close()
+            self._trainer = None
+
+    def _reform(self, min_epoch):
+        """A new group from a membership epoch >= min_epoch; it continues
+        from the servers' last commit."""
+        self._drain()
+        _, self.rank, self.world = self._elastic.form(min_epoch)
+        self._join_world()
+        self._micro = self._micro_steps = 0
+        self._backward_done = False
+        self._start()
 
     def _fetch(self):
         """Gathers the parameters until every rank's fetch went well,
@@ -583,10 +691,12 @@ class ZeroShardEngine(torch.nn.Module):
         return checkpoint.load(self, load_dir, tag)
 
     def close(self):
-        self._wait_pending()
+        self._drain() if self.left else self._wait_pending()
         if self._trainer is not None:
             self._trainer.close()
             self._trainer = None
+        if self._elastic is not None:
+            self._elastic.close()
         self._pool.shutdown()
         self._pipe.shutdown()
         self._client.close()
