@@ -199,6 +199,7 @@ class PartitionedParams:
         self.full = {}  # unit index -> its gathered flat values
         self.trace, self.tracing, self.called = [], True, set()
         self.live_elements = 0
+        self.pending_elements = 0  # prefetched, not yet materialised
         self._initial = torch.cat([e.param.data.detach().reshape(-1).float()
                                    .cpu() for e in engine.entries])
         root = engine.module
@@ -313,6 +314,7 @@ class PartitionedParams:
             if u.pending is not None:
                 u.pending.result()
                 u.pending = None
+        self.pending_elements = 0
         if not self.offload:
             lo, hi = self.slices[self.rank]
             if hi > lo:
@@ -388,6 +390,8 @@ class PartitionedParams:
             return
         if values is None:
             pending, unit.pending = unit.pending, None
+            if pending is not None:
+                self.pending_elements -= unit.numel
             values = (pending or self._start_load(unit)).result()
         device = self.engine.device
         if device.type != "cpu":
@@ -424,9 +428,11 @@ class PartitionedParams:
         self.full.pop(unit.index, None)
 
     def held_bytes(self):
-        """Bytes of parameter storage this rank holds now: its slice and
-        the gathered units (shared storage counted once)."""
+        """Bytes of parameter storage this rank holds now: its slice, the
+        gathered units (shared storage counted once) and the prefetches in
+        flight."""
         seen, total = set(), self.part.numel() * self.part.element_size()
+        total += self.pending_elements * self.part.element_size()
         for e in self.engine.entries:
             s = e.param.data
             if s.numel() == 0:
@@ -439,20 +445,23 @@ class PartitionedParams:
 
     # -------------------------------------------------------------- hooks
     def _prefetch(self, units):
-        """Starts loading the first of `units` that is neither live nor
-        loading, within stage3_prefetch_bucket_size elements and
-        stage3_max_live_parameters."""
+        """Starts loading the next of `units` (in the order they will run)
+        that are neither live nor loading, up to stage3_prefetch_bucket_size
+        elements in flight, within stage3_max_live_parameters."""
         if self.prefetch_elements <= 0:
             return
+        budget = self.prefetch_elements - self.pending_elements
         for u in units:
-            if u.live or u.pending is not None or u.persistent or \
-                    not u.entries:
+            if u.live or u.persistent or not u.entries:
                 continue
-            if u.numel > self.prefetch_elements or \
-                    self.live_elements + u.numel > self.max_live:
+            if u.pending is not None:
+                continue
+            if u.numel > budget or self.live_elements + \
+                    self.pending_elements + u.numel > self.max_live:
                 return
             u.pending = self._start_load(u)
-            return
+            self.pending_elements += u.numel
+            budget -= u.numel
 
     def _neighbours(self, unit, step):
         try:

@@ -3,10 +3,11 @@ trained by DDP + torch.optim.AdamW, by zeroshard at stage 2 and at stage 3,
 variants alternated round by round; rank 0 writes the per-step times and
 the engines' time split to OUT as JSON.
 
-  torch_bench_worker.py OUT SERVERS_STAGE2 SERVERS_STAGE3 ROUNDS STEPS
+  torch_bench_worker.py OUT SERVERS_2 SERVERS_3 SERVERS_3O ROUNDS STEPS
+
+(3o: stage 3 with offload_param to the servers).
 """
 import json
-import os
 import statistics
 import sys
 import time
@@ -34,19 +35,18 @@ def data(step, rank):
             torch.randint(0, 10, (BATCH,), generator=g))
 
 
-def config(stage):
-    extra = json.loads(os.environ.get("ZS_BENCH_EXTRA%d" % stage, "{}"))
-    return {**extra, "train_micro_batch_size_per_gpu": BATCH,
+def config(stage, offload=False):
+    extra = {"offload_param": {"device": "server"}} if offload else {}
+    return {"train_micro_batch_size_per_gpu": BATCH,
             "optimizer": {"type": "AdamW",
                           "params": {"lr": 1e-3, "weight_decay": 0.01}},
             "zero_optimization": {"stage": stage, "overlap_comm": True,
-                                  "reduce_bucket_size": 200000,
-                                  **extra.get("zero_optimization", {})}}
+                                  "reduce_bucket_size": 200000, **extra}}
 
 
 def main():
-    out, servers2, servers3 = sys.argv[1:4]
-    rounds, steps = int(sys.argv[4]), int(sys.argv[5])
+    out, servers2, servers3, servers3o = sys.argv[1:5]
+    rounds, steps = int(sys.argv[5]), int(sys.argv[6])
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     net = model()
@@ -56,6 +56,9 @@ def main():
                                        servers=servers2, job_id="bench2")
     e3, _, _, _ = zeroshard.initialize(model=model(), config=config(3),
                                        servers=servers3, job_id="bench3")
+    e3o, _, _, _ = zeroshard.initialize(model=model(),
+                                        config=config(3, offload=True),
+                                        servers=servers3o, job_id="bench3o")
     loss_fn = torch.nn.functional.cross_entropy
 
     def ddp_step(step):
@@ -71,15 +74,16 @@ def main():
             engine.step()
         return run
 
-    variants = {"ddp": ddp_step, "zero2": engine_step(e2),
-                "zero3": engine_step(e3)}
+    engines = {"zero2": e2, "zero3": e3, "zero3o": e3o}
+    variants = {"ddp": ddp_step}
+    variants.update((k, engine_step(e)) for k, e in engines.items())
     times = {name: [] for name in variants}
     step = 0
     for name, run in variants.items():  # warm-up
         for _ in range(3):
             run(step)
             step += 1
-    for e in (e2, e3):
+    for e in engines.values():
         e.timings = dict.fromkeys(e.timings, 0.0)
     for _ in range(rounds):
         for name, run in variants.items():
@@ -97,11 +101,11 @@ def main():
             "median": {k: statistics.median(v) for k, v in times.items()},
             "spread": {k: [min(v), max(v)] for k, v in times.items()},
             "split": {name: {k: v / n for k, v in e.timings.items()}
-                      for name, e in (("zero2", e2), ("zero3", e3))}}
+                      for name, e in engines.items()}}
         with open(out, "w") as f:
             json.dump(result, f)
-    e2.close()
-    e3.close()
+    for e in engines.values():
+        e.close()
 
 
 if __name__ == "__main__":

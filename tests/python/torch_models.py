@@ -27,9 +27,26 @@ class ConvNet(torch.nn.Module):
         return self.head(h)
 
 
-def model(seed=0):
+class DeepNet(torch.nn.Module):
+    """Many equal units: what stage 3's memory check needs."""
+
+    def __init__(self, width=32, depth=8):
+        super().__init__()
+        self.emb = torch.nn.Embedding(VOCAB, width)
+        self.layers = torch.nn.ModuleList(
+            torch.nn.Linear(width, width) for _ in range(depth))
+        self.out = torch.nn.Linear(width, VOCAB)
+
+    def forward(self, x, step):
+        h = self.emb(x)
+        for layer in self.layers:
+            h = h + torch.tanh(layer(h))
+        return self.out(h)
+
+
+def model(seed=0, name="convnet"):
     torch.manual_seed(seed)
-    return ConvNet()
+    return {"convnet": ConvNet, "deep": DeepNet}[name]()
 
 
 def batch(step, micro, rank):

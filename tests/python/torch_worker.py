@@ -3,7 +3,7 @@ environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) by
 torch_engine_test.py:
 
   torch_worker.py ddp OUT STEPS GAS CLIP LR WD
-  torch_worker.py zeroshard OUT STEPS CONFIG_JSON SERVERS
+  torch_worker.py zeroshard OUT STEPS CONFIG_JSON SERVERS [MODEL]
 
 ddp: torch DistributedDataParallel + torch.optim.AdamW (the reference);
 zeroshard: zeroshard.initialize. Rank 0 saves the initial and final
@@ -43,9 +43,9 @@ def run_ddp(out, steps, gas, clip, lr, wd):
         torch.save({"first": first, "last": tm.snapshot(net)}, out)
 
 
-def run_zeroshard(out, steps, config, servers):
+def run_zeroshard(out, steps, config, servers, model_name="convnet"):
     import zeroshard
-    net = tm.model()
+    net = tm.model(name=model_name)
     first = tm.snapshot(net)
     engine, _, _, _ = zeroshard.initialize(model=net, config=config,
                                            servers=servers,
@@ -90,7 +90,8 @@ def main():
         run_ddp(out, steps, int(sys.argv[4]), float(sys.argv[5]),
                 float(sys.argv[6]), float(sys.argv[7]))
     else:
-        run_zeroshard(out, steps, json.loads(sys.argv[4]), sys.argv[5])
+        run_zeroshard(out, steps, json.loads(sys.argv[4]), sys.argv[5],
+                      *sys.argv[6:7])
 
 
 if __name__ == "__main__":
