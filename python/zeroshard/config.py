@@ -72,6 +72,11 @@ class Config:
         self._lib.zs_config_describe(ctypes.byref(self._c), buf, 1024)
         return buf.value.decode()
 
+    @property
+    def base_lr(self):
+        """optimizer.params.lr (the `lr` field; `lr()` is the schedule)."""
+        return self._c.lr
+
     def lr(self, updates):
         """The learning rate of update number `updates` (0-based)."""
         out = ctypes.c_double()

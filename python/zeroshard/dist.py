@@ -30,6 +30,8 @@ def init_distributed(device_type="cpu"):
                 raise ValueError(f"WORLD_SIZE is {world} but ${name} is not "
                                  "set (start the script with torchrun)")
         backend = "nccl" if device_type == "cuda" else "gloo"
+        if backend == "nccl":
+            torch.cuda.set_device(env_int("LOCAL_RANK", 0))
         dist.init_process_group(backend=backend)
     if dist.is_initialized():
         rank, world = dist.get_rank(), dist.get_world_size()
@@ -50,7 +52,8 @@ class TorchGroup:
         self.rank = dist.get_rank(group)
         self.size = dist.get_world_size(group)
         backend = dist.get_backend(group)
-        self.device = device or ("cuda" if backend == "nccl" else "cpu")
+        self.device = device or (f"cuda:{torch.cuda.current_device()}"
+                                 if backend == "nccl" else "cpu")
 
     def _tensor(self, buf):
         t = torch.frombuffer(buf, dtype=torch.uint8)

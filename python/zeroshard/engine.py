@@ -358,6 +358,20 @@ class ZeroShardEngine(torch.nn.Module):
     def skipped_steps(self):
         return self._skipped
 
+    @property
+    def global_rank(self):
+        return self.rank
+
+    @property
+    def world_size(self):
+        return self.world
+
+    def get_global_grad_norm(self):
+        """The last step's global gradient norm (unscaled), as the step
+        leader computed it; None before the first step."""
+        d = getattr(self, "last_decision", None)
+        return None if d is None else d.grad_norm
+
     def train_batch_size(self):
         return int(self.config.train_batch_size)
 

@@ -61,10 +61,10 @@ def build(module, model_parameters, cfg):
             if "betas" in g:
                 spec["beta1"], spec["beta2"] = (float(b) for b in g["betas"])
             if "lr" in g:
-                if cfg.lr <= 0:
+                if cfg.base_lr <= 0:
                     raise ValueError("model_parameters: a group lr needs a "
                                      "positive optimizer.params.lr")
-                spec["lr_scale"] = float(g["lr"]) / cfg.lr
+                spec["lr_scale"] = float(g["lr"]) / cfg.base_lr
             groups.append(spec)
             params = g["params"]
             params = [params] if hasattr(params, "requires_grad") else params

@@ -129,6 +129,44 @@ class SingleRankTest(unittest.TestCase):
             self.assertEqual(engine.global_steps, 20)
 
 
+    def test_user_param_groups_and_a_schedule(self):
+        """torch-style groups (their own lr, betas, eps, weight decay) and
+        a WarmupLR schedule: bit-identical to torch.optim.AdamW driven by
+        the same rates (engine.get_lr())."""
+        ref = tm.model()
+        net = copy.deepcopy(ref)
+
+        def groups(m):
+            return [{"params": [m.conv.weight, m.conv.bias], "lr": 2 * LR,
+                     "betas": (0.8, 0.99), "weight_decay": 0.0},
+                    {"params": [p for n, p in m.named_parameters()
+                                if not n.startswith("conv.")],
+                     "eps": 1e-6, "weight_decay": 0.05}]
+
+        cfg = config(2, scheduler={"type": "WarmupLR", "params": {
+            "warmup_min_lr": 0.0, "warmup_max_lr": LR,
+            "warmup_num_steps": 5}})
+        with zeroshard.LocalFleet(2) as fleet:
+            engine, _, _, sched = zeroshard.initialize(
+                model=net, model_parameters=groups(net), config=cfg,
+                servers=fleet.addresses)
+            opt = torch.optim.AdamW(groups(ref), lr=LR)
+            for step in range(8):
+                lrs = engine.get_lr()
+                self.assertEqual(lrs, sched.get_lr())
+                for group, lr in zip(opt.param_groups, lrs):
+                    group["lr"] = lr
+                x, y = tm.batch(step, 0, 0)
+                engine.backward(tm.loss_of(engine, x, y, step))
+                engine.step()
+                opt.zero_grad(set_to_none=False)
+                tm.loss_of(ref, x, y, step).backward()
+                opt.step()
+                for p, q in zip(net.parameters(), ref.parameters()):
+                    self.assertTrue(torch.equal(p, q), f"step {step}")
+            self.assertEqual(engine.get_lr()[1], LR)  # warmed up
+            engine.close()
+
     def test_stage3_parameters_read_by_other_modules(self):
         """Parameters read outside their own module's forward: at stage 3
         they join the reader's unit after the first forward (the root's
