@@ -62,7 +62,7 @@ TEST(ZeroPlanTest, LayoutsAreCheckedAndPersistenceIsPerUnit) {
   ASSERT_EQ(spec.tensors_size(), 4);
   EXPECT_EQ(spec.tensors(1).param_group(), 1u);
   const AdamWHyper h = GroupAdamWHyper(spec.param_groups(0), 3e-4, 0.5f, 7);
-  EXPECT_EQ(h.lr, static_cast<float>(3e-4));
+  EXPECT_EQ(h.lr, 3e-4);  // kept in double, as Python passes it to torch
   EXPECT_EQ(h.grad_scale, 0.5f);
   EXPECT_EQ(h.step, 7);
 }
