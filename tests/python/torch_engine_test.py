@@ -80,6 +80,18 @@ def update_error(ours, ref, show=False):
     return worst
 
 
+def step_both(engine, ref, opt, step):
+    """One step of the engine and of the torch reference on the same data
+    (torch's zero_grad keeps zeros, as the engine does for a parameter
+    that gets no gradient)."""
+    x, y = tm.batch(step, 0, 0)
+    engine.backward(tm.loss_of(engine, x, y, step))
+    engine.step()
+    opt.zero_grad(set_to_none=False)
+    tm.loss_of(ref, x, y, step).backward()
+    opt.step()
+
+
 def ulps(a, b):
     """The largest distance in float32 steps between two tensors."""
     ia = a.contiguous().view(torch.int32).long()
@@ -105,12 +117,7 @@ class SingleRankTest(unittest.TestCase):
             worst_abs = worst_rel = 0.0
             identical = worst_ulps = 0
             for step in range(20):
-                x, y = tm.batch(step, 0, 0)
-                engine.backward(tm.loss_of(engine, x, y, step))
-                engine.step()
-                opt.zero_grad(set_to_none=False)
-                tm.loss_of(ref, x, y, step).backward()
-                opt.step()
+                step_both(engine, ref, opt, step)
                 for (n, p), q in zip(net.named_parameters(),
                                      ref.parameters()):
                     d = (p - q).abs().max().item()
@@ -156,12 +163,7 @@ class SingleRankTest(unittest.TestCase):
                 self.assertEqual(lrs, sched.get_lr())
                 for group, lr in zip(opt.param_groups, lrs):
                     group["lr"] = lr
-                x, y = tm.batch(step, 0, 0)
-                engine.backward(tm.loss_of(engine, x, y, step))
-                engine.step()
-                opt.zero_grad(set_to_none=False)
-                tm.loss_of(ref, x, y, step).backward()
-                opt.step()
+                step_both(engine, ref, opt, step)
                 for p, q in zip(net.parameters(), ref.parameters()):
                     self.assertTrue(torch.equal(p, q), f"step {step}")
             self.assertEqual(engine.get_lr()[1], LR)  # warmed up
