@@ -40,6 +40,8 @@ from .errors import Error
 from .trainer import Trainer
 
 _FAILED_PRECONDITION = _lib.CODES["FAILED_PRECONDITION"]
+_TRANSIENT = ("UNAVAILABLE", "DEADLINE_EXCEEDED", "ABORTED", "CANCELLED",
+              "UNKNOWN")
 _16BIT = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
 
@@ -463,7 +465,13 @@ class ZeroShardEngine(torch.nn.Module):
             if self.rank == 0:
                 self._elastic.refresh()
             self._optimizer_step(start)
-        except (Error, RuntimeError) as e:  # a peer died or left mid-step
+        except (Error, RuntimeError) as e:
+            # A peer died or left mid-step (a collective failed, or the
+            # group's callbacks did: UNAVAILABLE ...) forms a new group; a
+            # permanent error (bad data or config, a model the servers do
+            # not hold) ends this worker as it would any job.
+            if isinstance(e, Error) and e.code_name not in _TRANSIENT:
+                raise
             if self._elastic.left:
                 self._leave_group()
                 return

@@ -14,7 +14,15 @@ taken. Between steps a rank holds its slice of the flat space (the range
 zs_slice gives it) and gathers a unit by an all-gather among the ranks; with
 offload_param the rank holds nothing and gathers units from the servers.
 Units no larger than stage3_param_persistence_threshold elements stay whole
-on every rank; the next unit in forward order is prefetched while one runs.
+on every rank. The first forward runs with every unit gathered and learns
+the order the units run in (the next ones are prefetched, in forward and
+in backward order, up to stage3_prefetch_bucket_size elements) and which
+module reads which module's parameters: a parameter read by another module
+joins the reader's unit (nn.MultiheadAttention reads out_proj.weight), one
+read by the root module's own forward stays whole.
+
+Threading: the hooks run on the thread running forward and backward; loads
+from the servers run on the prefetch pool.
 """
 import concurrent.futures
 
@@ -197,7 +205,7 @@ class PartitionedParams:
         self.part = torch.empty(0 if self.offload else hi - lo,
                                 dtype=engine.dtype)
         self.full = {}  # unit index -> its gathered flat values
-        self.trace, self.tracing, self.called = [], True, set()
+        self.trace, self.tracing = [], True
         self.live_elements = 0
         self.pending_elements = 0  # prefetched, not yet materialised
         self._initial = torch.cat([e.param.data.detach().reshape(-1).float()
@@ -473,7 +481,6 @@ class PartitionedParams:
 
     def _pre_forward(self, module, _inputs):
         if self.tracing:
-            self.called.add(module)
             for u in self._units_of_module(module):
                 if u.index not in self.trace:
                     self.trace.append(u.index)
