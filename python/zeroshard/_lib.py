@@ -171,6 +171,17 @@ class TrainConfig(ctypes.Structure):
         ("checkpoint_interval", ctypes.c_int32)]
 
 
+def fill(struct_type, values, what):
+    """A struct_type whose fields are set from the dict `values` (the
+    others zero); ValueError naming `what` for a key it has no field for."""
+    s = struct_type()
+    for key, value in dict(values).items():
+        if key not in {name for name, _ in struct_type._fields_}:
+            raise ValueError(f"{what}: unknown field {key!r}")
+        setattr(s, key, value)
+    return s
+
+
 P = ctypes.POINTER
 _SIGNATURES = {
     "zs_version": (c_char_p, []),

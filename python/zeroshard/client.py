@@ -48,8 +48,6 @@ def buffer_of(x, what, writable=False):
         if not x.is_contiguous():
             raise ValueError(f"{what}: the tensor is not contiguous "
                              "(call .contiguous())")
-        if writable and x.requires_grad and x.is_leaf:
-            pass  # written through .data by the caller's choice
         n = x.numel()
         return x.data_ptr(), n * x.element_size(), code, n
     if kind == "numpy":
@@ -65,19 +63,6 @@ def buffer_of(x, what, writable=False):
         return x.ctypes.data, x.nbytes, code, x.size
     raise ValueError(f"{what}: expected a torch tensor or a numpy array, got "
                      f"{type(x).__name__}")
-
-
-def _state_struct(state):
-    if state is None:
-        return None
-    if isinstance(state, _lib.TrainerState):
-        return state
-    s = _lib.TrainerState()
-    for key, value in dict(state).items():
-        if not hasattr(s, key):
-            raise ValueError(f"trainer state: unknown field {key!r}")
-        setattr(s, key, value)
-    return s
 
 
 class Client:
@@ -246,7 +231,8 @@ class Client:
         return out
 
     def checkpoint(self, step, state=None, tag=None):
-        s = _state_struct(state)
+        s = None if state is None else _lib.fill(
+            _lib.TrainerState, state, "checkpoint: state")
         check(self._lib.zs_checkpoint(self.handle, int(step),
                                       ctypes.byref(s) if s else None,
                                       enc(tag)))

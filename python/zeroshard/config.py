@@ -87,25 +87,18 @@ class Config:
     def initial_scaler_state(self, state):
         """state (a dict of trainer-state fields) with the loss scaler's
         initial fields filled in."""
-        s = _to_struct(state)
+        s = _lib.fill(_lib.TrainerState, state, "trainer state")
         check(self._lib.zs_loss_scaler_init(ctypes.byref(self._c),
                                             ctypes.byref(s)))
         return s.as_dict()
 
     def update_scaler(self, state, overflow):
         """state after DeepSpeed's loss-scaler update for one step."""
-        s = _to_struct(state)
+        s = _lib.fill(_lib.TrainerState, state, "trainer state")
         check(self._lib.zs_loss_scaler_update(ctypes.byref(self._c),
                                               ctypes.byref(s),
                                               1 if overflow else 0))
         return s.as_dict()
-
-
-def _to_struct(d):
-    s = _lib.TrainerState()
-    for k, v in d.items():
-        setattr(s, k, v)
-    return s
 
 
 __all__ = ["Config", "Error"]

@@ -279,7 +279,8 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
                         f"{self.numel}")
 
     def _make_params(self):
-        from .stage3 import FlatParams, PartitionedParams
+        from .stage3 import FlatParams, PartitionedParams, server_ranges
+        self._server_ranges = server_ranges(self._client)
         if self.stage == 3:
             return PartitionedParams(self)
         return FlatParams(self)
@@ -526,7 +527,8 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
             except Error as e:
                 status = e.code
             outcome = self._trainer.after_fetch(status)
-            self._apply(outcome) if outcome.moved else None
+            if outcome.moved:
+                self._apply(outcome)
             if outcome.kind == "ok":
                 break
         self.timings["fetch"] += time.perf_counter() - start

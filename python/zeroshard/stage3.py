@@ -38,6 +38,17 @@ def _begin_end(offset_count):
     return offset_count[0], offset_count[0] + offset_count[1]
 
 
+def _position(ranges, offset):
+    """Where flat `offset` sits in the concatenation of `ranges` (sorted,
+    disjoint [begin, end) pairs, one of which holds it)."""
+    pos = 0
+    for begin, end in ranges:
+        if begin <= offset < end:
+            return pos + offset - begin
+        pos += end - begin
+    raise ValueError(f"offset {offset} is in none of {ranges}")
+
+
 def server_ranges(client):
     """Every server's [begin, end) of the flat space, in shard order."""
     return [_begin_end(client.server_range(k))
@@ -78,7 +89,6 @@ class FlatParams:
             view = self.flat[e.offset:e.end]
             view.copy_(e.param.data.reshape(-1))
             e.param.data = view.view(e.shape)
-        engine._server_ranges = server_ranges(engine._client)
 
     def initial(self):
         return self.flat.detach().float().cpu().contiguous()
@@ -188,7 +198,6 @@ class PartitionedParams:
         self.threshold = int(cfg.stage3_param_persistence_threshold)
         self.prefetch_elements = int(cfg.stage3_prefetch_bucket_size)
         self.max_live = int(cfg.stage3_max_live_parameters)
-        engine._server_ranges = server_ranges(engine._client)
         self.world, self.rank = engine.world, engine.rank
         self.slices = [_begin_end(engine._client.slice(self.world, r))
                        for r in range(self.world)]
@@ -204,12 +213,16 @@ class PartitionedParams:
         lo, hi = self.slices[self.rank]
         self.part = torch.empty(0 if self.offload else hi - lo,
                                 dtype=engine.dtype)
-        self.full = {}  # unit index -> its gathered flat values
         self.trace, self.tracing = [], True
         self.live_elements = 0
         self.pending_elements = 0  # prefetched, not yet materialised
-        self._initial = torch.cat([e.param.data.detach().reshape(-1).float()
-                                   .cpu() for e in engine.entries])
+        # Only the leader writes a fresh job's parameters: the other ranks
+        # keep no copy of the whole model.
+        self._initial = None
+        if engine.rank == 0:
+            self._initial = torch.cat([e.param.data.detach().reshape(-1)
+                                       .float().cpu()
+                                       for e in engine.entries])
         root = engine.module
         root.register_forward_pre_hook(self._root_pre_forward)
         root.register_forward_hook(self._root_post_forward)
@@ -341,17 +354,12 @@ class PartitionedParams:
             self._copy_from_part(ranges, values)
         else:
             _gather_into(self.engine, ranges, values, self.engine._pool)
-        pos, at = 0, {}
-        for b, e in ranges:
-            at[(b, e)] = pos
-            pos += e - b
         for u in persistent:
             out = torch.empty(u.numel, dtype=self.engine.dtype)
             q = 0
             for b, e in u.ranges:
-                for (rb, re_), p in at.items():
-                    if rb <= b and e <= re_:
-                        out[q:q + e - b].copy_(values[p + b - rb:p + e - rb])
+                p = _position(ranges, b)
+                out[q:q + e - b].copy_(values[p:p + e - b])
                 q += e - b
             self._materialise(u, out)
 
@@ -404,16 +412,9 @@ class PartitionedParams:
         device = self.engine.device
         if device.type != "cpu":
             values = values.to(device)
-        pos_of, pos = {}, 0
-        for b, e in unit.ranges:
-            pos_of[(b, e)] = pos
-            pos += e - b
         for e in unit.entries:
-            for (b, end), p in pos_of.items():
-                if b <= e.offset and e.end <= end:
-                    start = p + e.offset - b
-                    e.param.data = values[start:start + e.numel].view(e.shape)
-        self.full[unit.index] = values
+            start = _position(unit.ranges, e.offset)
+            e.param.data = values[start:start + e.numel].view(e.shape)
         unit.live = True
         self.live_elements += unit.numel
 
@@ -433,7 +434,6 @@ class PartitionedParams:
         if unit.live:
             self.live_elements -= unit.numel
         unit.live = False
-        self.full.pop(unit.index, None)
 
     def held_bytes(self):
         """Bytes of parameter storage this rank holds now: its slice, the

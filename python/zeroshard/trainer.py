@@ -44,10 +44,7 @@ class Decision:
 
 
 def _state(d):
-    s = _lib.TrainerState()
-    for k, v in d.items():
-        setattr(s, k, v)
-    return s
+    return _lib.fill(_lib.TrainerState, d, "trainer state")
 
 
 class Trainer:
@@ -127,10 +124,7 @@ class Trainer:
 
     @staticmethod
     def _args(a):
-        s = _lib.StepArgs()
-        for k, v in a.items():
-            setattr(s, k, v)
-        return s
+        return _lib.fill(_lib.StepArgs, a, "step args")
 
     def step(self, args, after=None):
         d, out = _lib.Decision(), _lib.Outcome()

@@ -66,7 +66,6 @@ def run_zeroshard(out, steps, config, servers, model_name="convnet"):
             engine.backward(tm.loss_of(engine, x, y, step))
             engine.step()
     params = engine._params
-    last = {}
     if engine.stage == 3:  # materialise every unit to read the weights
         for u in params.units:
             params._materialise(u)
