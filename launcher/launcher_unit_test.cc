@@ -1,8 +1,10 @@
 // The launcher's pieces without processes: progress text and modes, log
 // following, the metrics records round trip, the SVG and the report.
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <string>
 
 #include "absl/strings/match.h"
@@ -111,6 +113,68 @@ TEST(RunMetricsTest, RecordsReadBack) {
   EXPECT_EQ(train::JsonNumber(line, "no_such_key"), std::nullopt);
   EXPECT_EQ(train::JsonEvent(train::EndRecord(1.5, 64)), "end");
   EXPECT_EQ(train::JsonNumber(train::EndRecord(1.5, 64), "eval_loss"), 1.5);
+}
+
+// JSON has no NaN or Infinity: an fp16 overflow step's values are null,
+// which the reader takes as absent.
+TEST(RunMetricsTest, NonFiniteValuesAreNull) {
+  engine::StepStats s;
+  s.step = 1;
+  s.global_loss = std::numeric_limits<double>::quiet_NaN();
+  s.loss = -std::numeric_limits<double>::quiet_NaN();
+  s.grad_norm = std::numeric_limits<double>::infinity();
+  s.clip_coef = -std::numeric_limits<double>::infinity();
+  s.skipped = true;
+  const std::string line = train::StepRecord(s);
+  for (const char* key : {"loss", "rank_loss", "grad_norm", "clip_coef"}) {
+    EXPECT_TRUE(absl::StrContains(line, absl::StrCat("\"", key, "\":null,")))
+        << key << " in " << line;
+    EXPECT_EQ(train::JsonNumber(line, key), std::nullopt) << key;
+  }
+  EXPECT_FALSE(absl::StrContains(line, "nan")) << line;
+  EXPECT_FALSE(absl::StrContains(line, "inf")) << line;
+  EXPECT_EQ(train::JsonNumber(line, "skipped"), 1);
+  EXPECT_EQ(train::EndRecord(std::nan(""), 8),
+            "{\"event\":\"end\",\"eval_loss\":null,\"eval_tokens\":8}");
+  EXPECT_EQ(train::JsonDouble(0.1, 3), "0.1");
+  EXPECT_EQ(train::JsonFixed(2.0 / 3, 2), "0.67");
+  EXPECT_EQ(train::JsonFixed(-std::numeric_limits<double>::infinity(), 0),
+            "null");
+}
+
+TEST(ReportTest, MergedMetricsHoldNullForNonFiniteAndMissingValues) {
+  const std::string dir = TempDir() + "/report_null";
+  ASSERT_EQ(std::system(("mkdir -p " + dir).c_str()), 0);
+  for (int r = 0; r < 2; ++r) {
+    std::ofstream out(absl::StrCat(dir, "/metrics-rank", r, ".jsonl"));
+    train::RunInfo info;
+    info.rank = r;
+    info.world = 2;
+    info.params = 1000;
+    out << train::StartRecord(info) << "\n";
+    for (int step = 1; step <= 2 - r; ++step) {  // rank 1 misses step 2
+      engine::StepStats s;
+      s.step = step;
+      s.global_loss = 3;
+      s.grad_norm = step == 1 ? std::numeric_limits<double>::infinity() : 1;
+      s.loss_scale = 65536;
+      out << train::StepRecord(s) << "\n";
+    }
+  }
+  ASSERT_TRUE(WriteRunReport(dir, 2).ok());
+  const std::string jsonl = ReadAll(dir + "/metrics.jsonl");
+  EXPECT_TRUE(
+      absl::StrContains(jsonl,
+                        "{\"step\":1,\"loss\":3,\"lr\":0,\"grad_norm\":null,"
+                        "\"loss_scale\":65536,"))
+      << jsonl;
+  EXPECT_TRUE(absl::StrContains(jsonl,
+                                "\"model_state_bytes_per_worker\":[0,"
+                                "null],\"bytes_moved_per_worker\":[0,"
+                                "null]}\n"))
+      << jsonl;
+  EXPECT_FALSE(absl::StrContains(jsonl, "nan")) << jsonl;
+  EXPECT_FALSE(absl::StrContains(jsonl, "inf")) << jsonl;
 }
 
 TEST(ReportTest, WritesMergedMetricsSvgAndSummary) {

@@ -15,7 +15,9 @@
 namespace zeroshard {
 namespace {
 
+using train::JsonDouble;
 using train::JsonEvent;
+using train::JsonFixed;
 using train::JsonNumber;
 
 struct RankRecords {
@@ -217,19 +219,23 @@ absl::StatusOr<std::string> WriteRunReport(const std::string& dir, int world,
     std::vector<std::string> state, moved;
     for (const RankRecords& r : ranks) {
       const std::string* line = i < r.steps.size() ? &r.steps[i] : nullptr;
-      state.push_back(absl::StrFormat(
-          "%.0f", line ? Num(*line, "model_state_bytes") : std::nan("")));
-      moved.push_back(absl::StrFormat(
-          "%.0f", line ? Num(*line, "bytes_moved") : std::nan("")));
+      // A rank with fewer steps, or a value that is not finite: null.
+      state.push_back(
+          JsonFixed(line ? Num(*line, "model_state_bytes") : std::nan(""), 0));
+      moved.push_back(
+          JsonFixed(line ? Num(*line, "bytes_moved") : std::nan(""), 0));
     }
     ZS_RETURN_IF_ERROR(jsonl.Append(absl::StrFormat(
-        "{\"step\":%.0f,\"loss\":%.7g,\"lr\":%.6g,\"grad_norm\":%.6g,"
-        "\"loss_scale\":%.0f,\"tokens_per_s\":%.1f,"
-        "\"bytes_moved\":%.0f,\"model_state_bytes_per_worker\":[%s],"
+        "{\"step\":%s,\"loss\":%s,\"lr\":%s,\"grad_norm\":%s,"
+        "\"loss_scale\":%s,\"tokens_per_s\":%s,"
+        "\"bytes_moved\":%s,\"model_state_bytes_per_worker\":[%s],"
         "\"bytes_moved_per_worker\":[%s]}\n",
-        Num(s, "step"), Num(s, "loss"), Num(s, "lr"), Num(s, "grad_norm"),
-        Num(s, "loss_scale"), Num(s, "tokens_per_s"), Num(s, "bytes_moved"),
-        absl::StrJoin(state, ","), absl::StrJoin(moved, ","))));
+        JsonFixed(Num(s, "step"), 0), JsonDouble(Num(s, "loss"), 7),
+        JsonDouble(Num(s, "lr"), 6), JsonDouble(Num(s, "grad_norm"), 6),
+        JsonFixed(Num(s, "loss_scale"), 0),
+        JsonFixed(Num(s, "tokens_per_s"), 1),
+        JsonFixed(Num(s, "bytes_moved"), 0), absl::StrJoin(state, ","),
+        absl::StrJoin(moved, ","))));
     curve.push_back({Num(s, "step"), Num(s, "loss")});
   }
   ZS_RETURN_IF_ERROR(jsonl.Commit());

@@ -2,7 +2,9 @@
 // records (worker/train/run_metrics.h, one file per rank):
 //   metrics.jsonl  one line per step: step, loss, lr, grad_norm, loss_scale,
 //                  tokens_per_s, bytes_moved (rank 0), and per worker
-//                  model_state_bytes and bytes_moved (arrays in rank order)
+//                  model_state_bytes and bytes_moved (arrays in rank order);
+//                  strict JSON: null for a value that is not finite or a
+//                  rank without that step
 //   loss.svg       the loss curve (a self-contained SVG)
 //   report.md      the summary table, also returned for printing:
 //                  tokens/s, model-state memory per worker against the

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -183,7 +184,7 @@ void Job::UpdateProgress() {
     if (train::JsonEvent(line) != "step") continue;
     ProgressPoint p;
     p.step = static_cast<int64_t>(train::JsonNumber(line, "step").value_or(0));
-    p.loss = train::JsonNumber(line, "loss").value_or(0);
+    p.loss = train::JsonNumber(line, "loss").value_or(std::nan(""));  // null
     tokens_ += train::JsonNumber(line, "tokens").value_or(0);
     const double secs =
         std::chrono::duration<double>(Clock::now() - start_).count();

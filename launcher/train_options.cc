@@ -38,6 +38,22 @@ absl::Status CheckData(TrainOptions& o) {
   return absl::OkStatus();
 }
 
+// What every worker's data loader will check, before anything starts: each
+// file holds one step of the whole job (W*B*T + 1 tokens) and no id at or
+// above the model's vocabulary (a pass over the files, in bounded chunks).
+absl::Status CheckDataContents(const TrainOptions& o) {
+  io::DataLoaderOptions lo;
+  lo.files = o.data_files;
+  lo.batch_size = o.spec.zero.micro_batch;
+  lo.seq_len = o.spec.zero.seq_len;
+  lo.rank = 0;
+  lo.world_size = static_cast<int>(o.workers);
+  lo.vocab_size = o.spec.config.vocab_size;
+  absl::Status s = io::CheckTrainingData(lo);
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat("--data ", s.message()));
+}
+
 // With --checkpoint_dir: stages 1-3, and an interval (the default one
 // when neither --checkpoint_interval nor the config gives one).
 absl::Status CheckCheckpoints(TrainOptions& o) {
@@ -112,6 +128,7 @@ absl::Status Check(TrainOptions& o) {
   ZS_RETURN_IF_ERROR(CheckCheckpoints(o));
   ZS_ASSIGN_OR_RETURN(o.spec,
                       train::TrainSpecFromFlags(o.train, o.engine, nullptr));
+  ZS_RETURN_IF_ERROR(CheckDataContents(o));
   return CheckServers(o);
 }
 

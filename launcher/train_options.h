@@ -12,8 +12,10 @@
 // handed to every worker as they are; the rest are the launcher's own.
 // Flags may be spelled with '-' or '_' (--model-file = --model_file).
 // Every problem found here — a bad flag, a missing or malformed data or
-// model file, a DeepSpeed config that the parser or the engine rejects,
-// an inconsistent --checkpoint_dir — is one line naming it; the caller
+// model file, a data file with a token id >= the vocabulary or fewer
+// tokens than one step of all workers (W*B*T + 1; the whole data is read
+// once), a DeepSpeed config that the parser or the engine rejects, an
+// inconsistent --checkpoint_dir — is one line naming it; the caller
 // exits 2 with nothing started.
 //
 // Tests only: --worker_binary=PATH runs PATH instead of zeroshard-worker

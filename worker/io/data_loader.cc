@@ -115,6 +115,10 @@ absl::StatusOr<DataLoader> DataLoader::Open(const DataLoaderOptions& options,
   return loader;
 }
 
+absl::Status CheckTrainingData(const DataLoaderOptions& options, Env* env) {
+  return DataLoader::Open(options, env).status();
+}
+
 bool DataLoader::StepFits(int64_t shard, int64_t offset) const {
   return offset <= shards_[shard].num_tokens() - step_tokens_ - 1;
 }

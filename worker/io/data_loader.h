@@ -75,6 +75,13 @@ struct LoaderPosition {
 absl::StatusOr<std::vector<std::string>> ExpandFilePatterns(
     const std::vector<std::string>& patterns, Env* env = DefaultEnv());
 
+// Everything DataLoader::Open checks (options, files, one step per shard,
+// every id below vocab_size; a linear pass over the data), without keeping
+// a loader: for a launcher, or a worker before it contacts anyone. OK or
+// Open's error, one line naming the file and the problem.
+absl::Status CheckTrainingData(const DataLoaderOptions& options,
+                               Env* env = DefaultEnv());
+
 class DataLoader {
  public:
   // Errors: INVALID_ARGUMENT for bad options (naming the field) or a bad

@@ -1,5 +1,6 @@
 #include "worker/train/run_metrics.h"
 
+#include <cmath>
 #include <cstdlib>
 
 #include "absl/strings/str_format.h"
@@ -15,30 +16,40 @@ std::string StartRecord(const RunInfo& i) {
       i.steps, i.micro_batch, i.seq_len, i.grad_accum);
 }
 
+std::string JsonDouble(double v, int digits) {
+  return std::isfinite(v) ? absl::StrFormat("%.*g", digits, v) : "null";
+}
+
+std::string JsonFixed(double v, int decimals) {
+  return std::isfinite(v) ? absl::StrFormat("%.*f", decimals, v) : "null";
+}
+
 std::string StepRecord(const engine::StepStats& s) {
   const uint64_t server = s.server_push.bytes_sent +
                           s.server_gather.bytes_received +
                           s.server_gather.bytes_sent;
   const uint64_t collective = s.collective_bytes_sent();
   return absl::StrFormat(
-      "{\"event\":\"step\",\"step\":%d,\"loss\":%.7g,\"rank_loss\":%.7g,"
-      "\"lr\":%.6g,\"grad_norm\":%.6g,\"clip_coef\":%.6g,\"loss_scale\":%.9g,"
-      "\"skipped\":%s,\"tokens\":%d,\"step_seconds\":%.6f,"
-      "\"tokens_per_s\":%.1f,\"bytes_moved\":%d,\"collective_bytes\":%d,"
+      "{\"event\":\"step\",\"step\":%d,\"loss\":%s,\"rank_loss\":%s,"
+      "\"lr\":%s,\"grad_norm\":%s,\"clip_coef\":%s,\"loss_scale\":%s,"
+      "\"skipped\":%s,\"tokens\":%d,\"step_seconds\":%s,"
+      "\"tokens_per_s\":%s,\"bytes_moved\":%d,\"collective_bytes\":%d,"
       "\"server_bytes\":%d,\"model_state_bytes\":%d,\"param_bytes\":%d,"
       "\"grad_bytes\":%d,\"optimizer_bytes\":%d,"
       "\"peak_live_param_bytes\":%d}",
-      s.step, s.global_loss, s.loss, s.lr, s.grad_norm, s.clip_coef,
-      s.loss_scale, s.skipped ? "true" : "false", s.tokens, s.step_seconds,
-      s.step_seconds > 0 ? s.tokens / s.step_seconds : 0.0, collective + server,
-      collective, server, s.model_state_bytes(), s.param_bytes, s.grad_bytes,
-      s.optimizer_bytes, s.peak_live_param_bytes);
+      s.step, JsonDouble(s.global_loss, 7), JsonDouble(s.loss, 7),
+      JsonDouble(s.lr, 6), JsonDouble(s.grad_norm, 6),
+      JsonDouble(s.clip_coef, 6), JsonDouble(s.loss_scale, 9),
+      s.skipped ? "true" : "false", s.tokens, JsonFixed(s.step_seconds, 6),
+      JsonFixed(s.step_seconds > 0 ? s.tokens / s.step_seconds : 0.0, 1),
+      collective + server, collective, server, s.model_state_bytes(),
+      s.param_bytes, s.grad_bytes, s.optimizer_bytes, s.peak_live_param_bytes);
 }
 
 std::string EndRecord(double eval_loss, int64_t eval_tokens) {
   return absl::StrFormat(
-      "{\"event\":\"end\",\"eval_loss\":%.7g,\"eval_tokens\":%d}", eval_loss,
-      eval_tokens);
+      "{\"event\":\"end\",\"eval_loss\":%s,\"eval_tokens\":%d}",
+      JsonDouble(eval_loss, 7), eval_tokens);
 }
 
 std::string JsonEvent(absl::string_view line) {

@@ -2,8 +2,9 @@
 // (zeroshard-worker --metrics_file) and the launcher reads back for
 // its progress line, its merged metrics file and its report.
 //
-// One JSON object per line, flat, numbers and booleans only (besides
-// "event"):
+// One JSON object per line, flat, numbers, null and booleans only (besides
+// "event"); a value that is not finite (an fp16 overflow step's gradient
+// norm) is null, as JSON has no NaN or Infinity:
 //   {"event":"start","rank":0,"world":2,"stage":3,"params":113408,...}
 //   {"event":"step","step":1,"loss":5.61,"lr":3e-05,"grad_norm":2.1,...}
 //   {"event":"end","eval_loss":1.93,"eval_tokens":512}
@@ -47,10 +48,15 @@ std::string StepRecord(const engine::StepStats& s);
 // parameters on a fixed batch (see zeroshard-worker).
 std::string EndRecord(double eval_loss, int64_t eval_tokens);
 
+// `v` as a JSON number, printf's %.<digits>g, or null when not finite.
+std::string JsonDouble(double v, int digits);
+// `v` as a JSON number, printf's %.<decimals>f, or null when not finite.
+std::string JsonFixed(double v, int decimals);
+
 // The "event" of a record ("" when absent).
 std::string JsonEvent(absl::string_view line);
 // The number (true = 1, false = 0) of field `key` in a record written above;
-// nullopt when absent or not a number.
+// nullopt when absent, null or not a number.
 std::optional<double> JsonNumber(absl::string_view line, absl::string_view key);
 
 }  // namespace zeroshard::train
