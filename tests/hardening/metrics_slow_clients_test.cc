@@ -94,7 +94,9 @@ TEST(MetricsSlowClientsTest, ScrapesAreServedWhileSlowClientsHoldConnections) {
   for (int i = 0; i < 5; ++i) {
     const int fd = Dial(port);
     ASSERT_GE(fd, 0);
-    if (i < 4) ASSERT_EQ(send(fd, "GET /metr", 9, MSG_NOSIGNAL), 9);
+    if (i < 4) {
+      ASSERT_EQ(send(fd, "GET /metr", 9, MSG_NOSIGNAL), 9);
+    }
     stalled.push_back(fd);
   }
   // Two more trickle a header byte every 200 ms and never finish.
