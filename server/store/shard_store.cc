@@ -214,7 +214,7 @@ absl::StatusOr<v1::CheckpointResponse> ShardStore::Checkpoint(
 }
 
 absl::Status ShardStore::RestoreManifest(const v1::CheckpointManifest& m,
-                                         uint64_t epoch) {
+                                         bool snapshot, uint64_t epoch) {
   v1::ModelSpec spec = m.spec();
   spec.set_num_servers(options_.num_shards);
   bool registered;
@@ -235,7 +235,7 @@ absl::Status ShardStore::RestoreManifest(const v1::CheckpointManifest& m,
   // Load into fresh arrays; the store changes only once all of it checked.
   const uint64_t n = state_->size();
   std::vector<float> p(n), moment1(n), moment2(n);
-  ZS_RETURN_IF_ERROR(checkpointer_.Load(m, state_->owned(), p.data(),
+  ZS_RETURN_IF_ERROR(checkpointer_.Load(m, snapshot, state_->owned(), p.data(),
                                         moment1.data(), moment2.data()));
   absl::MutexLock l(&mu_);
   ZS_RETURN_IF_ERROR(ledger_->CheckNotCommitting());
@@ -268,8 +268,9 @@ absl::StatusOr<v1::RestoreResponse> ShardStore::Restore(
     if (!s.ok()) return Reject(s);
   }
   absl::StatusOr<v1::CheckpointManifest> m = checkpointer_.Restore(
-      req.step(), req.job_id(), [&](const v1::CheckpointManifest& m) {
-        return RestoreManifest(m, req.epoch());
+      req.step(), req.job_id(),
+      [&](const v1::CheckpointManifest& m, bool snapshot) {
+        return RestoreManifest(m, snapshot, req.epoch());
       });
   if (!m.ok()) return Reject(m.status());
   resp.set_step(m->step());
@@ -279,8 +280,8 @@ absl::StatusOr<v1::RestoreResponse> ShardStore::Restore(
 
 absl::StatusOr<uint64_t> ShardStore::RestoreNewest(
     const std::function<void(const std::string&)>& log) {
-  auto apply = [&](const v1::CheckpointManifest& m) {
-    return RestoreManifest(m, 0);
+  auto apply = [&](const v1::CheckpointManifest& m, bool snapshot) {
+    return RestoreManifest(m, snapshot, 0);
   };
   ZS_ASSIGN_OR_RETURN(uint64_t step, checkpointer_.RestoreNewest(apply, log));
   absl::MutexLock l(&mu_);

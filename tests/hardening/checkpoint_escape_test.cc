@@ -122,8 +122,9 @@ TEST_F(CheckpointEscapeTest, FinalizeRefusesFileNamesOutsideTheStepDirectory) {
                    (outside_ + "/evil.ckpt").c_str()),
             0);
   for (const std::string& file :
-       {std::string("../../outside/evil.ckpt"), std::string("/etc/passwd"),
-        std::string("shard-00000-of-00001.ckpt/../../../outside/evil.ckpt")}) {
+       {std::string("/etc/passwd"),
+        std::string("shard-00000-of-00001.ckpt/../../../outside/evil.ckpt"),
+        std::string("../../outside/evil.ckpt")}) {
     SCOPED_TRACE(file);
     v1::CheckpointRequest fin = req;
     fin.set_finalize(true);
@@ -134,8 +135,7 @@ TEST_F(CheckpointEscapeTest, FinalizeRefusesFileNamesOutsideTheStepDirectory) {
     grpc::Status s = RawStub(*job_, 0)->Checkpoint(&ctx, fin, &resp);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
         << s.error_message();
-    EXPECT_NE(s.error_message().find("CheckpointShard.file"),
-              std::string::npos)
+    EXPECT_NE(s.error_message().find("CheckpointShard.file"), std::string::npos)
         << s.error_message();
     EXPECT_EQ(s.error_message().find("outside"), std::string::npos);
     EXPECT_EQ(s.error_message().find("passwd"), std::string::npos);

@@ -20,9 +20,9 @@ namespace zeroshard::testing {
 
 std::string FreshDir(const std::string& name) {
   const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir =
-      tmp != nullptr ? absl::StrCat(tmp, "/", name)
-                     : absl::StrCat("/tmp/", name, "-", getpid());
+  const std::string dir = tmp != nullptr
+                              ? absl::StrCat(tmp, "/", name)
+                              : absl::StrCat("/tmp/", name, "-", getpid());
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
@@ -62,7 +62,8 @@ void RegisterAndInit(CkptJob& job, const v1::ModelSpec& spec) {
   job.total = job.client->plan().total();
   std::mt19937_64 rng(1234);
   std::vector<float> init = RandomVector(rng, job.total, 0.02f);
-  ASSERT_TRUE(job.client->WriteParameters(Range{0, job.total}, init.data()).ok());
+  ASSERT_TRUE(
+      job.client->WriteParameters(Range{0, job.total}, init.data()).ok());
 }
 
 void TrainStep(CkptJob& job, uint64_t step, uint64_t epoch) {
@@ -99,8 +100,8 @@ std::unique_ptr<v1::ShardService::Stub> RawStub(CkptJob& job, uint32_t k) {
       job.fleet->addresses()[k], grpc::InsecureChannelCredentials()));
 }
 
-grpc::Status RawRestore(CkptJob& job, uint32_t k, uint64_t step,
-                        uint64_t epoch, v1::RestoreResponse* resp) {
+grpc::Status RawRestore(CkptJob& job, uint32_t k, uint64_t step, uint64_t epoch,
+                        v1::RestoreResponse* resp) {
   v1::RestoreRequest req;
   req.set_job_id(job.client->spec().job_id());
   req.set_step(step);

@@ -25,12 +25,12 @@ namespace zeroshard::testing {
 std::string FreshDir(const std::string& name);
 
 struct CkptJob {
-  std::string root;            // the test's directory
-  std::string ckpt;            // root/ckpt: the servers' --checkpoint_dir
+  std::string root;  // the test's directory
+  std::string ckpt;  // root/ckpt: the servers' --checkpoint_dir
   std::vector<std::string> flags;
   std::unique_ptr<LocalFleet> fleet;
   std::unique_ptr<ShardClient> client;
-  uint64_t total = 0;          // elements of the model
+  uint64_t total = 0;  // elements of the model
 };
 
 // Starts `k` servers with --checkpoint_dir=root/ckpt (plus `extra`), logs
@@ -51,8 +51,8 @@ std::vector<float> GatherAll(CkptJob& job, uint64_t* step = nullptr);
 // The raw stub of server k (plaintext fleet).
 std::unique_ptr<v1::ShardService::Stub> RawStub(CkptJob& job, uint32_t k);
 // Restore of one server through the raw stub.
-grpc::Status RawRestore(CkptJob& job, uint32_t k, uint64_t step,
-                        uint64_t epoch, v1::RestoreResponse* resp = nullptr);
+grpc::Status RawRestore(CkptJob& job, uint32_t k, uint64_t step, uint64_t epoch,
+                        v1::RestoreResponse* resp = nullptr);
 
 // root/ckpt/step-S/shard-k-of-K.ckpt, root/ckpt/step-S.
 std::string StepDir(const CkptJob& job, uint64_t step);

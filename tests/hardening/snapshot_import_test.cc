@@ -34,14 +34,22 @@ v1::ModelSpec Gpt2Spec() {
   *spec.add_param_groups() = DefaultParamGroup(0.1);
   *spec.add_param_groups() = DefaultParamGroup(0.0);
   const std::vector<std::pair<std::string, std::vector<int64_t>>> tensors = {
-      {"wte", {kV, kC}},           {"wpe", {kT, kC}},
-      {"h.0.ln1w", {kC}},          {"h.0.ln1b", {kC}},
-      {"h.0.qkvw", {3 * kC, kC}},  {"h.0.qkvb", {3 * kC}},
-      {"h.0.attprojw", {kC, kC}},  {"h.0.attprojb", {kC}},
-      {"h.0.ln2w", {kC}},          {"h.0.ln2b", {kC}},
-      {"h.0.fcw", {4 * kC, kC}},   {"h.0.fcb", {4 * kC}},
-      {"h.0.fcprojw", {kC, 4 * kC}}, {"h.0.fcprojb", {kC}},
-      {"lnfw", {kC}},              {"lnfb", {kC}},
+      {"wte", {kV, kC}},
+      {"wpe", {kT, kC}},
+      {"h.0.ln1w", {kC}},
+      {"h.0.ln1b", {kC}},
+      {"h.0.qkvw", {3 * kC, kC}},
+      {"h.0.qkvb", {3 * kC}},
+      {"h.0.attprojw", {kC, kC}},
+      {"h.0.attprojb", {kC}},
+      {"h.0.ln2w", {kC}},
+      {"h.0.ln2b", {kC}},
+      {"h.0.fcw", {4 * kC, kC}},
+      {"h.0.fcb", {4 * kC}},
+      {"h.0.fcprojw", {kC, 4 * kC}},
+      {"h.0.fcprojb", {kC}},
+      {"lnfw", {kC}},
+      {"lnfb", {kC}},
   };
   for (const auto& [name, shape] : tensors) {
     v1::TensorSpec* t = spec.add_tensors();
@@ -64,8 +72,7 @@ void WriteModelFile(const std::string& path, const std::vector<float>& params) {
   header[6] = kC;
   header[7] = kV;
   std::string bytes(reinterpret_cast<const char*>(header.data()), 1024);
-  bytes.append(reinterpret_cast<const char*>(params.data()),
-               params.size() * 4);
+  bytes.append(reinterpret_cast<const char*>(params.data()), params.size() * 4);
   WriteAll(path, bytes);
 }
 
