@@ -229,14 +229,20 @@ absl::Status ShardStore::RestoreManifest(const v1::CheckpointManifest& m,
           ", registered vs checkpoint)"));
     }
   }
-  // Registration allocates the state (its initial values are replaced
-  // below, or the store stays at step 0 if loading fails).
-  if (!registered) ZS_RETURN_IF_ERROR(RegisterModel(spec).status());
-  // Load into fresh arrays; the store changes only once all of it checked.
-  const uint64_t n = state_->size();
+  // Load into fresh arrays; the store changes only once all of it checked
+  // (an unregistered server registers the model only then).
+  Range owned;
+  if (registered) {
+    owned = state_->owned();
+  } else {
+    ZS_ASSIGN_OR_RETURN(PartitionPlan plan, PlanForSpec(spec));
+    owned = plan.ServerRange(options_.shard_index);
+  }
+  const uint64_t n = owned.size();
   std::vector<float> p(n), moment1(n), moment2(n);
-  ZS_RETURN_IF_ERROR(checkpointer_.Load(m, snapshot, state_->owned(), p.data(),
+  ZS_RETURN_IF_ERROR(checkpointer_.Load(m, snapshot, owned, p.data(),
                                         moment1.data(), moment2.data()));
+  if (!registered) ZS_RETURN_IF_ERROR(RegisterModel(spec).status());
   absl::MutexLock l(&mu_);
   ZS_RETURN_IF_ERROR(ledger_->CheckNotCommitting());
   ZS_RETURN_IF_ERROR(
