@@ -32,8 +32,7 @@
 // not a regular file or not named as the server names it, DATA_LOSS with
 // one text (Unusable) that says nothing about other paths; the Env's codes
 // for other I/O.
-// Threading: the functions are thread-safe; a ShardFileReader is used by
-// one thread at a time.
+// Threading: the functions are thread-safe.
 #ifndef ZEROSHARD_SERVER_CHECKPOINT_CHECKPOINT_FILES_H_
 #define ZEROSHARD_SERVER_CHECKPOINT_CHECKPOINT_FILES_H_
 
