@@ -48,6 +48,22 @@ std::unique_ptr<IoQueue> NewSyncIoQueue(int depth) {
   return std::make_unique<SyncIoQueue>(depth);
 }
 
+bool IsPlainName(const std::string& name) {
+  return !name.empty() && name != "." && name != ".." &&
+         name.find('/') == std::string::npos &&
+         name.find('\0') == std::string::npos;
+}
+
+absl::StatusOr<std::unique_ptr<File>> Env::OpenFileIn(
+    const std::string& dir, const std::string& name,
+    const OpenOptions& options) {
+  if (!IsPlainName(name)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("open in ", dir, ": not a plain file name"));
+  }
+  return OpenFile(JoinPath(dir, name), options);
+}
+
 std::string JoinPath(const std::string& dir, const std::string& name) {
   if (dir.empty() || dir.back() == '/') return dir + name;
   return dir + "/" + name;

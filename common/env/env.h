@@ -17,6 +17,10 @@
 // Every function takes the Env* to use; pass DefaultEnv() in production and
 // a MemEnv or FaultEnv in tests.
 //
+// Modes: files an Env creates are 0600 and directories 0700 (the umask
+// can only narrow them), whatever the process's umask: what zeroshard
+// writes (checkpoints, tier files, locks, logs) is private to its user.
+//
 // Errors: every call returns a non-OK absl::Status whose message names the
 // path and the operation; codes follow errno (ENOENT -> NOT_FOUND, ENOSPC ->
 // RESOURCE_EXHAUSTED, EACCES/EROFS/EPERM -> PERMISSION_DENIED, a directory
@@ -134,6 +138,18 @@ class Env {
   // INVALID_ARGUMENT ("open PATH: is a directory, not a file").
   virtual absl::StatusOr<std::unique_ptr<File>> OpenFile(
       const std::string& path, const OpenOptions& options) = 0;
+  // Opens `name` inside the directory `dir` without following symbolic
+  // links: `dir` must be a directory and not a symbolic link itself (the
+  // directories above it may be), `name` a plain name (no '/', not "" or
+  // "." or ".."), and the file a regular file, not a link. Never blocks on
+  // a FIFO. options.direct is ignored (buffered I/O). NOT_FOUND when `dir`
+  // or the file does not exist; FAILED_PRECONDITION naming the path for a
+  // name that is not plain, a link, or anything but a regular file (PosixEnv:
+  // openat(2) with O_NOFOLLOW on `dir` opened O_DIRECTORY | O_NOFOLLOW).
+  // The default checks the name and calls OpenFile (fakes have no links).
+  virtual absl::StatusOr<std::unique_ptr<File>> OpenFileIn(
+      const std::string& dir, const std::string& name,
+      const OpenOptions& options);
   // A queue with room for `depth` requests in flight.
   virtual absl::StatusOr<std::unique_ptr<IoQueue>> NewIoQueue(int depth) = 0;
 
@@ -192,6 +208,9 @@ absl::StatusOr<std::string> ReadSmallFile(
 // past it. For files that grow while read (logs).
 absl::StatusOr<std::string> ReadFileFrom(Env* env, const std::string& path,
                                          uint64_t offset, size_t max_bytes);
+
+// True for a plain file name: not empty, ".", "..", and without '/' or NUL.
+bool IsPlainName(const std::string& name);
 
 // "dir/name".
 std::string JoinPath(const std::string& dir, const std::string& name);

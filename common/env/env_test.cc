@@ -5,6 +5,7 @@
 #include "common/env/env.h"
 
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -239,6 +240,48 @@ TEST(PosixEnvTest, ReadSmallFileReadsProcFilesToTheirEnd) {
       ReadSmallFile(DefaultEnv(), "/proc/self/status");
   ASSERT_TRUE(status.ok()) << status.status();
   EXPECT_NE(status->find("VmRSS:"), std::string::npos);
+}
+
+TEST(PosixEnvTest, OpenFileInFollowsNoLinksAndOpensRegularFilesOnly) {
+  Env* env = DefaultEnv();
+  const std::string dir = PosixTempDir();
+  const std::string sub = dir + "/sub";
+  ASSERT_TRUE(env->CreateDir(sub).ok());
+  ASSERT_TRUE(WriteFileAtomic(env, sub + "/f", "abc").ok());
+  OpenOptions ro;
+  ro.read_only = true;
+  EXPECT_TRUE(env->OpenFileIn(sub, "f", ro).ok());
+  ASSERT_EQ(symlink((sub + "/f").c_str(), (sub + "/link").c_str()), 0);
+  ASSERT_EQ(symlink(sub.c_str(), (dir + "/dirlink").c_str()), 0);
+  ASSERT_EQ(mkfifo((sub + "/fifo").c_str(), 0600), 0);
+  ASSERT_TRUE(env->CreateDir(sub + "/d").ok());
+  for (const char* name : {"link", "fifo", "d", "../sub/f", "", ".."}) {
+    absl::StatusOr<std::unique_ptr<File>> f = env->OpenFileIn(sub, name, ro);
+    EXPECT_EQ(f.status().code(), StatusCode::kFailedPrecondition)
+        << name << ": " << f.status();
+  }
+  EXPECT_EQ(env->OpenFileIn(dir + "/dirlink", "f", ro).status().code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(env->OpenFileIn(sub, "missing", ro).status().code(),
+            StatusCode::kNotFound);
+}
+
+TEST(PosixEnvTest, CreatesFiles0600AndDirectories0700WhateverTheUmask) {
+  Env* env = DefaultEnv();
+  const std::string dir = PosixTempDir();
+  const mode_t old = umask(0);
+  ASSERT_TRUE(env->CreateDir(dir + "/d").ok());
+  ASSERT_TRUE(WriteFileAtomic(env, dir + "/d/f", "x").ok());
+  auto lock = env->LockFile(dir + "/d/LOCK");
+  ASSERT_TRUE(lock.ok());
+  umask(old);
+  struct stat st;
+  ASSERT_EQ(stat((dir + "/d").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  for (const char* f : {"/d/f", "/d/LOCK"}) {
+    ASSERT_EQ(stat((dir + f).c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0600u) << f;
+  }
 }
 
 // ---- failures (FaultEnv over MemEnv): the old file stays, errors name it.

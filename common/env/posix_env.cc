@@ -259,7 +259,7 @@ class PosixEnv : public Env {
     int fd = -1;
     bool direct = false;
     if (o.direct) {
-      fd = open(path.c_str(), flags | O_DIRECT, 0644);
+      fd = open(path.c_str(), flags | O_DIRECT, 0600);
       direct = fd >= 0;
       if (fd < 0 && errno == EINVAL) {
         if (!warned_direct_.exchange(true)) {
@@ -273,7 +273,7 @@ class PosixEnv : public Env {
         return ErrnoStatus(errno, absl::StrCat("open ", path));
       }
     }
-    if (fd < 0) fd = open(path.c_str(), flags, 0644);
+    if (fd < 0) fd = open(path.c_str(), flags, 0600);
     if (fd < 0 && errno == EISDIR) return IsDirectoryError(path);
     if (fd < 0) return ErrnoStatus(errno, absl::StrCat("open ", path));
     // O_RDONLY opens a directory; reading it would fail later, less clearly.
@@ -284,6 +284,10 @@ class PosixEnv : public Env {
     }
     return std::unique_ptr<File>(new PosixFile(path, fd, direct));
   }
+
+  absl::StatusOr<std::unique_ptr<File>> OpenFileIn(
+      const std::string& dir, const std::string& name,
+      const OpenOptions& o) override;
 
   absl::StatusOr<std::unique_ptr<IoQueue>> NewIoQueue(int depth) override {
     auto q = std::make_unique<UringQueue>(depth);
@@ -299,7 +303,7 @@ class PosixEnv : public Env {
   }
 
   absl::Status CreateDir(const std::string& path) override {
-    if (mkdir(path.c_str(), 0755) == 0) return absl::OkStatus();
+    if (mkdir(path.c_str(), 0700) == 0) return absl::OkStatus();
     const int err = errno;
     struct stat st;
     if (err == EEXIST && stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
@@ -381,12 +385,50 @@ class PosixEnv : public Env {
   std::atomic<bool> warned_uring_{false};
 };
 
+absl::StatusOr<std::unique_ptr<File>> PosixEnv::OpenFileIn(
+    const std::string& dir, const std::string& name, const OpenOptions& o) {
+  const std::string path = JoinPath(dir, name);
+  auto refused = [&](const std::string& what, const char* why) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("open ", what, ": ", why));
+  };
+  if (!IsPlainName(name)) return refused(path, "not a plain file name");
+  const int dfd =
+      open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dfd < 0 && errno == ENOENT) {
+    return ErrnoStatus(errno, absl::StrCat("open directory ", dir));
+  }
+  if (dfd < 0) {
+    return refused(dir, "not a directory (a symbolic link?)");
+  }
+  int flags =
+      O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | (o.read_only ? O_RDONLY : O_RDWR);
+  if (o.create) flags |= O_CREAT;
+  if (o.create && o.exclusive) flags |= O_EXCL;
+  if (o.truncate && !o.read_only) flags |= O_TRUNC;
+  const int fd = openat(dfd, name.c_str(), flags, 0600);
+  const int err = errno;
+  close(dfd);
+  if (fd < 0 && (err == ENOENT || err == EEXIST || err == ENOSPC ||
+                 err == EDQUOT || err == EACCES || err == EROFS)) {
+    return ErrnoStatus(err, absl::StrCat("open ", path));
+  }
+  if (fd < 0) return refused(path, "not a regular file (a symbolic link?)");
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+      fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
+    close(fd);
+    return refused(path, "not a regular file");
+  }
+  return std::unique_ptr<File>(new PosixFile(path, fd, false));
+}
+
 absl::Status PosixEnv::CopyFile(const std::string& from,
                                 const std::string& to) {
   const int in = open(from.c_str(), O_RDONLY | O_CLOEXEC);
   if (in < 0) return ErrnoStatus(errno, absl::StrCat("open ", from));
   const int out =
-      open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (out < 0) {
     const int err = errno;
     close(in);
@@ -420,7 +462,7 @@ absl::Status PosixEnv::CopyFile(const std::string& from,
 
 absl::StatusOr<std::unique_ptr<FileLock>> PosixEnv::LockFile(
     const std::string& path) {
-  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) return ErrnoStatus(errno, absl::StrCat("open ", path));
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;

@@ -76,12 +76,16 @@ std::string TempName(const std::string& name) {
 absl::Status WriteAtomically(Env* env, const std::string& dir,
                              const std::string& name,
                              const std::function<absl::Status(File*)>& fill) {
-  const std::string tmp = JoinPath(dir, TempName(name));
+  const std::string tmp_name = TempName(name);
+  const std::string tmp = JoinPath(dir, tmp_name);
   {
     OpenOptions o;
     o.create = true;
     o.exclusive = true;
-    ZS_ASSIGN_OR_RETURN(std::unique_ptr<File> f, env->OpenFile(tmp, o));
+    // Inside `dir` without following links: a step directory replaced by
+    // a link is refused, not written through.
+    ZS_ASSIGN_OR_RETURN(std::unique_ptr<File> f,
+                        env->OpenFileIn(dir, tmp_name, o));
     absl::Status s = fill(f.get());
     if (s.ok()) s = f->Sync();
     if (!s.ok()) {
@@ -112,13 +116,20 @@ absl::Status CheckShards(const v1::CheckpointManifest& m) {
   return absl::OkStatus();
 }
 
-// The framed manifest at `path`, which must record `step`.
+// The framed manifest root/step-S/`name`, which must record `step`. An
+// error opening it comes back as the Env's (NOT_FOUND: no such file;
+// FAILED_PRECONDITION: a link or not a regular file); a damaged one is
+// DATA_LOSS.
 absl::StatusOr<v1::CheckpointManifest> ReadManifest(Env* env,
-                                                    const std::string& path,
-                                                    uint64_t step) {
+                                                    const std::string& root,
+                                                    uint64_t step,
+                                                    const std::string& name) {
   OpenOptions o;
   o.read_only = true;
-  ZS_ASSIGN_OR_RETURN(std::unique_ptr<File> f, env->OpenFile(path, o));
+  const std::string path = JoinPath(JoinPath(root, StepDirName(step)), name);
+  ZS_ASSIGN_OR_RETURN(
+      std::unique_ptr<File> f,
+      env->OpenFileIn(JoinPath(root, StepDirName(step)), name, o));
   uint64_t framed = 0;
   ZS_ASSIGN_OR_RETURN(std::string bytes,
                       Unframe(f.get(), kManifestMagic, &framed));
@@ -156,14 +167,46 @@ std::string SnapshotName(uint32_t shard, uint32_t num_shards) {
   return absl::StrFormat("SNAPSHOT-%05d-of-%05d", shard, num_shards);
 }
 
+absl::Status Unusable(uint64_t step) {
+  return absl::DataLossError(absl::StrCat(
+      "checkpoint of step ", step,
+      ": a file it needs is missing, is not a regular file inside its step "
+      "directory, or is not named as the server names its files"));
+}
+
+absl::Status CheckManifest(const v1::CheckpointManifest& m, bool snapshot) {
+  if (snapshot) {
+    if (m.shards_size() != 1 ||
+        m.shards(0).shard_index() >= m.spec().num_servers()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("a snapshot manifest lists one shard of the plan, not ",
+                       m.shards_size()));
+    }
+  } else {
+    ZS_RETURN_IF_ERROR(CheckShards(m));
+  }
+  const uint32_t k = m.spec().num_servers();
+  for (const v1::CheckpointShard& s : m.shards()) {
+    const std::string want = snapshot ? SnapshotFileName(s.shard_index(), k)
+                                      : ShardFileName(s.shard_index(), k);
+    if (s.file() != want) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "CheckpointShard.file of shard ", s.shard_index(), " of step ",
+          m.step(), " must be '", want,
+          "', the name the server gave that shard's file (a plain name "
+          "inside the step directory)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string SnapshotFileName(uint32_t shard, uint32_t num_shards) {
+  return absl::StrFormat("snapshot-%05d-of-%05d.ckpt", shard, num_shards);
+}
+
 absl::Status WriteSnapshotManifest(Env* env, const std::string& root,
                                    const v1::CheckpointManifest& manifest) {
-  if (manifest.shards_size() != 1 ||
-      manifest.shards(0).shard_index() >= manifest.spec().num_servers()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("a snapshot manifest lists one shard of the plan, not ",
-                     manifest.shards_size()));
-  }
+  ZS_RETURN_IF_ERROR(CheckManifest(manifest, /*snapshot=*/true));
   const std::string dir = JoinPath(root, StepDirName(manifest.step()));
   const std::string bytes = Frame(kManifestMagic, manifest.SerializeAsString());
   return WriteAtomically(
@@ -186,14 +229,19 @@ absl::StatusOr<std::vector<Snapshot>> FindSnapshots(Env* env,
     if (!step.has_value()) continue;
     Snapshot snap;
     snap.path = JoinPath(JoinPath(root, name), SnapshotName(shard, num_shards));
-    if (!env->FileExists(snap.path)) continue;
+    snap.data_path =
+        JoinPath(JoinPath(root, name), SnapshotFileName(shard, num_shards));
     absl::StatusOr<v1::CheckpointManifest> m =
-        ReadManifest(env, snap.path, *step);
+        ReadManifest(env, root, *step, SnapshotName(shard, num_shards));
+    // None here, or not a regular file in a real directory: not one of
+    // ours (and nothing to remove through a link).
+    if (!m.ok() && !absl::IsDataLoss(m.status())) continue;
     if (m.ok() &&
         (m->shards_size() != 1 || m->shards(0).shard_index() != shard ||
-         m->spec().num_servers() != num_shards)) {
+         m->spec().num_servers() != num_shards ||
+         !CheckManifest(*m, /*snapshot=*/true).ok())) {
       m = absl::DataLossError(
-          absl::StrCat(snap.path, ": does not list this shard alone"));
+          absl::StrCat(snap.path, ": does not list this shard's file alone"));
     }
     if (m.ok()) {
       snap.manifest = *std::move(m);
@@ -211,7 +259,7 @@ absl::StatusOr<std::vector<Snapshot>> FindSnapshots(Env* env,
 
 absl::StatusOr<v1::CheckpointShard> WriteShardFile(
     Env* env, const std::string& root, const v1::ShardCheckpointHeader& header,
-    const ArraySource& source) {
+    const ArraySource& source, bool snapshot) {
   const uint64_t block = header.block_bytes();
   if (block == 0 || block % 4 != 0) {
     return absl::InvalidArgumentError("block_bytes must be a multiple of 4");
@@ -220,7 +268,9 @@ absl::StatusOr<v1::CheckpointShard> WriteShardFile(
   const std::string dir = JoinPath(root, StepDirName(header.step()));
   ZS_RETURN_IF_ERROR(env->CreateDir(dir));
   const std::string name =
-      ShardFileName(header.shard_index(), header.spec().num_servers());
+      snapshot
+          ? SnapshotFileName(header.shard_index(), header.spec().num_servers())
+          : ShardFileName(header.shard_index(), header.spec().num_servers());
   const std::string head = Frame(kShardMagic, header.SerializeAsString());
   uint32_t file_crc = 0;
   uint64_t written = 0;
@@ -277,60 +327,107 @@ absl::Status WriteManifest(Env* env, const std::string& root,
   });
 }
 
-absl::StatusOr<std::unique_ptr<ShardFileReader>> ShardFileReader::Open(
-    Env* env, const std::string& path) {
+namespace {
+
+// root/step-S/`name`, opened read-only without following links; any
+// failure to open it is Unusable(step).
+absl::StatusOr<std::unique_ptr<File>> OpenInStep(Env* env,
+                                                 const std::string& root,
+                                                 uint64_t step,
+                                                 const std::string& name) {
   OpenOptions o;
   o.read_only = true;
-  std::unique_ptr<ShardFileReader> r(new ShardFileReader());
-  ZS_ASSIGN_OR_RETURN(r->file_, env->OpenFile(path, o));
-  ZS_ASSIGN_OR_RETURN(std::string head,
-                      Unframe(r->file_.get(), kShardMagic, &r->payload_start_));
-  if (!r->header_.ParseFromString(head) || r->header_.block_bytes() == 0 ||
-      r->header_.block_bytes() % 4 != 0 ||
-      r->header_.block_bytes() > kMaxHeaderBytes) {
-    return absl::DataLossError(
-        absl::StrCat(path, ": the header does not parse"));
-  }
-  ZS_ASSIGN_OR_RETURN(uint64_t size, r->file_->Size());
-  const uint64_t payload = kArrays * r->header_.length() * 4;
-  const uint64_t block = r->header_.block_bytes();
-  const uint64_t blocks = (payload + block - 1) / block;
-  if (size != r->payload_start_ + payload + 4 * blocks) {
-    return absl::DataLossError(absl::StrCat(
-        path, ": ", size, " bytes, expected ",
-        r->payload_start_ + payload + 4 * blocks, " (truncated?)"));
-  }
-  return r;
+  absl::StatusOr<std::unique_ptr<File>> f =
+      env->OpenFileIn(JoinPath(root, StepDirName(step)), name, o);
+  if (!f.ok()) return Unusable(step);
+  return f;
 }
 
-absl::Status ShardFileReader::Read(int a, uint64_t offset, uint64_t n,
-                                   float* out) {
-  const uint64_t len = header_.length();
-  if (a < 0 || a >= kArrays || offset > len || n > len - offset) {
-    return absl::InvalidArgumentError("ShardFileReader::Read out of range");
+// The header framed at the start of `file`; its framed size in *start.
+absl::StatusOr<v1::ShardCheckpointHeader> HeaderOf(File* file,
+                                                   uint64_t* start) {
+  ZS_ASSIGN_OR_RETURN(std::string head, Unframe(file, kShardMagic, start));
+  v1::ShardCheckpointHeader h;
+  if (!h.ParseFromString(head) || h.block_bytes() == 0 ||
+      h.block_bytes() % 4 != 0 || h.block_bytes() > kMaxHeaderBytes) {
+    return absl::DataLossError(
+        absl::StrCat(file->path(), ": the header does not parse"));
   }
-  const uint64_t block = header_.block_bytes();
+  return h;
+}
+
+}  // namespace
+
+absl::StatusOr<v1::ShardCheckpointHeader> ReadShardHeader(
+    Env* env, const std::string& root, uint64_t step, const std::string& name) {
+  if (!IsPlainName(name)) return Unusable(step);
+  ZS_ASSIGN_OR_RETURN(std::unique_ptr<File> f,
+                      OpenInStep(env, root, step, name));
+  uint64_t start = 0;
+  return HeaderOf(f.get(), &start);
+}
+
+absl::Status ReadShardFile(Env* env, const std::string& root, uint64_t step,
+                           const v1::CheckpointShard& shard, Range want,
+                           const ArraySink* sink) {
+  if (!IsPlainName(shard.file())) return Unusable(step);
+  ZS_ASSIGN_OR_RETURN(std::unique_ptr<File> f,
+                      OpenInStep(env, root, step, shard.file()));
+  const std::string what = f->path();
+  ZS_ASSIGN_OR_RETURN(uint64_t size, f->Size());
+  if (size != shard.bytes()) {
+    return absl::DataLossError(absl::StrCat(
+        what, ": ", size, " bytes, the manifest records ", shard.bytes()));
+  }
+  uint64_t start = 0;
+  ZS_ASSIGN_OR_RETURN(v1::ShardCheckpointHeader h, HeaderOf(f.get(), &start));
+  if (h.step() != step || h.shard_index() != shard.shard_index() ||
+      h.offset() != shard.offset() || h.length() != shard.length()) {
+    return absl::DataLossError(absl::StrCat(
+        what, ": its header does not match the manifest of step ", step));
+  }
+  const uint64_t len = h.length();
+  const uint64_t block = h.block_bytes();
   const uint64_t payload = kArrays * len * 4;
-  uint64_t pos = (a * len + offset) * 4;
-  const uint64_t end = pos + n * 4;
-  char* dst = reinterpret_cast<char*>(out);
-  block_.resize(block + 4);
-  while (pos < end) {
-    const uint64_t b = pos / block;
+  const uint64_t blocks = (payload + block - 1) / block;
+  if (size != start + payload + 4 * blocks) {
+    return absl::DataLossError(absl::StrCat(what, ": ", size,
+                                            " bytes, its header implies ",
+                                            start + payload + 4 * blocks));
+  }
+  // The file's CRC: the framed header, then every block's data.
+  std::string frame(start, '\0');
+  ZS_RETURN_IF_ERROR(f->Read(0, frame.data(), frame.size()));
+  uint32_t crc = Crc32c(frame.data(), frame.size());
+  const Range have{shard.offset(), shard.offset() + len};
+  const Range r = Intersect(have, want);
+  std::vector<float> buf(block / 4 + 1);
+  for (uint64_t b = 0; b < blocks; ++b) {
     const uint64_t bytes = std::min(block, payload - b * block);
-    ZS_RETURN_IF_ERROR(file_->Read(payload_start_ + b * (block + 4),
-                                   block_.data(), bytes + 4));
-    uint32_t crc;
-    std::memcpy(&crc, block_.data() + bytes, 4);
-    if (Crc32c(block_.data(), bytes) != crc) {
-      return absl::DataLossError(absl::StrCat(file_->path(), ": block ", b,
-                                              " checksum mismatch (CRC-32C)"));
+    ZS_RETURN_IF_ERROR(f->Read(start + b * (block + 4), buf.data(), bytes + 4));
+    uint32_t stored;
+    std::memcpy(&stored, reinterpret_cast<const char*>(buf.data()) + bytes, 4);
+    if (Crc32c(buf.data(), bytes) != stored) {
+      return absl::DataLossError(
+          absl::StrCat(what, ": block ", b, " checksum mismatch (CRC-32C)"));
     }
-    const uint64_t lo = pos - b * block;
-    const uint64_t hi = std::min(bytes, end - b * block);
-    std::memcpy(dst, block_.data() + lo, hi - lo);
-    dst += hi - lo;
-    pos = b * block + hi;
+    crc = Crc32c(buf.data(), bytes, crc);
+    if (sink == nullptr || r.empty()) continue;
+    // Elements [e0, e1) of p ‖ m ‖ v are in this block.
+    const uint64_t e0 = b * block / 4, e1 = e0 + bytes / 4;
+    for (int a = 0; a < kArrays; ++a) {
+      const uint64_t lo = std::max(e0, a * len + (r.begin - have.begin));
+      const uint64_t hi = std::min(e1, a * len + (r.end - have.begin));
+      if (lo >= hi) continue;
+      ZS_RETURN_IF_ERROR((*sink)(a, lo - a * len + have.begin - want.begin,
+                                 hi - lo, buf.data() + (lo - e0)));
+    }
+  }
+  if (crc != shard.crc32c()) {
+    return absl::DataLossError(absl::StrFormat(
+        "%s: file CRC-32C %08x, the manifest records %08x (blocks swapped, "
+        "duplicated or rewritten)",
+        what, crc, shard.crc32c()));
   }
   return absl::OkStatus();
 }
@@ -343,8 +440,9 @@ absl::StatusOr<Listing> ListCheckpoints(Env* env, const std::string& root) {
   for (const std::string& name : *names) {
     const std::optional<uint64_t> step = StepOfDir(name);
     if (!step.has_value()) continue;
-    const std::string path = JoinPath(JoinPath(root, name), kManifestName);
-    if (!env->FileExists(path)) {
+    absl::StatusOr<v1::CheckpointManifest> m =
+        ReadManifest(env, root, *step, kManifestName);
+    if (absl::IsNotFound(m.status())) {
       // A directory of shutdown snapshots is not a checkpoint attempt.
       absl::StatusOr<std::vector<std::string>> files =
           env->ListDir(JoinPath(root, name));
@@ -359,11 +457,19 @@ absl::StatusOr<Listing> ListCheckpoints(Env* env, const std::string& root) {
       }
       continue;
     }
-    absl::StatusOr<v1::CheckpointManifest> m = ReadManifest(env, path, *step);
     absl::Status ok = m.status();
-    if (ok.ok()) ok = CheckShards(*m);
+    if (!ok.ok() && !absl::IsDataLoss(ok)) ok = Unusable(*step);
+    if (ok.ok()) {
+      ok = CheckShards(*m);
+      if (!ok.ok()) ok = absl::DataLossError(ok.message());
+    }
+    // The shards are right: a name the server would not give.
+    if (ok.ok() && !CheckManifest(*m, /*snapshot=*/false).ok()) {
+      ok = Unusable(*step);
+    }
     if (!ok.ok()) {
       listing.skipped.push_back(absl::StrCat(name, ": ", ok.message()));
+      listing.damaged.emplace_back(*step, ok);
       continue;
     }
     listing.complete.push_back(*std::move(m));
@@ -378,32 +484,14 @@ absl::StatusOr<Listing> ListCheckpoints(Env* env, const std::string& root) {
 
 absl::Status LoadRange(Env* env, const std::string& root,
                        const v1::CheckpointManifest& manifest, Range want,
-                       const ArraySink& sink) {
-  const std::string dir = JoinPath(root, StepDirName(manifest.step()));
+                       const ArraySink& sink, bool snapshot) {
+  if (!CheckManifest(manifest, snapshot).ok()) return Unusable(manifest.step());
   uint64_t covered = 0;
-  std::vector<float> buf;
   for (const v1::CheckpointShard& s : manifest.shards()) {
-    const Range have{s.offset(), s.offset() + s.length()};
-    const Range r = Intersect(have, want);
+    const Range r = Intersect(Range{s.offset(), s.offset() + s.length()}, want);
     if (r.empty()) continue;
-    ZS_ASSIGN_OR_RETURN(std::unique_ptr<ShardFileReader> reader,
-                        ShardFileReader::Open(env, JoinPath(dir, s.file())));
-    const v1::ShardCheckpointHeader& h = reader->header();
-    if (h.offset() != s.offset() || h.length() != s.length() ||
-        h.step() != manifest.step()) {
-      return absl::DataLossError(absl::StrCat(
-          s.file(), ": its header does not match the manifest of step ",
-          manifest.step()));
-    }
-    buf.resize(std::min<uint64_t>(r.size(), 1 << 18));
-    for (int a = 0; a < kArrays; ++a) {
-      for (uint64_t e = r.begin; e < r.end;) {
-        const uint64_t n = std::min<uint64_t>(r.end - e, buf.size());
-        ZS_RETURN_IF_ERROR(reader->Read(a, e - have.begin, n, buf.data()));
-        ZS_RETURN_IF_ERROR(sink(a, e - want.begin, n, buf.data()));
-        e += n;
-      }
-    }
+    ZS_RETURN_IF_ERROR(
+        ReadShardFile(env, root, manifest.step(), s, want, &sink));
     covered += r.size();
   }
   if (covered != want.size()) {

@@ -159,5 +159,52 @@ TEST(CheckpointFiles, ManifestMustListEveryShardOnce) {
   EXPECT_TRUE(absl::IsInvalidArgument(WriteManifest(&env, "/ckpt", m)));
 }
 
+TEST(CheckpointFiles, SwappedBlocksFailTheFileCrc) {
+  MemEnv env(false);
+  const v1::CheckpointManifest m = WriteCheckpoint(&env, 3, 64, 1);
+  const std::string path = "/ckpt/step-0000000003/" + m.shards(0).file();
+  OpenOptions o;
+  auto f = env.OpenFile(path, o);
+  ASSERT_TRUE(f.ok());
+  char head[12];
+  ASSERT_TRUE((*f)->Read(0, head, 12).ok());
+  uint32_t len;
+  std::memcpy(&len, head + 8, 4);
+  const uint64_t start = 16 + len;
+  // Blocks of 40 bytes, each followed by its CRC: swap the first two.
+  std::string b0(44, '\0'), b1(44, '\0');
+  ASSERT_TRUE((*f)->Read(start, b0.data(), 44).ok());
+  ASSERT_TRUE((*f)->Read(start + 44, b1.data(), 44).ok());
+  ASSERT_TRUE((*f)->Write(start, b1.data(), 44).ok());
+  ASSERT_TRUE((*f)->Write(start + 44, b0.data(), 44).ok());
+  absl::Status s = LoadRange(
+      &env, "/ckpt", m, Range{0, 64},
+      [](int, uint64_t, uint64_t, const float*) { return absl::OkStatus(); });
+  EXPECT_TRUE(absl::IsDataLoss(s)) << s;
+  EXPECT_NE(s.message().find("the manifest records"), std::string::npos) << s;
+}
+
+TEST(CheckpointFiles, NamesTheServerWouldNotGiveAreRefusedLikeMissingFiles) {
+  MemEnv env(false);
+  const v1::CheckpointManifest m = WriteCheckpoint(&env, 6, 20, 1);
+  auto load = [&](const v1::CheckpointManifest& x) {
+    return LoadRange(
+        &env, "/ckpt", x, Range{0, 20},
+        [](int, uint64_t, uint64_t, const float*) { return absl::OkStatus(); });
+  };
+  ASSERT_TRUE(load(m).ok());
+  for (const char* name : {"../../x.ckpt", "/etc/passwd", "", ".."}) {
+    v1::CheckpointManifest bad = m;
+    bad.mutable_shards(0)->set_file(name);
+    absl::Status c = CheckManifest(bad, false);
+    EXPECT_TRUE(absl::IsInvalidArgument(c)) << c;
+    EXPECT_NE(c.message().find("CheckpointShard.file"), std::string::npos);
+    EXPECT_EQ(load(bad), Unusable(6)) << name;
+  }
+  ASSERT_TRUE(
+      env.RemoveFile("/ckpt/step-0000000006/" + m.shards(0).file()).ok());
+  EXPECT_EQ(load(m), Unusable(6));
+}
+
 }  // namespace
 }  // namespace zeroshard::checkpoint

@@ -1,5 +1,6 @@
 #include "server/checkpoint/checkpointer.h"
 
+#include <cstdio>
 #include <cstring>
 #include <utility>
 
@@ -9,11 +10,15 @@
 namespace zeroshard {
 
 Checkpointer::Checkpointer(Env* env, std::string dir, uint32_t shard,
-                           uint32_t num_shards)
+                           uint32_t num_shards, Log log)
     : env_(env != nullptr ? env : DefaultEnv()),
       dir_(std::move(dir)),
       shard_(shard),
-      num_shards_(num_shards) {}
+      num_shards_(num_shards),
+      log_(log != nullptr ? std::move(log) : [](const std::string& line) {
+        std::printf("zeroshard-server: %s\n", line.c_str());
+        std::fflush(stdout);
+      }) {}
 
 absl::Status Checkpointer::CheckEnabled() const {
   if (enabled()) return absl::OkStatus();
@@ -51,19 +56,32 @@ absl::StatusOr<v1::CheckpointResponse> Checkpointer::WriteShard(
 
 absl::StatusOr<v1::CheckpointResponse> Checkpointer::Finalize(
     const v1::CheckpointRequest& req, const ShardFacts& f) {
-  ZS_ASSIGN_OR_RETURN(
-      auto reader,
-      checkpoint::ShardFileReader::Open(
-          env_, JoinPath(StepDir(req.step()),
-                         checkpoint::ShardFileName(shard_, num_shards_))));
+  ZS_ASSIGN_OR_RETURN(v1::ShardCheckpointHeader own,
+                      checkpoint::ReadShardHeader(
+                          env_, dir_, req.step(),
+                          checkpoint::ShardFileName(shard_, num_shards_)));
   v1::CheckpointManifest m;
   m.set_step(req.step());
-  m.set_optimizer_steps(reader->header().optimizer_steps());
-  *m.mutable_spec() = reader->header().spec();
+  m.set_optimizer_steps(own.optimizer_steps());
+  *m.mutable_spec() = own.spec();
   *m.mutable_shards() = req.shards();
   m.set_tag(req.tag());
   m.set_plan_hash(f.plan_hash);
   *m.mutable_trainer_state() = f.trainer_state;
+  // The names are the server's (a plain name each, inside the step
+  // directory), and this shard's entry is the file it wrote in phase 1.
+  ZS_RETURN_IF_ERROR(checkpoint::CheckManifest(m, /*snapshot=*/false));
+  for (const v1::CheckpointShard& s : m.shards()) {
+    if (s.shard_index() != shard_) continue;
+    absl::Status mine =
+        checkpoint::ReadShardFile(env_, dir_, req.step(), s, Range{}, nullptr);
+    if (!mine.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "CheckpointShard of shard ", shard_,
+          " (this server) does not match the file it wrote in phase 1: ",
+          mine.message()));
+    }
+  }
   ZS_RETURN_IF_ERROR(checkpoint::WriteManifest(env_, dir_, m));
   {
     absl::MutexLock l(&mu_);
@@ -85,15 +103,24 @@ absl::StatusOr<std::string> Checkpointer::WriteSnapshot(
   m.set_plan_hash(f.plan_hash);
   m.set_tag("shutdown");
   *m.mutable_trainer_state() = f.trainer_state;
+  // An older snapshot of this step names the file about to be rewritten:
+  // remove it first (a crash in between leaves no snapshot, and the next
+  // start restores the newest checkpoint, which is always safe).
+  const std::string manifest_path =
+      JoinPath(StepDir(f.step), checkpoint::SnapshotName(shard_, num_shards_));
+  if (env_->FileExists(manifest_path)) {
+    ZS_RETURN_IF_ERROR(env_->RemoveFile(manifest_path));
+  }
   ZS_ASSIGN_OR_RETURN(*m.add_shards(),
-                      checkpoint::WriteShardFile(env_, dir_, Header(f), read));
+                      checkpoint::WriteShardFile(env_, dir_, Header(f), read,
+                                                 /*snapshot=*/true));
   ZS_RETURN_IF_ERROR(checkpoint::WriteSnapshotManifest(env_, dir_, m));
   return JoinPath(StepDir(f.step),
                   checkpoint::SnapshotName(shard_, num_shards_));
 }
 
 absl::Status Checkpointer::Load(const v1::CheckpointManifest& manifest,
-                                Range owned, float* p, float* m,
+                                bool snapshot, Range owned, float* p, float* m,
                                 float* v) const {
   float* dst[checkpoint::kArrays] = {p, m, v};
   return checkpoint::LoadRange(
@@ -101,7 +128,8 @@ absl::Status Checkpointer::Load(const v1::CheckpointManifest& manifest,
       [&](int a, uint64_t offset, uint64_t count, const float* data) {
         std::memcpy(dst[a] + offset, data, count * 4);
         return absl::OkStatus();
-      });
+      },
+      snapshot);
 }
 
 absl::StatusOr<v1::CheckpointManifest> Checkpointer::Restore(
@@ -109,6 +137,9 @@ absl::StatusOr<v1::CheckpointManifest> Checkpointer::Restore(
   ZS_RETURN_IF_ERROR(CheckEnabled());
   ZS_ASSIGN_OR_RETURN(checkpoint::Listing listing,
                       checkpoint::ListCheckpoints(env_, dir_));
+  for (const auto& [damaged, why] : listing.damaged) {
+    if (step != 0 && damaged == step) return why;
+  }
   absl::Status last = absl::NotFoundError(absl::StrCat(
       "no complete checkpoint",
       step != 0 ? absl::StrCat(" of step ", step) : "", " in ", dir_));
@@ -120,12 +151,16 @@ absl::StatusOr<v1::CheckpointManifest> Checkpointer::Restore(
                        m.spec().job_id(), "', not '", job_id, "'"));
       continue;
     }
-    last = apply(m);
+    last = apply(m, /*snapshot=*/false);
     if (last.ok()) {
       Refresh();
       return m;
     }
     if (!absl::IsDataLoss(last) || step != 0) break;
+    log_(absl::StrCat(
+        "checkpoint ", checkpoint::StepDirName(m.step()), " is damaged (",
+        last.message(),
+        "); Restore is falling back to the previous complete one"));
   }
   return last;
 }
@@ -142,7 +177,7 @@ absl::StatusOr<uint64_t> Checkpointer::RestoreNewest(const Apply& apply,
       listing.complete.empty() ? 0 : listing.complete[0].step(), apply, log);
   for (size_t i = 0; restored == 0 && i < listing.complete.size(); ++i) {
     const v1::CheckpointManifest& m = listing.complete[i];
-    absl::Status s = apply(m);
+    absl::Status s = apply(m, /*snapshot=*/false);
     if (s.ok()) {
       restored = m.step();
       log(absl::StrCat("restored step ", m.step(), " of job '",
@@ -175,7 +210,7 @@ uint64_t Checkpointer::RestoreSnapshot(uint64_t newest, const Apply& apply,
   for (const checkpoint::Snapshot& snap : *snaps) {
     absl::Status s = snap.error;
     if (s.ok() && restored == 0 && snap.manifest.step() > newest) {
-      s = apply(snap.manifest);
+      s = apply(snap.manifest, /*snapshot=*/true);
       if (s.ok()) {
         restored = snap.manifest.step();
         log(absl::StrCat("restored step ", restored, " of job '",
@@ -191,10 +226,13 @@ uint64_t Checkpointer::RestoreSnapshot(uint64_t newest, const Apply& apply,
       log(absl::StrCat("shutdown snapshot ", snap.path, ": ", s.message(),
                        "; ignored"));
     }
-    absl::Status removed = env_->RemoveFile(snap.path);
-    if (!removed.ok()) {
-      log(absl::StrCat("cannot remove the shutdown snapshot ", snap.path, ": ",
-                       removed.message()));
+    for (const std::string& path : {snap.path, snap.data_path}) {
+      if (path == snap.data_path && !env_->FileExists(path)) continue;
+      absl::Status removed = env_->RemoveFile(path);
+      if (!removed.ok()) {
+        log(absl::StrCat("cannot remove the shutdown snapshot's ", path, ": ",
+                         removed.message()));
+      }
     }
   }
   return restored;

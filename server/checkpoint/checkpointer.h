@@ -2,13 +2,16 @@
 // server's --checkpoint_dir (file formats and the two-phase protocol:
 // checkpoint_files.h), and the choice of what to restore:
 //
-//   Restore        checkpoint S of the job, or the newest complete one that
-//                  loads (a damaged one — DATA_LOSS — falls back to the one
-//                  before);
+//   Restore        checkpoint S of the job (a damaged one: DATA_LOSS, and
+//                  nothing loaded), or the newest complete one that loads
+//                  (a damaged one — DATA_LOSS — falls back to the one
+//                  before, with a log line);
 //   RestoreNewest  at start: this shard's shutdown snapshot when it is newer
 //                  than every complete checkpoint (snapshots are single
 //                  use: every one is removed, the one loaded included), else
 //                  the newest complete checkpoint that loads.
+// Every file loaded is checked whole against its manifest (size, CRC):
+// checkpoint_files.h.
 //
 // The checkpointer owns no model state: writers read it through an
 // ArraySource, and restores hand each candidate manifest to the store's
@@ -50,11 +53,16 @@ class Checkpointer {
  public:
   // Loads a candidate checkpoint into the store (its error, DATA_LOSS for
   // a damaged one, makes the caller try an older one where it may).
-  using Apply = std::function<absl::Status(const v1::CheckpointManifest&)>;
+  // `snapshot`: the manifest is a shutdown snapshot's (pass it to Load).
+  using Apply =
+      std::function<absl::Status(const v1::CheckpointManifest&, bool snapshot)>;
   using Log = std::function<void(const std::string&)>;
 
-  // `dir` empty: checkpoints are off. `env` null: DefaultEnv().
-  Checkpointer(Env* env, std::string dir, uint32_t shard, uint32_t num_shards);
+  // `dir` empty: checkpoints are off. `env` null: DefaultEnv(). `log`
+  // (lines for the server's log, e.g. a damaged checkpoint skipped by
+  // Restore) null: "zeroshard-server: LINE" on stdout.
+  Checkpointer(Env* env, std::string dir, uint32_t shard, uint32_t num_shards,
+               Log log = nullptr);
 
   bool enabled() const { return !dir_.empty(); }
   const std::string& dir() const { return dir_; }
@@ -68,17 +76,20 @@ class Checkpointer {
   // Phase 2: the MANIFEST of req.step() listing req.shards(), with the
   // optimizer step count and spec of this shard's own file of that step
   // (which proves phase 1 ran here). INVALID_ARGUMENT for a shard list
-  // that does not cover the plan.
+  // that does not cover the plan, a CheckpointShard.file other than the
+  // name the server gives that shard's file, or an entry for this shard
+  // that does not match its file (size, CRC, range; read whole).
   absl::StatusOr<v1::CheckpointResponse> Finalize(
       const v1::CheckpointRequest& req, const ShardFacts& f);
-  // A shutdown snapshot of step `f.step`. Returns its path.
+  // A shutdown snapshot of step `f.step`, in its own files (never a file
+  // a checkpoint's MANIFEST names). Returns the path of its manifest.
   absl::StatusOr<std::string> WriteSnapshot(
       const ShardFacts& f, const checkpoint::ArraySource& read) const;
 
   // Loads `manifest`'s p, m, v over `owned` (written by any K) into three
   // arrays of owned.size() floats.
-  absl::Status Load(const v1::CheckpointManifest& manifest, Range owned,
-                    float* p, float* m, float* v) const;
+  absl::Status Load(const v1::CheckpointManifest& manifest, bool snapshot,
+                    Range owned, float* p, float* m, float* v) const;
   // See the file comment. Restore: `step` 0 for the newest; returns the
   // manifest restored.
   absl::StatusOr<v1::CheckpointManifest> Restore(uint64_t step,
@@ -104,6 +115,7 @@ class Checkpointer {
   Env* const env_;
   const std::string dir_;
   const uint32_t shard_, num_shards_;
+  const Log log_;
   mutable absl::Mutex mu_;
   std::vector<uint64_t> steps_ ABSL_GUARDED_BY(mu_);
   uint64_t written_ ABSL_GUARDED_BY(mu_) = 0;

@@ -214,7 +214,7 @@ absl::StatusOr<v1::CheckpointResponse> ShardStore::Checkpoint(
 }
 
 absl::Status ShardStore::RestoreManifest(const v1::CheckpointManifest& m,
-                                         uint64_t epoch) {
+                                         bool snapshot, uint64_t epoch) {
   v1::ModelSpec spec = m.spec();
   spec.set_num_servers(options_.num_shards);
   bool registered;
@@ -229,14 +229,20 @@ absl::Status ShardStore::RestoreManifest(const v1::CheckpointManifest& m,
           ", registered vs checkpoint)"));
     }
   }
-  // Registration allocates the state (its initial values are replaced
-  // below, or the store stays at step 0 if loading fails).
-  if (!registered) ZS_RETURN_IF_ERROR(RegisterModel(spec).status());
-  // Load into fresh arrays; the store changes only once all of it checked.
-  const uint64_t n = state_->size();
+  // Load into fresh arrays; the store changes only once all of it checked
+  // (an unregistered server registers the model only then).
+  Range owned;
+  if (registered) {
+    owned = state_->owned();
+  } else {
+    ZS_ASSIGN_OR_RETURN(PartitionPlan plan, PlanForSpec(spec));
+    owned = plan.ServerRange(options_.shard_index);
+  }
+  const uint64_t n = owned.size();
   std::vector<float> p(n), moment1(n), moment2(n);
-  ZS_RETURN_IF_ERROR(checkpointer_.Load(m, state_->owned(), p.data(),
+  ZS_RETURN_IF_ERROR(checkpointer_.Load(m, snapshot, owned, p.data(),
                                         moment1.data(), moment2.data()));
+  if (!registered) ZS_RETURN_IF_ERROR(RegisterModel(spec).status());
   absl::MutexLock l(&mu_);
   ZS_RETURN_IF_ERROR(ledger_->CheckNotCommitting());
   ZS_RETURN_IF_ERROR(
@@ -268,8 +274,9 @@ absl::StatusOr<v1::RestoreResponse> ShardStore::Restore(
     if (!s.ok()) return Reject(s);
   }
   absl::StatusOr<v1::CheckpointManifest> m = checkpointer_.Restore(
-      req.step(), req.job_id(), [&](const v1::CheckpointManifest& m) {
-        return RestoreManifest(m, req.epoch());
+      req.step(), req.job_id(),
+      [&](const v1::CheckpointManifest& m, bool snapshot) {
+        return RestoreManifest(m, snapshot, req.epoch());
       });
   if (!m.ok()) return Reject(m.status());
   resp.set_step(m->step());
@@ -279,8 +286,8 @@ absl::StatusOr<v1::RestoreResponse> ShardStore::Restore(
 
 absl::StatusOr<uint64_t> ShardStore::RestoreNewest(
     const std::function<void(const std::string&)>& log) {
-  auto apply = [&](const v1::CheckpointManifest& m) {
-    return RestoreManifest(m, 0);
+  auto apply = [&](const v1::CheckpointManifest& m, bool snapshot) {
+    return RestoreManifest(m, snapshot, 0);
   };
   ZS_ASSIGN_OR_RETURN(uint64_t step, checkpointer_.RestoreNewest(apply, log));
   absl::MutexLock l(&mu_);

@@ -140,9 +140,11 @@ class ShardStore : private PushOwner {
   void PushReleased(const PushClaim& claim) override ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status PushRejected(absl::Status s) override { return Reject(s); }
   void PushedBytes(uint64_t bytes) override { bytes_pushed_.fetch_add(bytes); }
-  // Loads `manifest` (complete) with the new epoch.
+  // Loads `manifest` (complete; `snapshot`: a shutdown snapshot's) with the
+  // new epoch. Nothing changes unless all of it loads and checks out.
   absl::Status RestoreManifest(const v1::CheckpointManifest& manifest,
-                               uint64_t epoch) ABSL_LOCKS_EXCLUDED(mu_);
+                               bool snapshot, uint64_t epoch)
+      ABSL_LOCKS_EXCLUDED(mu_);
   ShardFacts FactsLocked(uint64_t step) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

@@ -124,9 +124,11 @@ TEST_F(ShutdownSnapshotTest, NextStartResumesAtTheLastCommit) {
   EXPECT_EQ(st.step, 3u);
   EXPECT_EQ(st.trainer_state.data_offset(), 300);
   EXPECT_EQ(Params(store.get()), before);
-  // Single use: removed once loaded.
+  // Single use: removed once loaded, its data file too.
   EXPECT_FALSE(
       env_.FileExists("/ckpt/step-0000000003/SNAPSHOT-00000-of-00001"));
+  EXPECT_FALSE(
+      env_.FileExists("/ckpt/step-0000000003/snapshot-00000-of-00001.ckpt"));
 
   // Pushes wait for the job's Restore; a resume at another step is refused
   // and changes nothing.
@@ -188,8 +190,8 @@ TEST_F(ShutdownSnapshotTest, DamagedSnapshotFallsBackToTheCheckpoints) {
     Step(store.get(), 0);
     ASSERT_TRUE(store->WriteShutdownSnapshot().ok());
   }
-  // Flip a payload byte of the shard file the snapshot lists.
-  const std::string file = "/ckpt/step-0000000001/shard-00000-of-00001.ckpt";
+  // Flip a payload byte of the snapshot's own file.
+  const std::string file = "/ckpt/step-0000000001/snapshot-00000-of-00001.ckpt";
   {
     OpenOptions o;
     auto f = env_.OpenFile(file, o);
