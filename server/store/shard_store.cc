@@ -10,6 +10,7 @@
 #include "common/model_spec.h"
 #include "common/optim/adamw_hyper.h"
 #include "common/status_macros.h"
+#include "server/storage/buffer.h"
 
 namespace zeroshard {
 namespace {
@@ -233,14 +234,24 @@ absl::Status ShardStore::RestoreManifest(const v1::CheckpointManifest& m,
   // below, or the store stays at step 0 if loading fails).
   if (!registered) ZS_RETURN_IF_ERROR(RegisterModel(spec).status());
   // Load into fresh arrays; the store changes only once all of it checked.
+  // (3 x 4 bytes per element: RESOURCE_EXHAUSTED when refused.)
   const uint64_t n = state_->size();
-  std::vector<float> p(n), moment1(n), moment2(n);
-  ZS_RETURN_IF_ERROR(checkpointer_.Load(m, state_->owned(), p.data(),
-                                        moment1.data(), moment2.data()));
+  ZS_ASSIGN_OR_RETURN(
+      storage::AlignedBuffer p,
+      storage::AlignedBuffer::Allocate(n * 4, nullptr, "restoring weights"));
+  ZS_ASSIGN_OR_RETURN(
+      storage::AlignedBuffer moment1,
+      storage::AlignedBuffer::Allocate(n * 4, nullptr, "restoring moments"));
+  ZS_ASSIGN_OR_RETURN(
+      storage::AlignedBuffer moment2,
+      storage::AlignedBuffer::Allocate(n * 4, nullptr, "restoring moments"));
+  ZS_RETURN_IF_ERROR(checkpointer_.Load(m, state_->owned(), p.as<float>(),
+                                        moment1.as<float>(),
+                                        moment2.as<float>()));
   absl::MutexLock l(&mu_);
   ZS_RETURN_IF_ERROR(ledger_->CheckNotCommitting());
-  ZS_RETURN_IF_ERROR(
-      state_->Load(p.data(), moment1.data(), moment2.data(), m.step()));
+  ZS_RETURN_IF_ERROR(state_->Load(p.as<float>(), moment1.as<float>(),
+                                  moment2.as<float>(), m.step()));
   ledger_->Restored(m.step(), m.optimizer_steps(), epoch, m.trainer_state());
   return absl::OkStatus();
 }
