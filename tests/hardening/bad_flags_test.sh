@@ -16,6 +16,7 @@ bash "$R/tests/hardening/section_a_certs.sh" "$C" >/dev/null || { echo "FAIL cer
 # certificate, and a directory and a plain file.
 head -c 100 "$C/server.key" >"$C/truncated.key"
 cp "$C/client.key" "$C/other.key"
+cp "$C/server.pem" "$C/cert-as.key"
 printf -- '-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----\n' >"$C/junk.pem"
 chmod 600 "$C"/*.key
 touch "$T/plain-file"
@@ -44,7 +45,7 @@ run_case() {  # flag, then the server's arguments
 # TLS material: checked before gRPC starts.
 run_case --tls_key "${TLS[@]}" --tls_key="$C/truncated.key"
 run_case --tls_key "${TLS[@]}" --tls_key="$C/other.key"
-run_case --tls_key "${TLS[@]}" --tls_key="$C/server.pem"
+run_case --tls_key "${TLS[@]}" --tls_key="$C/cert-as.key"
 run_case --tls_cert --tls_cert="$C/junk.pem" --tls_key="$C/server.key" --tls_ca="$C/ca.pem" --token_file="$C/tokens.txt"
 run_case --tls_ca --tls_cert="$C/server.pem" --tls_key="$C/server.key" --tls_ca="$C/junk.pem" --token_file="$C/tokens.txt"
 # Directories and files.
