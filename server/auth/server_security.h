@@ -46,7 +46,9 @@ struct ServerSecurityFlags {
   bool require_client_cert = false;
   bool insecure = false;
   bool allow_insecure_key_permissions = false;
-  // -1: half the machine's physical memory.
+  // -1: half of what the process may use (the server sets it from
+  // common/memory_limit.h; ApplyServerLimits takes half the physical
+  // memory for a -1 left here).
   int64_t max_inflight_bytes = -1;
   int64_t max_streams_per_connection = 16;
   // -1: what the process may use (common/memory_limit.h: the smallest of
