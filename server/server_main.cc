@@ -25,7 +25,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -286,7 +285,7 @@ int Main(int argc, char** argv) {
   int64_t max_state_bytes = security_flags.max_state_bytes;
   if (max_state_bytes == -1) {
     max_state_bytes = nvme ? 0 : static_cast<int64_t>(memory_limit.bytes);
-    if (!nvme) {
+    if (!nvme && memory_limit.limit > 0) {
       std::printf(
           "zeroshard-server: --max_state_bytes %lld (%s: %s %s less a %s "
           "margin)\n",
@@ -294,9 +293,21 @@ int Main(int argc, char** argv) {
           HumanBytes(memory_limit.bytes).c_str(), memory_limit.source.c_str(),
           HumanBytes(memory_limit.limit).c_str(),
           HumanBytes(memory_limit.margin).c_str());
-      std::fflush(stdout);
     }
+  } else if (max_state_bytes == 0 ||
+             static_cast<uint64_t>(max_state_bytes) > memory_limit.bytes) {
+    // Allowed (allocations are checked), but said.
+    const std::string given =
+        max_state_bytes == 0 ? "0 (no limit)" : absl::StrCat(max_state_bytes);
+    std::printf(
+        "zeroshard-server: --max_state_bytes %s allows more than this "
+        "process may use (%s: %s %s less a %s margin); a model larger than "
+        "that is refused when its memory is\n",
+        given.c_str(), HumanBytes(memory_limit.bytes).c_str(),
+        memory_limit.source.c_str(), HumanBytes(memory_limit.limit).c_str(),
+        HumanBytes(memory_limit.margin).c_str());
   }
+  std::fflush(stdout);
   RequestGuard guard(
       std::move(security->tokens), [&store] { return store.job_id(); },
       static_cast<uint64_t>(max_state_bytes));
