@@ -14,7 +14,15 @@
 // kept in a shutdown snapshot that the next start restores (the job then
 // resumes there instead of rolling back to a checkpoint), and the process
 // exits 0 (1 if the snapshot could not be written).
+//
+// Every flag is checked before gRPC starts: a bad one (a number out of
+// range, a --checkpoint_dir that is no writable directory, a TLS key that
+// does not parse or match the certificate, a key or token file others may
+// read) exits 2 with one line naming the flag, and nothing listens.
+// Without --max_state_bytes the limit of the model state follows what the
+// process may use (common/memory_limit.h), logged at start.
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -29,6 +37,7 @@
 #include "common/flags.h"
 #include "common/hostname.h"
 #include "common/malloc_tuning.h"
+#include "common/memory_limit.h"
 #include "common/metrics/http_exporter.h"
 #include "common/metrics/process_metrics.h"
 #include "common/metrics/rpc_metrics.h"
@@ -157,10 +166,35 @@ int Main(int argc, char** argv) {
                                                 " is not in [100, 600000]"));
   }
   if (threads < 1 || threads > 1024) {
-    ExitWithError(flags.program(), "--threads must be in [1, 1024]");
+    ExitWithError(flags.program(),
+                  absl::StrCat("--threads ", threads, " is not in [1, 1024]"));
   }
   if (grpc_threads < 2 || grpc_threads > 4096) {
-    ExitWithError(flags.program(), "--grpc_threads must be in [2, 4096]");
+    ExitWithError(flags.program(), absl::StrCat("--grpc_threads ", grpc_threads,
+                                                " is not in [2, 4096]"));
+  }
+  if (!(grace_seconds >= 0 && grace_seconds <= 3600)) {  // NaN fails too
+    ExitWithError(flags.program(),
+                  absl::StrCat("--grace_seconds ", grace_seconds,
+                               " is not in [0, 3600]"));
+  }
+  if (host.empty()) ExitWithError(flags.program(), "--host must not be empty");
+  if (absl::Status s = CheckWritableDir("checkpoint_dir", checkpoint_dir);
+      !s.ok()) {
+    ExitWithError(flags.program(), std::string(s.message()));
+  }
+  if (!port_file.empty()) {
+    const size_t slash = port_file.rfind('/');
+    const std::string dir = slash == std::string::npos ? "."
+                            : slash == 0               ? "/"
+                                         : port_file.substr(0, slash);
+    struct stat st;
+    if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) ||
+        access(dir.c_str(), W_OK | X_OK) != 0) {
+      ExitWithError(flags.program(),
+                    absl::StrCat("--port_file ", port_file, ": ", dir,
+                                 " is not a writable directory"));
+    }
   }
   absl::StatusOr<fault::FaultSpec> fault_spec = fault::FaultSpecFromFlagOrEnv(
       fault_spec_flag, "ZEROSHARD_SERVER_FAULTS", fault::Side::kServer);
@@ -175,6 +209,15 @@ int Main(int argc, char** argv) {
   if (!storage_ok.ok()) {
     ExitWithError(flags.program(), std::string(storage_ok.message()));
   }
+  // Files and numbers of the security flags, before anything starts.
+  absl::StatusOr<ServerSecurity> security = LoadServerSecurity(security_flags);
+  if (!security.ok()) {
+    ExitWithError(flags.program(), std::string(security.status().message()));
+  }
+  // Every flag is good: warnings may be printed now.
+  for (const std::string& w : security->warnings) {
+    std::fprintf(stderr, "zeroshard-server: %s\n", w.c_str());
+  }
   std::unique_ptr<storage::DirLock> state_lock;  // held until exit
   if (nvme) {
     auto lock = PrepareStateDir(
@@ -186,6 +229,19 @@ int Main(int argc, char** argv) {
       ExitWithError(flags.program(), std::string(lock.status().message()), 1);
     }
     state_lock = std::move(*lock);
+  }
+
+  // What the process may use: the default of --max_state_bytes and
+  // --max_inflight_bytes (half of it).
+  StateLimit memory_limit;
+  if (std::optional<StateLimit> l = ChooseStateLimit(ReadMemoryLimits())) {
+    memory_limit = *l;
+  } else {
+    memory_limit.source = "no limit found";
+  }
+  if (security_flags.max_inflight_bytes == -1 && memory_limit.limit > 0) {
+    security_flags.max_inflight_bytes = std::max<int64_t>(
+        64ll << 20, static_cast<int64_t>(memory_limit.limit / 2));
   }
 
   // Stream chunks are ~1 MiB buffers allocated per message: keep them on
@@ -204,13 +260,8 @@ int Main(int argc, char** argv) {
   grpc_init();
   // After the mask: credentials start gRPC's threads, which must not take
   // SIGTERM themselves.
-  absl::StatusOr<ServerSecurity> security = LoadServerSecurity(security_flags);
-  if (!security.ok()) {
-    ExitWithError(flags.program(), std::string(security.status().message()));
-  }
-  for (const std::string& w : security->warnings) {
-    std::fprintf(stderr, "zeroshard-server: %s\n", w.c_str());
-  }
+  std::shared_ptr<grpc::ServerCredentials> credentials =
+      MakeServerCredentials(security_flags, &*security);
 
   StoreOptions options;
   options.shard_index = shard_index;
@@ -232,11 +283,31 @@ int Main(int argc, char** argv) {
         1);
   }
   int64_t max_state_bytes = security_flags.max_state_bytes;
-  if (max_state_bytes < 0) {
-    max_state_bytes = nvme ? 0
-                           : static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) *
-                                 sysconf(_SC_PAGESIZE);
+  if (max_state_bytes == -1) {
+    max_state_bytes = nvme ? 0 : static_cast<int64_t>(memory_limit.bytes);
+    if (!nvme && memory_limit.limit > 0) {
+      std::printf(
+          "zeroshard-server: --max_state_bytes %lld (%s: %s %s less a %s "
+          "margin)\n",
+          static_cast<long long>(max_state_bytes),
+          HumanBytes(memory_limit.bytes).c_str(), memory_limit.source.c_str(),
+          HumanBytes(memory_limit.limit).c_str(),
+          HumanBytes(memory_limit.margin).c_str());
+    }
+  } else if (max_state_bytes == 0 ||
+             static_cast<uint64_t>(max_state_bytes) > memory_limit.bytes) {
+    // Allowed (allocations are checked), but said.
+    const std::string given =
+        max_state_bytes == 0 ? "0 (no limit)" : absl::StrCat(max_state_bytes);
+    std::printf(
+        "zeroshard-server: --max_state_bytes %s allows more than this "
+        "process may use (%s: %s %s less a %s margin); a model larger than "
+        "that is refused when its memory is\n",
+        given.c_str(), HumanBytes(memory_limit.bytes).c_str(),
+        memory_limit.source.c_str(), HumanBytes(memory_limit.limit).c_str(),
+        HumanBytes(memory_limit.margin).c_str());
   }
+  std::fflush(stdout);
   RequestGuard guard(
       std::move(security->tokens), [&store] { return store.job_id(); },
       static_cast<uint64_t>(max_state_bytes));
@@ -257,7 +328,7 @@ int Main(int argc, char** argv) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int bound_port = 0;
-  builder.AddListeningPort(absl::StrCat(host, ":", port), security->credentials,
+  builder.AddListeningPort(absl::StrCat(host, ":", port), credentials,
                            &bound_port);
   builder.RegisterService(&service);
   if (shard_index == 0) builder.RegisterService(&membership_service);

@@ -3,6 +3,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 #include "common/env/env.h"
 #include "common/status_macros.h"
@@ -41,6 +44,36 @@ void AddStorageFlags(FlagSet* flags, StorageFlags* f) {
               "(else in RAM, 4 bytes per element and contribution).");
 }
 
+namespace {
+
+// Each numeric flag in its range, whatever --storage says (a flag given
+// with a nonsense value is refused even where it has no effect).
+absl::Status CheckStorageNumbers(const StorageFlags& f) {
+  struct Range {
+    const char* flag;
+    int64_t value, lo, hi;
+  };
+  constexpr int64_t kMax = int64_t{1} << 50;
+  for (const Range& r : {
+           Range{"aio_block_size", f.aio_block_size, 1, 1ll << 30},
+           Range{"aio_queue_depth", f.aio_queue_depth, 1, 4096},
+           Range{"aio_intra_op_parallelism", f.aio_intra_op_parallelism, 1,
+                 256},
+           Range{"sub_group_size", f.sub_group_size, 1, kMax},
+           Range{"buffer_count", f.buffer_count, 1, 1024},
+           Range{"buffer_size", f.buffer_size, 0, kMax},
+           Range{"read_cache_bytes", f.read_cache_bytes, 0, kMax},
+       }) {
+    if (r.value < r.lo || r.value > r.hi) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--", r.flag, " ", r.value, " is not in [", r.lo, ", ", r.hi, "]"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status CheckStorageFlags(const StorageFlags& f, uint32_t shard_index,
                                bool* nvme, storage::NvmeOptions* options) {
   *nvme = f.storage == "nvme";
@@ -48,6 +81,7 @@ absl::Status CheckStorageFlags(const StorageFlags& f, uint32_t shard_index,
     return absl::InvalidArgumentError(
         absl::StrCat("--storage must be ram or nvme, not '", f.storage, "'"));
   }
+  if (absl::Status s = CheckStorageNumbers(f); !s.ok()) return s;
   if (!*nvme) {
     if (!f.nvme_path.empty()) {
       return absl::InvalidArgumentError("--nvme_path needs --storage=nvme");
@@ -80,17 +114,39 @@ absl::Status CheckStorageFlags(const StorageFlags& f, uint32_t shard_index,
   options->read_cache_bytes = static_cast<uint64_t>(f.read_cache_bytes);
   options->grads = f.grads_on_disk ? storage::GradLocation::kDisk
                                    : storage::GradLocation::kRam;
-  if (f.aio_block_size <= 0 || f.aio_queue_depth <= 0 ||
-      f.aio_queue_depth > 4096 || f.aio_intra_op_parallelism <= 0 ||
-      f.aio_intra_op_parallelism > 256 || f.sub_group_size <= 0 ||
-      f.buffer_count <= 0 || f.buffer_count > 1024 || f.buffer_size < 0 ||
-      f.read_cache_bytes < 0) {
-    return absl::InvalidArgumentError(
-        "--aio_*, --sub_group_size, --buffer_count, --buffer_size and "
-        "--read_cache_bytes must be positive (and in range)");
-  }
   absl::Status s = storage::NvmeTier::CheckOptions(*options);
   if (!s.ok()) return absl::InvalidArgumentError(s.message());
+  return absl::OkStatus();
+}
+
+absl::Status CheckWritableDir(const std::string& flag, const std::string& dir) {
+  if (dir.empty()) return absl::OkStatus();
+  // The directory, or else its nearest existing ancestor (which the
+  // server will create it in), must be a writable directory.
+  std::string at = dir;
+  struct stat st;
+  while (stat(at.c_str(), &st) != 0) {
+    if (errno != ENOENT && errno != ENOTDIR) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--", flag, " ", dir, ": cannot stat ", at, ": ", strerror(errno)));
+    }
+    while (at.size() > 1 && at.back() == '/') at.pop_back();
+    const size_t slash = at.rfind('/');
+    at = slash == std::string::npos ? "."
+         : slash == 0               ? "/"
+                                    : at.substr(0, slash);
+  }
+  const bool self = at == dir;
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, " ", dir,
+                     self ? " is not a directory"
+                          : absl::StrCat(": ", at, " is not a directory")));
+  }
+  if (access(at.c_str(), W_OK | X_OK) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, " ", dir, ": ", at, " is not writable"));
+  }
   return absl::OkStatus();
 }
 

@@ -42,9 +42,16 @@ void AddStorageFlags(FlagSet* flags, StorageFlags* f);
 
 // Checks the flags (INVALID_ARGUMENT naming the flag or path: exit 2) and
 // fills the tier options for shard `shard_index` (path = the state
-// directory). Returns false in *nvme for --storage=ram.
+// directory). Returns false in *nvme for --storage=ram. The numeric flags
+// are range-checked with either storage.
 absl::Status CheckStorageFlags(const StorageFlags& f, uint32_t shard_index,
                                bool* nvme, storage::NvmeOptions* options);
+
+// OK when `dir` is empty, or a writable directory, or missing with its
+// nearest existing ancestor a writable directory (the server creates it);
+// else INVALID_ARGUMENT naming --`flag` and the path (e.g. --checkpoint_dir
+// /etc/passwd "is not a directory").
+absl::Status CheckWritableDir(const std::string& flag, const std::string& dir);
 
 // Creates and locks options.path and refuses existing state (see above):
 // FAILED_PRECONDITION for a lock held elsewhere or a previous run's state,

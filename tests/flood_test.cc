@@ -54,6 +54,7 @@ TEST(FloodTest, MemoryStaysBoundedAndEveryPushSucceeds) {
   const std::string tokens = dir + "/tokens.txt", token = dir + "/w.token";
   std::ofstream(tokens) << "flood-worker-token-0123456789 flood worker\n";
   std::ofstream(token) << "flood-worker-token-0123456789\n";
+  chmod(tokens.c_str(), 0600);  // the server refuses a readable token file
   auto binary = WorkspaceBinary("server/zeroshard-server");
   ASSERT_TRUE(binary.ok()) << binary.status();
   FleetOptions fo;

@@ -1,6 +1,10 @@
 // Reads a PEM file (certificate, key or CA bundle) named by a flag, for
-// the server's and the client's TLS credentials. The contents are handed
-// to gRPC and never printed.
+// the server's and the client's TLS credentials, and checks what it holds
+// with OpenSSL before gRPC sees it, so that a bad file is one clear line
+// at start (gRPC would log its own lines and fail later). The contents are
+// handed to gRPC and never printed.
+//
+// Thread-safety: free functions, no state.
 #ifndef ZEROSHARD_COMMON_SECURITY_PEM_H_
 #define ZEROSHARD_COMMON_SECURITY_PEM_H_
 
@@ -17,6 +21,27 @@ namespace zeroshard::security {
 absl::StatusOr<std::string> ReadPemFile(const std::string& flag,
                                         const std::string& path,
                                         Env* env = DefaultEnv());
+
+// INVALID_ARGUMENT naming --`flag` and `path` unless `pem` holds at least
+// one certificate and every certificate block in it parses.
+absl::Status CheckCertificates(const std::string& flag, const std::string& path,
+                               const std::string& pem);
+
+// INVALID_ARGUMENT naming --`flag` and `path` unless `pem` holds an
+// unencrypted private key that parses (truncated, encrypted or a
+// certificate in its place are refused).
+absl::Status CheckPrivateKey(const std::string& flag, const std::string& path,
+                             const std::string& pem);
+
+// INVALID_ARGUMENT naming both flags and files unless the private key
+// `key_pem` belongs to the first certificate of `cert_pem` (both already
+// checked above).
+absl::Status CheckKeyMatchesCertificate(const std::string& cert_flag,
+                                        const std::string& cert_path,
+                                        const std::string& cert_pem,
+                                        const std::string& key_flag,
+                                        const std::string& key_path,
+                                        const std::string& key_pem);
 
 }  // namespace zeroshard::security
 

@@ -4,6 +4,8 @@
 #include <string>
 
 #include "common/security/access.h"
+#include "common/security/pem.h"
+#include "common/security/secret_file.h"
 #include "common/security/tokens.h"
 #include "gtest/gtest.h"
 
@@ -170,6 +172,50 @@ TEST(Access, Decisions) {
   EXPECT_NE(server_job.message().find("holds job 'job-b'"), std::string::npos);
   EXPECT_EQ(Authorize(&admin, push, "job-a", "job-b").code(),
             absl::StatusCode::kPermissionDenied);
+}
+
+TEST(SecretFileTest, OwnerOnlyModesPass) {
+  for (mode_t m : {0600, 0400, 0700, 0100600}) {
+    EXPECT_TRUE(CheckSecretFileMode("tls_key", "k", m, 1000, 1000).ok()) << m;
+  }
+}
+
+TEST(SecretFileTest, GroupOrOthersRefusedNamingFlagFileAndMode) {
+  absl::Status s = CheckSecretFileMode("tls_key", "/d/x.key", 0100644, 0, 0);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "--tls_key: permissions 0644 for '/d/x.key' are too open (other "
+            "users may read it); chmod 600 it, or give "
+            "--allow_insecure_key_permissions");
+  EXPECT_FALSE(CheckSecretFileMode("token_file", "t", 0640, 1000, 1000).ok());
+  EXPECT_FALSE(CheckSecretFileMode("token_file", "t", 0604, 1000, 1000).ok());
+  EXPECT_FALSE(CheckSecretFileMode("token_file", "t", 0602, 1000, 1000).ok());
+  EXPECT_FALSE(CheckSecretFileMode("token_file", "t", 0620, 1000, 1000).ok());
+}
+
+TEST(SecretFileTest, RootOwnedGroupReadableSecretOfAPodPasses) {
+  // A Kubernetes Secret volume with fsGroup: root:<fsGroup> 0440.
+  EXPECT_TRUE(CheckSecretFileMode("tls_key", "k", 0440, 0, 65532).ok());
+  EXPECT_TRUE(CheckSecretFileMode("tls_key", "k", 0640, 0, 65532).ok());
+  EXPECT_FALSE(CheckSecretFileMode("tls_key", "k", 0444, 0, 65532).ok());
+  EXPECT_FALSE(CheckSecretFileMode("tls_key", "k", 0460, 0, 65532).ok());
+  EXPECT_FALSE(CheckSecretFileMode("tls_key", "k", 0440, 0, 0).ok());
+  EXPECT_FALSE(CheckSecretFileMode("tls_key", "k", 0440, 7, 65532).ok());
+}
+
+TEST(PemTest, RefusesWhatIsNoKeyOrCertificate) {
+  const std::string junk =
+      "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydA==\n-----END "
+      "CERTIFICATE-----\n";
+  absl::Status s = CheckCertificates("tls_cert", "c.pem", junk);
+  EXPECT_EQ(s.message(), "--tls_cert: c.pem holds no valid certificate");
+  s = CheckPrivateKey("tls_key", "k.key", junk);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("--tls_key: k.key holds no usable private key"),
+            std::string::npos);
+  EXPECT_FALSE(
+      CheckKeyMatchesCertificate("tls_cert", "c", junk, "tls_key", "k", junk)
+          .ok());
 }
 
 }  // namespace

@@ -2,6 +2,13 @@
 // MemoryAccount so that a tier can report (and tests can bound) the bytes
 // it holds in RAM.
 //
+// Errors: AlignedBuffer::Allocate answers RESOURCE_EXHAUSTED, naming the
+// bytes and what they were for, when the allocation fails (an address-space
+// limit, or overcommit refused): use it for every allocation whose size a
+// request decides (the state arrays, gradient slots, pipeline buffers).
+// The constructor aborts instead; it is for small fixed-size scratch
+// buffers only.
+//
 // Threading: MemoryAccount is thread-safe; an AlignedBuffer is a plain
 // owning value (move-only).
 #ifndef ZEROSHARD_SERVER_STORAGE_BUFFER_H_
@@ -14,6 +21,9 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "common/env/env.h"
 
 namespace zeroshard {
@@ -40,7 +50,27 @@ class AlignedBuffer {
  public:
   AlignedBuffer() = default;
   // `bytes` rounded up to kIoAlign, zero-filled, counted in `account`
-  // (may be null) until destruction. Aborts if memory is exhausted.
+  // (may be null) until destruction. RESOURCE_EXHAUSTED "cannot allocate N
+  // bytes for <what>" when memory is refused.
+  static absl::StatusOr<AlignedBuffer> Allocate(uint64_t bytes,
+                                                MemoryAccount* account,
+                                                absl::string_view what) {
+    AlignedBuffer b;
+    const uint64_t size = AlignUp(bytes == 0 ? 1 : bytes, kIoAlign);
+    if (size >= bytes) {  // no overflow
+      b.data_ = static_cast<char*>(std::aligned_alloc(kIoAlign, size));
+    }
+    if (b.data_ == nullptr) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "cannot allocate ", bytes, " bytes for ", what, " (out of memory)"));
+    }
+    b.size_ = size;
+    b.account_ = account;
+    std::memset(b.data_, 0, size);
+    if (account != nullptr) account->Add(size);
+    return b;
+  }
+  // The same for small scratch buffers: aborts if memory is exhausted.
   AlignedBuffer(uint64_t bytes, MemoryAccount* account)
       : size_(AlignUp(bytes == 0 ? 1 : bytes, kIoAlign)), account_(account) {
     data_ = static_cast<char*>(std::aligned_alloc(kIoAlign, size_));

@@ -18,10 +18,19 @@ absl::Status OutsideSlots(uint32_t slot, uint64_t offset, uint64_t count) {
 
 class RamGradSlots : public GradSlots {
  public:
-  RamGradSlots(uint32_t slots, uint64_t n) : n_(n) {
+  explicit RamGradSlots(uint64_t n) : n_(n) {}
+  absl::Status Allocate(uint32_t slots) {
     for (uint32_t s = 1; s < slots; ++s) {
-      buffers_.emplace_back(n * 4, &account_);
+      absl::StatusOr<AlignedBuffer> b = AlignedBuffer::Allocate(
+          n_ * 4, &account_, absl::StrCat("gradient slot ", s));
+      if (!b.ok()) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            (slots - 1) * n_ * 4, " bytes of gradient slots (", slots - 1,
+            " x ", n_, " x 4): ", b.status().message()));
+      }
+      buffers_.push_back(*std::move(b));
     }
+    return absl::OkStatus();
   }
   absl::Status Write(uint32_t slot, uint64_t offset, const float* data,
                      uint64_t count) override {
@@ -53,8 +62,15 @@ class RamGradSlots : public GradSlots {
 
 }  // namespace
 
-std::unique_ptr<GradSlots> NewRamGradSlots(uint32_t slots, uint64_t n) {
-  return std::make_unique<RamGradSlots>(slots, n);
+absl::StatusOr<std::unique_ptr<GradSlots>> NewRamGradSlots(uint32_t slots,
+                                                           uint64_t n) {
+  if (n > (uint64_t{1} << 59)) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("gradient slots of ", n, " elements cannot be held"));
+  }
+  auto g = std::make_unique<RamGradSlots>(n);
+  ZS_RETURN_IF_ERROR(g->Allocate(slots));
+  return std::unique_ptr<GradSlots>(std::move(g));
 }
 
 std::unique_ptr<GradWriter> NewSlotWriter(GradSlots* slots, uint32_t slot,

@@ -45,8 +45,10 @@ class GradSlots {
   virtual uint64_t bytes_written() const { return 0; }
 };
 
-// Slots 1..slots-1 of n elements in RAM (zeroed).
-std::unique_ptr<GradSlots> NewRamGradSlots(uint32_t slots, uint64_t n);
+// Slots 1..slots-1 of n elements in RAM (zeroed). RESOURCE_EXHAUSTED,
+// naming the bytes, when the memory is refused.
+absl::StatusOr<std::unique_ptr<GradSlots>> NewRamGradSlots(uint32_t slots,
+                                                           uint64_t n);
 
 // A writer of slot `slot` over [offset, offset + n) from elements appended
 // in order (one push stream); `slots` must outlive it.

@@ -78,15 +78,19 @@ absl::Status NvmeTier::RunPipeline(const std::vector<AdamWHyper>* hypers) {
   const bool disk_grads = grad_file_ != nullptr && hypers != nullptr;
   if (buffers_.empty()) {
     const uint64_t elems = std::max(options_.buffer_size, sg);
+    std::vector<std::unique_ptr<SubBuffer>> made;
     for (uint64_t b = 0; b < nb; ++b) {
       auto sb = std::make_unique<SubBuffer>();
       for (int k = 0; k < 5; ++k) {
         if (k == kGrad && grad_file_ == nullptr) continue;
-        sb->arrays[k] =
-            AlignedBuffer(elems * ElementBytes(ArrayKind(k)), &account_);
+        ZS_ASSIGN_OR_RETURN(
+            sb->arrays[k],
+            AlignedBuffer::Allocate(elems * ElementBytes(ArrayKind(k)),
+                                    &account_, "a step pipeline buffer"));
       }
-      buffers_.push_back(std::move(sb));
+      made.push_back(std::move(sb));
     }
+    buffers_ = std::move(made);  // all or none
   }
   std::array<ArrayFile*, kStateArrays> cur;
   uint64_t steps;

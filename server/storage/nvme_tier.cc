@@ -83,7 +83,9 @@ absl::Status NvmeTier::Init() {
   cache_ = std::make_unique<ReadCache>(options_.read_cache_bytes,
                                        options_.block_size, &account_);
   if (options_.grads == GradLocation::kRam) {
-    grad_ram_ = AlignedBuffer(layout_.size * 4, &account_);
+    ZS_ASSIGN_OR_RETURN(grad_ram_,
+                        AlignedBuffer::Allocate(layout_.size * 4, &account_,
+                                                "the gradient accumulator"));
     return absl::OkStatus();
   }
   const std::string path = FileName(kGrad, 0);

@@ -13,19 +13,38 @@ namespace storage {
 absl::StatusOr<std::unique_ptr<RamTier>> RamTier::Create(
     const TierLayout& layout, ThreadPool* pool) {
   ZS_RETURN_IF_ERROR(ValidateLayout(layout));
-  return std::unique_ptr<RamTier>(new RamTier(layout, pool));
+  const uint64_t n = layout.size;
+  if (n > (uint64_t{1} << 59)) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("a tier of ", n, " elements cannot be held in RAM"));
+  }
+  std::unique_ptr<RamTier> t(new RamTier(layout, pool));
+  // p = 0 and serve = 16-bit 0 = 0x0000 for both formats: zero-filled.
+  // A refused allocation frees the arrays already made with `t`.
+  struct Array {
+    AlignedBuffer* buffer;
+    uint64_t bytes;
+    const char* what;
+  };
+  for (const Array& a : {Array{&t->p_, n * 4, "the fp32 master weights"},
+                         Array{&t->m_, n * 4, "AdamW's first moments"},
+                         Array{&t->v_, n * 4, "AdamW's second moments"},
+                         Array{&t->g_, n * 4, "the gradient accumulator"},
+                         Array{&t->serve_, n * 2, "the 16-bit serving copy"}}) {
+    absl::StatusOr<AlignedBuffer> b =
+        AlignedBuffer::Allocate(a.bytes, &t->account_, a.what);
+    if (!b.ok()) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the model's state needs ", n * 18, " bytes of RAM on this shard (",
+          n, " elements x 18); ", b.status().message()));
+    }
+    *a.buffer = *std::move(b);
+  }
+  return t;
 }
 
 RamTier::RamTier(const TierLayout& layout, ThreadPool* pool)
-    : layout_(layout), pool_(pool) {
-  const uint64_t n = layout.size;
-  p_ = AlignedBuffer(n * 4, &account_);
-  m_ = AlignedBuffer(n * 4, &account_);
-  v_ = AlignedBuffer(n * 4, &account_);
-  g_ = AlignedBuffer(n * 4, &account_);
-  serve_ = AlignedBuffer(n * 2, &account_);
-  // p = 0 and serve = 16-bit 0 = 0x0000 for both formats: already so.
-}
+    : layout_(layout), pool_(pool) {}
 
 absl::Status RamTier::CheckRange(uint64_t offset, uint64_t n) const {
   if (offset > layout_.size || n > layout_.size - offset) {

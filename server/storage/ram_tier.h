@@ -1,5 +1,6 @@
 // RamTier: the whole state in RAM (p, m, v, g as fp32, serve as 16 bits:
-// 18 bytes per element), allocated at creation. Step is one AdamW pass over
+// 18 bytes per element), allocated at creation (RESOURCE_EXHAUSTED, naming
+// the bytes, when the memory is refused). Step is one AdamW pass over
 // the spans on the thread pool. The reference the NVMe tier is compared to.
 //
 // Snapshot is UNIMPLEMENTED (a RAM store checkpoints through the store).
@@ -21,6 +22,7 @@ namespace storage {
 class RamTier : public StorageTier {
  public:
   // `pool` (may be null) is not owned and must outlive the tier.
+  // RESOURCE_EXHAUSTED when the arrays cannot be allocated.
   static absl::StatusOr<std::unique_ptr<RamTier>> Create(
       const TierLayout& layout, ThreadPool* pool);
 

@@ -92,7 +92,8 @@ absl::StatusOr<std::unique_ptr<ShardState>> ShardState::Create(
                         storage::SlotFiles::Create(env, options.slot_dir, slots,
                                                    state->size()));
   } else if (slots > 1) {
-    state->grad_slots_ = storage::NewRamGradSlots(slots, state->size());
+    ZS_ASSIGN_OR_RETURN(state->grad_slots_,
+                        storage::NewRamGradSlots(slots, state->size()));
   }
   ZS_RETURN_IF_ERROR(state->Init(spec.init()));
   return state;

@@ -10,6 +10,7 @@
 #include "common/model_spec.h"
 #include "common/optim/adamw_hyper.h"
 #include "common/status_macros.h"
+#include "server/storage/buffer.h"
 
 namespace zeroshard {
 namespace {
@@ -230,7 +231,8 @@ absl::Status ShardStore::RestoreManifest(const v1::CheckpointManifest& m,
     }
   }
   // Load into fresh arrays; the store changes only once all of it checked
-  // (an unregistered server registers the model only then).
+  // (an unregistered server registers the model only then). 3 x 4 bytes
+  // per element: RESOURCE_EXHAUSTED when refused.
   Range owned;
   if (registered) {
     owned = state_->owned();
@@ -239,14 +241,23 @@ absl::Status ShardStore::RestoreManifest(const v1::CheckpointManifest& m,
     owned = plan.ServerRange(options_.shard_index);
   }
   const uint64_t n = owned.size();
-  std::vector<float> p(n), moment1(n), moment2(n);
-  ZS_RETURN_IF_ERROR(checkpointer_.Load(m, snapshot, owned, p.data(),
-                                        moment1.data(), moment2.data()));
+  ZS_ASSIGN_OR_RETURN(
+      storage::AlignedBuffer p,
+      storage::AlignedBuffer::Allocate(n * 4, nullptr, "restoring weights"));
+  ZS_ASSIGN_OR_RETURN(
+      storage::AlignedBuffer moment1,
+      storage::AlignedBuffer::Allocate(n * 4, nullptr, "restoring moments"));
+  ZS_ASSIGN_OR_RETURN(
+      storage::AlignedBuffer moment2,
+      storage::AlignedBuffer::Allocate(n * 4, nullptr, "restoring moments"));
+  ZS_RETURN_IF_ERROR(checkpointer_.Load(m, snapshot, owned, p.as<float>(),
+                                        moment1.as<float>(),
+                                        moment2.as<float>()));
   if (!registered) ZS_RETURN_IF_ERROR(RegisterModel(spec).status());
   absl::MutexLock l(&mu_);
   ZS_RETURN_IF_ERROR(ledger_->CheckNotCommitting());
-  ZS_RETURN_IF_ERROR(
-      state_->Load(p.data(), moment1.data(), moment2.data(), m.step()));
+  ZS_RETURN_IF_ERROR(state_->Load(p.as<float>(), moment1.as<float>(),
+                                  moment2.as<float>(), m.step()));
   ledger_->Restored(m.step(), m.optimizer_steps(), epoch, m.trainer_state());
   return absl::OkStatus();
 }
