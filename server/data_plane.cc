@@ -1,9 +1,12 @@
 #include "server/data_plane.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -13,6 +16,94 @@
 #include "server/shard_service.h"
 
 namespace zeroshard {
+
+struct IdleStreams::Watch {
+  // Guards ctx. Recursive: gRPC may run the reactor's OnDone (Unwatch)
+  // inline in TryCancel, on the checking thread that holds it.
+  std::recursive_mutex mu;
+  grpc::CallbackServerContext* ctx = nullptr;  // null once unwatched
+  std::atomic<int64_t> last_progress_ns{0};
+  std::atomic<bool> timed_out{false};
+};
+
+namespace {
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+IdleStreams::IdleStreams(absl::Duration timeout) : timeout_(timeout) {
+  if (timeout_ > absl::ZeroDuration()) {
+    thread_ = std::make_unique<std::thread>([this] { Run(); });
+  }
+}
+
+IdleStreams::~IdleStreams() {
+  {
+    absl::MutexLock l(&mu_);
+    stop_ = true;
+  }
+  if (thread_ != nullptr) thread_->join();
+}
+
+std::shared_ptr<IdleStreams::Watch> IdleStreams::Start(
+    grpc::CallbackServerContext* ctx) {
+  if (thread_ == nullptr || ctx == nullptr) return nullptr;
+  auto w = std::make_shared<Watch>();
+  w->ctx = ctx;
+  w->last_progress_ns = NowNs();
+  absl::MutexLock l(&mu_);
+  watched_.push_back(w);
+  return w;
+}
+
+void IdleStreams::Touch(Watch* w) {
+  if (w != nullptr) w->last_progress_ns = NowNs();
+}
+
+bool IdleStreams::TimedOut(const Watch* w) {
+  return w != nullptr && w->timed_out.load();
+}
+
+void IdleStreams::Unwatch(const std::shared_ptr<Watch>& w) {
+  if (w == nullptr) return;
+  {
+    std::lock_guard<std::recursive_mutex> g(w->mu);
+    w->ctx = nullptr;
+  }
+  absl::MutexLock l(&mu_);
+  watched_.erase(std::remove(watched_.begin(), watched_.end(), w),
+                 watched_.end());
+}
+
+void IdleStreams::Run() {
+  const absl::Duration period = std::min(timeout_ / 4, absl::Seconds(1));
+  const int64_t limit_ns = absl::ToInt64Nanoseconds(timeout_);
+  mu_.Lock();
+  while (!mu_.AwaitWithTimeout(absl::Condition(&stop_), period)) {
+    const int64_t now = NowNs();
+    std::vector<std::shared_ptr<Watch>> idle;
+    for (const std::shared_ptr<Watch>& w : watched_) {
+      if (now - w->last_progress_ns.load() > limit_ns && !w->timed_out) {
+        idle.push_back(w);
+      }
+    }
+    mu_.Unlock();  // Unwatch may run inline in TryCancel
+    for (const std::shared_ptr<Watch>& w : idle) {
+      std::lock_guard<std::recursive_mutex> g(w->mu);
+      if (w->ctx == nullptr) continue;
+      w->timed_out = true;
+      w->ctx->TryCancel();
+    }
+    mu_.Lock();
+  }
+  mu_.Unlock();
+}
+
 namespace {
 
 // A gather chunk's buffer: [room for the prefix][payload]. The payload
@@ -24,8 +115,11 @@ void FreeChunk(void* p) { delete[] static_cast<char*>(p); }
 
 class GatherReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
-  GatherReactor(ShardStore* store, const grpc::ByteBuffer* request)
-      : store_(store) {
+  GatherReactor(ShardStore* store, const grpc::ByteBuffer* request,
+                grpc::CallbackServerContext* ctx, IdleStreams* idle)
+      : store_(store),
+        idle_(idle),
+        watch_(idle != nullptr ? idle->Start(ctx) : nullptr) {
     grpc::Slice flat;
     if (!request->DumpToSingleSlice(&flat).ok() ||
         !req_.ParseFromArray(flat.begin(), static_cast<int>(flat.size()))) {
@@ -48,9 +142,13 @@ class GatherReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
       Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
       return;
     }
+    IdleStreams::Touch(watch_.get());
     Next();
   }
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    if (idle_ != nullptr) idle_->Unwatch(watch_);
+    delete this;
+  }
 
  private:
   // Writes the next chunk, or finishes.
@@ -89,6 +187,8 @@ class GatherReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   }
 
   ShardStore* const store_;
+  IdleStreams* const idle_;
+  const std::shared_ptr<IdleStreams::Watch> watch_;
   v1::GatherRequest req_;
   size_t esize_ = 0;
   uint64_t done_ = 0;  // elements
@@ -98,16 +198,30 @@ class GatherReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 
 class PushReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
-  PushReactor(ShardStore* store, grpc::ByteBuffer* response)
-      : store_(store), response_(response) {
+  PushReactor(ShardStore* store, grpc::ByteBuffer* response,
+              grpc::CallbackServerContext* ctx, IdleStreams* idle)
+      : store_(store),
+        response_(response),
+        idle_(idle),
+        watch_(idle != nullptr ? idle->Start(ctx) : nullptr) {
     StartRead(&message_);
   }
 
   void OnReadDone(bool ok) override {
+    if (!ok && IdleStreams::TimedOut(watch_.get())) {
+      Done(Invalid(
+          absl::StrCat(
+              "push stream idle for more than ",
+              absl::FormatDuration(idle_->timeout()),
+              " (--stream_idle_timeout_seconds); its range is released"),
+          grpc::StatusCode::DEADLINE_EXCEEDED));
+      return;
+    }
     if (!ok) {  // the client is done sending (or went away)
       Done(End());
       return;
     }
+    IdleStreams::Touch(watch_.get());
     bool answered = false;
     const grpc::Status s = Consume(&answered);
     if (!s.ok() || answered) {
@@ -117,7 +231,10 @@ class PushReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     ++messages_;
     StartRead(&message_);
   }
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    if (idle_ != nullptr) idle_->Unwatch(watch_);
+    delete this;
+  }
 
  private:
   // Ends the call. The session goes first: an unfinished one releases its
@@ -128,9 +245,11 @@ class PushReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     Finish(status);
   }
 
-  grpc::Status Invalid(const std::string& message) {
+  grpc::Status Invalid(
+      const std::string& message,
+      grpc::StatusCode code = grpc::StatusCode::INVALID_ARGUMENT) {
     store_->CountRejected();
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, message);
+    return grpc::Status(code, message);
   }
 
   // One PushGradientsRequest, as the generated handler treated it: the
@@ -235,6 +354,8 @@ class PushReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
 
   ShardStore* const store_;
   grpc::ByteBuffer* const response_;
+  IdleStreams* const idle_;
+  const std::shared_ptr<IdleStreams::Watch> watch_;
   grpc::ByteBuffer message_;
   std::unique_ptr<PushSession> session_;
   size_t esize_ = 1;
@@ -245,13 +366,15 @@ class PushReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
 }  // namespace
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* NewGatherReactor(
-    ShardStore* store, const grpc::ByteBuffer* request) {
-  return new GatherReactor(store, request);
+    ShardStore* store, const grpc::ByteBuffer* request,
+    grpc::CallbackServerContext* ctx, IdleStreams* idle) {
+  return new GatherReactor(store, request, ctx, idle);
 }
 
 grpc::ServerReadReactor<grpc::ByteBuffer>* NewPushReactor(
-    ShardStore* store, grpc::ByteBuffer* response) {
-  return new PushReactor(store, response);
+    ShardStore* store, grpc::ByteBuffer* response,
+    grpc::CallbackServerContext* ctx, IdleStreams* idle) {
+  return new PushReactor(store, response, ctx, idle);
 }
 
 }  // namespace zeroshard

@@ -14,26 +14,75 @@
 // handlers; bytes that do not parse as the request message are
 // INVALID_ARGUMENT and counted as rejected.
 //
+// Stalled streams: a stream that makes no progress (no message received,
+// no chunk taken by the client) for the idle timeout is cancelled by the
+// server (IdleStreams, --stream_idle_timeout_seconds); a push stream's
+// session then releases its reserved range, as it does at once when the
+// client cancels or goes away.
+//
 // Ownership: gRPC owns each reactor once returned and it deletes itself in
-// OnDone(). `store` is not owned and must outlive the server. Threading:
-// gRPC calls one reactor's callbacks one at a time; the store is
+// OnDone(). `store` and `idle` are not owned and must outlive the server.
+// Threading: gRPC calls one reactor's callbacks one at a time; the store is
 // thread-safe. Handlers never wait on anything but the store's locks.
 #ifndef ZEROSHARD_SERVER_DATA_PLANE_H_
 #define ZEROSHARD_SERVER_DATA_PLANE_H_
 
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "server/store/shard_store.h"
 
 namespace zeroshard {
 
+// Cancels the streams it watches once they made no progress for
+// `timeout`. A thread checks every min(timeout / 4, 1 s). Thread-safe.
+class IdleStreams {
+ public:
+  // One watched stream (shared by the reactor and the checking thread).
+  struct Watch;
+
+  // `timeout` <= 0: never cancels (and starts no thread).
+  explicit IdleStreams(absl::Duration timeout);
+  ~IdleStreams();  // stops the thread; every stream must be unwatched
+  IdleStreams(const IdleStreams&) = delete;
+  IdleStreams& operator=(const IdleStreams&) = delete;
+
+  absl::Duration timeout() const { return timeout_; }
+  // Starts watching the call of `ctx` (until Unwatch).
+  std::shared_ptr<Watch> Start(grpc::CallbackServerContext* ctx);
+  // The stream made progress.
+  static void Touch(Watch* w);
+  // True once the stream was cancelled for being idle.
+  static bool TimedOut(const Watch* w);
+  // In the reactor's OnDone: the context is about to go.
+  void Unwatch(const std::shared_ptr<Watch>& w);
+
+ private:
+  void Run();
+
+  const absl::Duration timeout_;
+  absl::Mutex mu_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::shared_ptr<Watch>> watched_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<std::thread> thread_;
+};
+
 // Starts streaming the range `request` asks for (GatherRequest bytes).
+// `idle` may be null (no idle deadline).
 grpc::ServerWriteReactor<grpc::ByteBuffer>* NewGatherReactor(
-    ShardStore* store, const grpc::ByteBuffer* request);
+    ShardStore* store, const grpc::ByteBuffer* request,
+    grpc::CallbackServerContext* ctx = nullptr, IdleStreams* idle = nullptr);
 
 // Receives one contribution (PushGradientsRequest messages) and answers
 // with PushGradientsResponse bytes in `response`.
 grpc::ServerReadReactor<grpc::ByteBuffer>* NewPushReactor(
-    ShardStore* store, grpc::ByteBuffer* response);
+    ShardStore* store, grpc::ByteBuffer* response,
+    grpc::CallbackServerContext* ctx = nullptr, IdleStreams* idle = nullptr);
 
 }  // namespace zeroshard
 

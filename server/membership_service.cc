@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "server/shard_service.h"
+#include "server/unary_adapter.h"
 
 namespace zeroshard {
 namespace {
@@ -31,6 +32,27 @@ grpc::Status MembershipServiceImpl::Admit(const grpc::ServerContextBase* ctx,
   if (!s.ok()) return s;
   return guard_->CheckRequestJob(*ctx, method, who, job);
 }
+
+#define ZS_SERVE_UNARY(Name, method)                                      \
+  grpc::Status MembershipServiceImpl::Streamed##Name(                     \
+      grpc::ServerContext* ctx,                                           \
+      grpc::ServerUnaryStreamer<v1::Name##Request, v1::Name##Response>*   \
+          stream) {                                                       \
+    return ServeUnary<v1::Name##Request, v1::Name##Response>(             \
+        method, ctx, stream,                                              \
+        [this, ctx] {                                                     \
+          if (guard_ == nullptr) return grpc::Status::OK;                 \
+          const security::Principal* who = nullptr;                       \
+          return guard_->Admit(*ctx, method, &who);                       \
+        },                                                                \
+        [this](grpc::ServerContext* c, const v1::Name##Request* req,      \
+               v1::Name##Response* resp) { return Name(c, req, resp); }); \
+  }
+ZS_SERVE_UNARY(Join, kJoin)
+ZS_SERVE_UNARY(Heartbeat, kHeartbeat)
+ZS_SERVE_UNARY(Leave, kLeave)
+ZS_SERVE_UNARY(Rendezvous, kRendezvous)
+#undef ZS_SERVE_UNARY
 
 grpc::Status MembershipServiceImpl::Join(grpc::ServerContext* ctx,
                                          const v1::JoinRequest* req,

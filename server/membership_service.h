@@ -3,6 +3,10 @@
 // each handler admits the caller through the RequestGuard, calls the
 // Membership and converts its absl::Status (ToGrpcStatus).
 //
+// The methods are registered as streamed unary ones and reach the typed
+// handlers through ServeUnary (server/unary_adapter.h): a malformed
+// request is INVALID_ARGUMENT naming the method.
+//
 // Threading: gRPC calls these synchronous handlers on its own threads;
 // Rendezvous holds its thread for at most kMaxRendezvousWaitMs.
 #ifndef ZEROSHARD_SERVER_MEMBERSHIP_SERVICE_H_
@@ -15,7 +19,14 @@
 
 namespace zeroshard {
 
-class MembershipServiceImpl final : public v1::MembershipService::Service {
+using MembershipServiceBase =
+    v1::MembershipService::WithStreamedUnaryMethod_Join<
+        v1::MembershipService::WithStreamedUnaryMethod_Heartbeat<
+            v1::MembershipService::WithStreamedUnaryMethod_Leave<
+                v1::MembershipService::WithStreamedUnaryMethod_Rendezvous<
+                    v1::MembershipService::Service>>>>;
+
+class MembershipServiceImpl final : public MembershipServiceBase {
  public:
   // `membership` (and `guard`) are not owned and must outlive the service.
   // Null `guard`: everyone may call (in-process tests).
@@ -23,6 +34,24 @@ class MembershipServiceImpl final : public v1::MembershipService::Service {
                                  const RequestGuard* guard = nullptr)
       : membership_(membership), guard_(guard) {}
 
+  grpc::Status StreamedJoin(
+      grpc::ServerContext* ctx,
+      grpc::ServerUnaryStreamer<v1::JoinRequest, v1::JoinResponse>* stream)
+      override;
+  grpc::Status StreamedHeartbeat(
+      grpc::ServerContext* ctx,
+      grpc::ServerUnaryStreamer<v1::HeartbeatRequest, v1::HeartbeatResponse>*
+          stream) override;
+  grpc::Status StreamedLeave(
+      grpc::ServerContext* ctx,
+      grpc::ServerUnaryStreamer<v1::LeaveRequest, v1::LeaveResponse>* stream)
+      override;
+  grpc::Status StreamedRendezvous(
+      grpc::ServerContext* ctx,
+      grpc::ServerUnaryStreamer<v1::RendezvousRequest, v1::RendezvousResponse>*
+          stream) override;
+
+  // The typed handlers.
   grpc::Status Join(grpc::ServerContext* ctx, const v1::JoinRequest* req,
                     v1::JoinResponse* resp) override;
   grpc::Status Heartbeat(grpc::ServerContext* ctx,

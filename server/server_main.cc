@@ -121,6 +121,11 @@ int Main(int argc, char** argv) {
               "Membership lease (shard 0 hosts zeroshard.v1.MembershipService):"
               " a worker that sends no heartbeat for this many ms leaves its "
               "group. In [100, 600000].");
+  double stream_idle_timeout_seconds = 60;
+  flags.Double("stream_idle_timeout_seconds", &stream_idle_timeout_seconds,
+               "A Gather or PushGradients stream that makes no progress for "
+               "this long is cancelled (a push's range is released); 0: "
+               "never. In [0, 86400].");
   StorageFlags storage_flags;
   AddStorageFlags(&flags, &storage_flags);
   ServerSecurityFlags security_flags;
@@ -164,6 +169,12 @@ int Main(int argc, char** argv) {
   if (lease_ms < 100 || lease_ms > 600000) {
     ExitWithError(flags.program(), absl::StrCat("--lease_ms ", lease_ms,
                                                 " is not in [100, 600000]"));
+  }
+  if (!(stream_idle_timeout_seconds >= 0 &&
+        stream_idle_timeout_seconds <= 86400)) {
+    ExitWithError(flags.program(),
+                  "--stream_idle_timeout_seconds must be in "
+                  "[0, 86400]");
   }
   if (threads < 1 || threads > 1024) {
     ExitWithError(flags.program(),
@@ -311,7 +322,8 @@ int Main(int argc, char** argv) {
   RequestGuard guard(
       std::move(security->tokens), [&store] { return store.job_id(); },
       static_cast<uint64_t>(max_state_bytes));
-  ShardServiceImpl service(&store, &guard);
+  ShardServiceImpl service(&store, &guard,
+                           absl::Seconds(stream_idle_timeout_seconds));
   MembershipOptions membership_options;
   membership_options.lease_ms = lease_ms;
   membership_options.committed_step = [&store] { return store.Stats().step; };
@@ -354,6 +366,11 @@ int Main(int argc, char** argv) {
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, 1 << 20);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 8 << 20);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  // HTTP/2 keepalive: a client that stops answering pings for 20 s loses
+  // its connection, so its streams end and their ranges are released.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   grpc::ResourceQuota quota("zeroshard-server");
   quota.SetMaxThreads(static_cast<int>(grpc_threads));
   ApplyServerLimits(security_flags, &builder, &quota);

@@ -9,7 +9,9 @@
 #include "common/env/env.h"
 #include "common/model_spec.h"
 #include "server/auth/rejected_reactor.h"
+#include "server/client_text.h"
 #include "server/data_plane.h"
+#include "server/unary_adapter.h"
 
 namespace zeroshard {
 namespace {
@@ -66,8 +68,34 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
   // absl and gRPC share the canonical code numbering.
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      std::string(status.message()));
+                      BoundedMessage(status.message()));
 }
+
+std::function<grpc::Status()> ShardServiceImpl::Refuse(grpc::ServerContext* ctx,
+                                                       const char* method) {
+  return [this, ctx, method] {
+    store_->CountRejected();
+    return Admit(ctx, method);
+  };
+}
+
+#define ZS_SERVE_UNARY(Name, method)                                      \
+  grpc::Status ShardServiceImpl::Streamed##Name(                          \
+      grpc::ServerContext* ctx,                                           \
+      grpc::ServerUnaryStreamer<v1::Name##Request, v1::Name##Response>*   \
+          stream) {                                                       \
+    return ServeUnary<v1::Name##Request, v1::Name##Response>(             \
+        method, ctx, stream, Refuse(ctx, method),                         \
+        [this](grpc::ServerContext* c, const v1::Name##Request* req,      \
+               v1::Name##Response* resp) { return Name(c, req, resp); }); \
+  }
+ZS_SERVE_UNARY(RegisterModel, kRegister)
+ZS_SERVE_UNARY(GetStats, kStats)
+ZS_SERVE_UNARY(PrepareStep, kPrepare)
+ZS_SERVE_UNARY(CommitStep, kCommit)
+ZS_SERVE_UNARY(Checkpoint, kCheckpoint)
+ZS_SERVE_UNARY(Restore, kRestore)
+#undef ZS_SERVE_UNARY
 
 grpc::Status ShardServiceImpl::Admit(const grpc::ServerContextBase* ctx,
                                      const char* method,
@@ -115,8 +143,9 @@ grpc::Status ShardServiceImpl::WriteParameters(
   if (!reader->Read(&msg) || !msg.has_header()) {
     store_->CountRejected();
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        "the first WriteParameters message must carry a "
-                        "header");
+                        absl::StrCat(kWrite,
+                                     ": the first message must carry a header "
+                                     "(or it was malformed)"));
   }
   const v1::WriteHeader header = msg.header();
   if (grpc::Status a = Admit(ctx, kWrite, &header.job_id()); !a.ok()) {
@@ -124,9 +153,13 @@ grpc::Status ShardServiceImpl::WriteParameters(
   }
   absl::Status s = store_->CheckWrite(header);
   if (!s.ok()) return ToGrpcStatus(s);
+  // Staged: nothing is written unless the whole stream is good. At most
+  // the announced length (inside the owned range), grown as data arrives.
+  std::vector<std::string> chunks;
   uint64_t written = 0;
+  bool first = true;
   do {
-    if (written > 0 && msg.has_header()) {
+    if (!first && msg.has_header()) {
       store_->CountRejected();
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           "only the first message may carry a header");
@@ -140,23 +173,25 @@ grpc::Status ShardServiceImpl::WriteParameters(
           absl::StrCat("chunk of ", data.size(),
                        " bytes is oversized, not whole fp32 elements, or "
                        "past the announced length ",
-                       header.length()));
+                       header.length(), "; nothing was written"));
     }
-    const uint64_t n = data.size() / 4;
-    if (n > 0) {
-      s = store_->WriteParameters(header.job_id(), header.offset() + written,
-                                  reinterpret_cast<const float*>(data.data()),
-                                  n);
-      if (!s.ok()) return ToGrpcStatus(s);
-      written += n;
+    if (!data.empty()) {
+      written += data.size() / 4;
+      chunks.push_back(std::move(*msg.mutable_data()));
     }
+    first = false;
   } while (reader->Read(&msg));
   if (written != header.length()) {
     store_->CountRejected();
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        absl::StrCat("stream ended after ", written, " of ",
-                                     header.length(), " elements"));
+    return grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        absl::StrCat(kWrite, ": stream ended after ", written, " of ",
+                     header.length(),
+                     " elements (or a message was malformed); nothing was "
+                     "written"));
   }
+  s = store_->WriteParameters(header, chunks);
+  if (!s.ok()) return ToGrpcStatus(s);
   resp->set_elements_written(written);
   return grpc::Status::OK;
 }
@@ -204,7 +239,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* ShardServiceImpl::Gather(
   if (grpc::Status a = Admit(ctx, kGather); !a.ok()) {
     return new RejectedReactor<grpc::ServerWriteReactor<grpc::ByteBuffer>>(a);
   }
-  return NewGatherReactor(store_, request);
+  return NewGatherReactor(store_, request, ctx, &idle_);
 }
 
 grpc::ServerReadReactor<grpc::ByteBuffer>* ShardServiceImpl::PushGradients(
@@ -212,7 +247,7 @@ grpc::ServerReadReactor<grpc::ByteBuffer>* ShardServiceImpl::PushGradients(
   if (grpc::Status a = Admit(ctx, kPush); !a.ok()) {
     return new RejectedReactor<grpc::ServerReadReactor<grpc::ByteBuffer>>(a);
   }
-  return NewPushReactor(store_, response);
+  return NewPushReactor(store_, response, ctx, &idle_);
 }
 
 grpc::Status ShardServiceImpl::PrepareStep(grpc::ServerContext* ctx,

@@ -15,20 +15,30 @@
 //       cert=worker-1 method=/zeroshard.v1.ShardService/GetStats
 //   zeroshard-server: audit: refused who=anonymous peer=... method=...
 //       code=UNAUTHENTICATED why="..."
-// `who` is the token's name from the tokens file, never the token.
+// `who` is the token's name from the tokens file, never the token. Every
+// field is escaped and bounded (ClientText, server/client_text.h: a
+// newline is written as \n), so no request can start a line of the log.
+// An allowed read-only call (GetStats, which the launcher polls) is
+// audited once per caller and method every kReadOnlyAuditInterval, not on
+// every call; refusals are always audited.
 //
 // Without a token table (--insecure without --token_file) every call is
 // let through and admin calls are still audited (who=anonymous).
 //
-// Thread-safety: immutable after construction; call from any thread.
+// Thread-safety: call from any thread (the read-only call times are
+// guarded by a mutex; all else is immutable after construction).
 #ifndef ZEROSHARD_SERVER_AUTH_REQUEST_GUARD_H_
 #define ZEROSHARD_SERVER_AUTH_REQUEST_GUARD_H_
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/security/tokens.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/zeroshard.pb.h"
@@ -87,10 +97,21 @@ class RequestGuard {
              const security::Principal* principal,
              const grpc::Status* refusal) const;
 
+  // False for an allowed read-only call by the same caller audited less
+  // than kReadOnlyAuditInterval ago.
+  bool ShouldAuditAllowed(absl::string_view method,
+                          const security::Principal* principal) const;
+
   const std::optional<security::TokenTable> tokens_;
   const std::function<std::string()> server_job_;
   const uint64_t max_state_bytes_;
+  mutable absl::Mutex mu_;
+  // "<who> <method>" of allowed read-only calls: when last audited.
+  mutable std::map<std::string, absl::Time> read_only_audited_
+      ABSL_GUARDED_BY(mu_);
 };
+
+inline constexpr absl::Duration kReadOnlyAuditInterval = absl::Minutes(10);
 
 }  // namespace zeroshard
 

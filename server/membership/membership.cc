@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "server/client_text.h"
 
 namespace zeroshard {
 namespace {
@@ -21,8 +22,27 @@ std::string Members(size_t n) {
 
 absl::Status NotAMember(const std::string& job_id, uint64_t member_id) {
   return absl::NotFoundError(absl::StrCat(
-      "member ", member_id, " of job '", job_id,
+      "member ", member_id, " of job '", ClientText(job_id),
       "' is not in the group (its lease expired or it left); join again"));
+}
+
+// INVALID_ARGUMENT naming `field` unless `value` is min..max bytes of
+// printable ASCII.
+absl::Status CheckField(const char* field, const std::string& value, size_t min,
+                        size_t max) {
+  if (value.size() < min || value.size() > max) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " is ", value.size(), " bytes ('",
+                     ClientText(value), "'); it must be ", min, " to ", max));
+  }
+  for (char c : value) {
+    if (c < 0x20 || c > 0x7e) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, " '", ClientText(value),
+                       "' holds a byte that is not printable ASCII"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -39,15 +59,15 @@ int64_t Membership::Now() const {
 
 absl::Status Membership::CheckJobId(const std::string& job_id) {
   if (job_id.empty()) return absl::InvalidArgumentError("job_id is empty");
-  return absl::OkStatus();
+  return CheckField("job_id", job_id, 1, kMaxJobIdBytes);
 }
 
 void Membership::Log(const std::string& job_id, const Job& job,
                      const std::string& what) const {
   if (!options_.log) return;
-  options_.log(absl::StrCat("membership: job '", job_id, "' epoch ", job.epoch,
-                            ": ", what, " (", Members(job.members.size()),
-                            ")"));
+  options_.log(absl::StrCat("membership: job '", ClientText(job_id), "' epoch ",
+                            job.epoch, ": ", what, " (",
+                            Members(job.members.size()), ")"));
 }
 
 v1::WorldView Membership::ViewLocked(const Job& job) const {
@@ -77,7 +97,7 @@ void Membership::RemoveLocked(const std::string& job_id, Job* job,
   BumpEpochLocked(job);
   Log(job_id, *job,
       absl::StrCat(expired ? "lease of member " : "member ", member_id, " ('",
-                   name, expired ? "') expired" : "') left"));
+                   ClientText(name), expired ? "') expired" : "') left"));
 }
 
 void Membership::ExpireLocked(const std::string& job_id, Job* job,
@@ -104,8 +124,14 @@ absl::StatusOr<Membership::Job*> Membership::FindMember(
 absl::StatusOr<v1::JoinResponse> Membership::Join(const v1::JoinRequest& req) {
   if (absl::Status s = CheckJobId(req.job_id()); !s.ok()) return s;
   if (req.worker_name().empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("worker_name is empty (job '", req.job_id(), "')"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "worker_name is empty (job '", ClientText(req.job_id()), "')"));
+  }
+  for (absl::Status s :
+       {CheckField("worker_name", req.worker_name(), 1, kMaxNameBytes),
+        CheckField("address", req.address(), 0, kMaxNameBytes),
+        CheckField("node", req.node(), 0, kMaxNameBytes)}) {
+    if (!s.ok()) return s;
   }
   const int64_t now = Now();
   absl::MutexLock l(&mu_);
@@ -118,8 +144,8 @@ absl::StatusOr<v1::JoinResponse> Membership::Join(const v1::JoinRequest& req) {
       });
       if (idle == jobs_.end()) {
         return absl::ResourceExhaustedError(absl::StrCat(
-            "cannot add job '", req.job_id(), "': ", options_.max_jobs,
-            " jobs already have members"));
+            "cannot add job '", ClientText(req.job_id()),
+            "': ", options_.max_jobs, " jobs already have members"));
       }
       jobs_.erase(idle);
     }
@@ -127,13 +153,20 @@ absl::StatusOr<v1::JoinResponse> Membership::Join(const v1::JoinRequest& req) {
   }
   Job* job = &it->second;
   ExpireLocked(req.job_id(), job, now);
+  auto old = std::find_if(
+      job->members.begin(), job->members.end(), [&](const auto& m) {
+        return m.second.info.worker_name() == req.worker_name();
+      });
+  if (old == job->members.end() &&
+      job->members.size() >= options_.max_members) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("job '", ClientText(req.job_id()), "' already has ",
+                     job->members.size(), " members (the most it may have)"));
+  }
   std::string replaced;
-  for (auto old = job->members.begin(); old != job->members.end(); ++old) {
-    if (old->second.info.worker_name() == req.worker_name()) {
-      replaced = absl::StrCat(", replacing member ", old->first);
-      job->members.erase(old);  // the epoch bump below covers both changes
-      break;
-    }
+  if (old != job->members.end()) {
+    replaced = absl::StrCat(", replacing member ", old->first);
+    job->members.erase(old);  // the epoch bump below covers both changes
   }
   const uint64_t id = job->next_member_id++;
   MemberState& m = job->members[id];
@@ -146,8 +179,8 @@ absl::StatusOr<v1::JoinResponse> Membership::Join(const v1::JoinRequest& req) {
   m.deadline_ms = now + options_.lease_ms;
   BumpEpochLocked(job);
   Log(req.job_id(), *job,
-      absl::StrCat("worker '", req.worker_name(), "' joined as member ", id,
-                   replaced));
+      absl::StrCat("worker '", ClientText(req.worker_name()),
+                   "' joined as member ", id, replaced));
   v1::JoinResponse resp;
   resp.set_member_id(id);
   resp.set_lease_ms(static_cast<uint64_t>(options_.lease_ms));
@@ -197,11 +230,21 @@ absl::StatusOr<v1::RendezvousResponse> Membership::Rendezvous(
   Job* job = *found;
   if (req.epoch() > job->epoch) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "epoch ", req.epoch(), " of job '", req.job_id(),
+        "epoch ", req.epoch(), " of job '", ClientText(req.job_id()),
         "' has not started (the current epoch is ", job->epoch, ")"));
   }
   job->members[req.member_id()].deadline_ms = now + options_.lease_ms;
   if (req.epoch() == job->epoch && req.epoch() != job->formed_epoch) {
+    size_t others = 0;
+    for (const auto& [id, blob] : job->blobs) {
+      if (id != req.member_id()) others += blob.size();
+    }
+    if (others + req.blob().size() > options_.max_epoch_blob_bytes) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("the blobs of epoch ", job->epoch, " of job '",
+                       ClientText(req.job_id()), "' would exceed ",
+                       options_.max_epoch_blob_bytes, " bytes"));
+    }
     job->blobs[req.member_id()] = req.blob();
     if (job->blobs.size() == job->members.size()) {
       job->formed_epoch = job->epoch;

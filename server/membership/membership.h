@@ -22,11 +22,21 @@
 //   rendezvous.set_epoch(joined->world().epoch());
 //   auto group = m.Rendezvous(rendezvous);           // complete: 1 blob
 //
-// Errors: INVALID_ARGUMENT for an empty job id or worker name, a blob over
+// Bounds (one member's data cannot break the others' answers): job_id
+// 1..kMaxJobIdBytes, worker_name 1..kMaxNameBytes, address and node
+// 0..kMaxNameBytes bytes, each printable ASCII (0x20..0x7e); at most
+// max_members members per job and max_epoch_blob_bytes of blobs per
+// epoch, so a WorldView or a Rendezvous answer stays far below gRPC's
+// 4 MiB message limit.
+//
+// Errors: INVALID_ARGUMENT naming the field for an empty, over-long or
+// non-printable job id, worker name, address or node, a blob over
 // max_blob_bytes or an epoch that does not exist yet; NOT_FOUND for a
 // member id that is not in its job's group (expired or left: join again);
-// RESOURCE_EXHAUSTED for a new job past max_jobs. A rejected call changes
-// nothing.
+// RESOURCE_EXHAUSTED for a new job past max_jobs, a new member past
+// max_members or blobs past max_epoch_blob_bytes. A rejected call changes
+// nothing. Messages and log lines quote client strings through ClientText
+// (escaped, bounded: server/client_text.h).
 //
 // Threading: every method is thread-safe; Rendezvous blocks its caller for
 // at most min(wait_ms, 2000) ms.
@@ -57,7 +67,12 @@ struct MembershipOptions {
   std::function<void(const std::string&)> log;
   int max_jobs = 64;
   size_t max_blob_bytes = 65536;
+  size_t max_members = 1024;                      // per job
+  size_t max_epoch_blob_bytes = size_t{2} << 20;  // all blobs of an epoch
 };
+
+inline constexpr size_t kMaxJobIdBytes = 128;  // as ModelSpec.job_id
+inline constexpr size_t kMaxNameBytes = 255;
 
 // Longest a Rendezvous call waits, whatever its wait_ms.
 inline constexpr int64_t kMaxRendezvousWaitMs = 2000;
@@ -100,7 +115,7 @@ class Membership {
   };
 
   int64_t Now() const;
-  // INVALID_ARGUMENT for an empty job id.
+  // INVALID_ARGUMENT for an empty, over-long or non-printable job id.
   static absl::Status CheckJobId(const std::string& job_id);
   // The job, or NOT_FOUND naming the member when it or the member is
   // unknown (after expiring the job's dead leases).

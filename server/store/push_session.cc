@@ -36,26 +36,35 @@ absl::Status PushSession::AddChunk(const void* data, size_t bytes) {
                      " elements")));
   }
   if (n == 0) return absl::OkStatus();
+  const float* fp32 = static_cast<const float*>(data);
+  std::vector<float>* out = &converted_;
+  if (claim_.adopts_epoch) {
+    staged_.emplace_back();
+    out = &staged_.back();
+  }
+  if (dtype_ != v1::DTYPE_FP32) {
+    out->resize(n);
+    if (dtype_ == v1::DTYPE_BF16) {
+      ConvertBf16ToFp32(static_cast<const uint16_t*>(data), out->data(), n);
+    } else {
+      ConvertFp16ToFp32(static_cast<const uint16_t*>(data), out->data(), n);
+    }
+    fp32 = out->data();
+  } else if (claim_.adopts_epoch) {
+    out->assign(fp32, fp32 + n);
+  }
+  if (!claim_.adopts_epoch) ZS_RETURN_IF_ERROR(Write(fp32, n));
+  received_ += n;
+  owner_->PushedBytes(bytes);
+  return absl::OkStatus();
+}
+
+absl::Status PushSession::Write(const float* data, uint64_t n) {
   if (writer_ == nullptr) {
     ZS_ASSIGN_OR_RETURN(writer_,
                         state_->NewGradWriter(claim_.slot, offset_, length_));
   }
-  const float* fp32 = static_cast<const float*>(data);
-  if (dtype_ != v1::DTYPE_FP32) {
-    converted_.resize(n);
-    if (dtype_ == v1::DTYPE_BF16) {
-      ConvertBf16ToFp32(static_cast<const uint16_t*>(data), converted_.data(),
-                        n);
-    } else {
-      ConvertFp16ToFp32(static_cast<const uint16_t*>(data), converted_.data(),
-                        n);
-    }
-    fp32 = converted_.data();
-  }
-  ZS_RETURN_IF_ERROR(writer_->Append(fp32, n));
-  received_ += n;
-  owner_->PushedBytes(bytes);
-  return absl::OkStatus();
+  return writer_->Append(data, n);
 }
 
 absl::Status PushSession::Finish() {
@@ -64,6 +73,14 @@ absl::Status PushSession::Finish() {
     return owner_->PushRejected(absl::InvalidArgumentError(
         absl::StrCat("contribution ended after ", received_, " of ", length_,
                      " announced elements")));
+  }
+  if (claim_.adopts_epoch) {
+    // Arrived whole: now the epoch moves and the staged data is written.
+    ZS_RETURN_IF_ERROR(owner_->PushAdoptEpoch(&claim_));
+    for (const std::vector<float>& chunk : staged_) {
+      ZS_RETURN_IF_ERROR(Write(chunk.data(), chunk.size()));
+    }
+    staged_.clear();
   }
   ZS_RETURN_IF_ERROR(writer_->Finish());
   owner_->PushFinished(claim_);

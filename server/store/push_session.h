@@ -3,8 +3,12 @@
 // admitted it, fed chunks in order, then Finish()ed; destroying it
 // unfinished releases its range and applies nothing (elements already
 // written are never visible: the step cannot be prepared until a finished
-// push covers them again, and each push overwrites its whole range). It
-// reports to its owner (the store) through PushOwner.
+// push covers them again, and each push overwrites its whole range). A
+// push of a newer epoch (PushClaim::adopts_epoch) may cover ranges the
+// unfinished step already received, so it is staged in memory (at most
+// its range, as fp32, grown only as data arrives) and written only once it
+// arrived whole and the ledger adopted its epoch. It reports to its owner
+// (the store) through PushOwner.
 //
 // Threading: not thread-safe (one stream feeds it); sessions of disjoint
 // ranges run concurrently. Errors: INVALID_ARGUMENT for a malformed chunk
@@ -31,6 +35,8 @@ class PushOwner {
   virtual ~PushOwner() = default;
   // The claim's stream delivered every element, or broke off.
   virtual void PushFinished(const PushClaim& claim) = 0;
+  // A staged claim (adopts_epoch) arrived whole: StepLedger::AdoptEpoch.
+  virtual absl::Status PushAdoptEpoch(PushClaim* claim) = 0;
   virtual void PushReleased(const PushClaim& claim) = 0;
   // Counts a rejected request and returns `s`; counts pushed bytes.
   virtual absl::Status PushRejected(absl::Status s) = 0;
@@ -78,6 +84,11 @@ class PushSession {
   // Made at the first chunk (outside the store's locks).
   std::unique_ptr<storage::GradWriter> writer_;
   std::vector<float> converted_;  // a chunk in fp32 (bf16/fp16 pushes)
+  // The chunks of a staged claim, in fp32, until Finish.
+  std::vector<std::vector<float>> staged_;
+
+  // Writes `n` fp32 elements to the gradient (the writer made at first).
+  absl::Status Write(const float* data, uint64_t n);
 };
 
 }  // namespace zeroshard

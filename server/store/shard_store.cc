@@ -89,6 +89,24 @@ absl::Status ShardStore::WriteParameters(const std::string& job_id,
   return state_->WriteMaster(offset - state_->owned().begin, data, n);
 }
 
+absl::Status ShardStore::WriteParameters(
+    const v1::WriteHeader& h, const std::vector<std::string>& chunks) {
+  uint64_t n = 0;
+  for (const std::string& c : chunks) n += c.size() / 4;
+  if (n != h.length()) {
+    return Reject(absl::InvalidArgumentError(absl::StrCat(
+        "WriteParameters carries ", n, " of ", h.length(), " elements")));
+  }
+  ZS_RETURN_IF_ERROR(CheckWrite(h));
+  uint64_t at = h.offset() - state_->owned().begin;
+  for (const std::string& c : chunks) {
+    ZS_RETURN_IF_ERROR(state_->WriteMaster(
+        at, reinterpret_cast<const float*>(c.data()), c.size() / 4));
+    at += c.size() / 4;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ShardStore::CheckGather(const v1::GatherRequest& r) {
   absl::MutexLock l(&mu_);
   absl::Status s = CheckJob(r.job_id());
@@ -125,6 +143,11 @@ absl::StatusOr<std::unique_ptr<PushSession>> ShardStore::BeginPush(
 void ShardStore::PushFinished(const PushClaim& claim) {
   absl::MutexLock l(&mu_);
   ledger_->FinishPush(claim);
+}
+
+absl::Status ShardStore::PushAdoptEpoch(PushClaim* claim) {
+  absl::MutexLock l(&mu_);
+  return ledger_->AdoptEpoch(claim);
 }
 
 void ShardStore::PushReleased(const PushClaim& claim) {
@@ -265,6 +288,11 @@ absl::Status ShardStore::RestoreManifest(const v1::CheckpointManifest& m,
 absl::StatusOr<v1::RestoreResponse> ShardStore::Restore(
     const v1::RestoreRequest& req) {
   v1::RestoreResponse resp;
+  if (req.epoch() > kMaxEpoch) {
+    return Reject(absl::InvalidArgumentError(
+        absl::StrCat("epoch ", req.epoch(), " is above the largest epoch ",
+                     kMaxEpoch, " (larger values are reserved)")));
+  }
   if (req.resume()) {
     absl::MutexLock l(&mu_);
     if (absl::Status s = CheckJob(req.job_id()); !s.ok()) return Reject(s);

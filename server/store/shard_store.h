@@ -32,6 +32,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -68,6 +69,12 @@ class ShardStore : private PushOwner {
   // refreshes the serving copy.
   absl::Status WriteParameters(const std::string& job_id, uint64_t offset,
                                const float* data, uint64_t n)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Writes a whole WriteParameters stream once it ended well: `chunks`
+  // (fp32 bytes, whole elements, in order) cover exactly the range of
+  // `header`, which is checked (CheckWrite) before anything is written.
+  absl::Status WriteParameters(const v1::WriteHeader& header,
+                               const std::vector<std::string>& chunks)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Validates a gather request (job, dtype, range inside the owned range).
@@ -137,6 +144,8 @@ class ShardStore : private PushOwner {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // PushOwner: what the push sessions report.
   void PushFinished(const PushClaim& claim) override ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status PushAdoptEpoch(PushClaim* claim) override
+      ABSL_LOCKS_EXCLUDED(mu_);
   void PushReleased(const PushClaim& claim) override ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status PushRejected(absl::Status s) override { return Reject(s); }
   void PushedBytes(uint64_t bytes) override { bytes_pushed_.fetch_add(bytes); }

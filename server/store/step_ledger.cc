@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/model_spec.h"
+#include "server/client_text.h"
 
 namespace zeroshard {
 namespace {
@@ -31,9 +32,9 @@ StepLedger::StepLedger(std::string job_id, Range owned, uint32_t slots,
 
 absl::Status StepLedger::CheckJob(const std::string& job_id) const {
   if (job_id == job_id_) return absl::OkStatus();
-  return absl::NotFoundError(
-      absl::StrCat("job '", job_id, "' is not held by this server (it holds '",
-                   job_id_, "')"));
+  return absl::NotFoundError(absl::StrCat(
+      "job '", ClientText(job_id), "' is not held by this server (it holds '",
+      ClientText(job_id_), "')"));
 }
 
 absl::Status StepLedger::CheckRange(uint64_t offset, uint64_t length) const {
@@ -89,6 +90,12 @@ absl::Status StepLedger::CheckClaim(const v1::PushHeader& h) const {
     return absl::FailedPreconditionError(absl::StrCat(
         "stale epoch ", h.epoch(), " (the server is at epoch ", epoch_, ")"));
   }
+  if (h.epoch() > kMaxEpoch || h.epoch() - epoch_ > kMaxEpochJump) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("epoch ", h.epoch(), " is more than ", kMaxEpochJump,
+                     " above the server's epoch ", epoch_,
+                     " or above the largest epoch ", kMaxEpoch));
+  }
   return absl::OkStatus();
 }
 
@@ -114,13 +121,14 @@ absl::StatusOr<bool> StepLedger::AdmitPush(const v1::PushHeader& h,
         " (the server expects contributions for step ", step_, ")"));
   }
   if (committing_) return absl::AbortedError("a commit is in progress; retry");
+  if (pending_epoch_ != 0) return EpochPending();
   auto key = keys_.find(h.idempotency_key());
   const bool same_epoch = h.epoch() == epoch_;
   if (same_epoch && key != keys_.end()) {
     const Contribution& c = key->second;
     if (c.slot != h.slot() || !(c.range == range)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("idempotency key '", h.idempotency_key(),
+          absl::StrCat("idempotency key '", ClientText(h.idempotency_key()),
                        "' was used for a different contribution (slot ", c.slot,
                        ", ", RangeText(c.range.begin, c.range.end), ")"));
     }
@@ -137,8 +145,20 @@ absl::StatusOr<bool> StepLedger::AdmitPush(const v1::PushHeader& h,
     return absl::AbortedError(
         "contributions of an older epoch are still in flight; retry");
   }
+  claim->slot = h.slot();
+  claim->range = range;
+  claim->key = h.idempotency_key();
+  claim->epoch = h.epoch();
+  claim->step = step_;
+  claim->adopts_epoch = !same_epoch;
+  ++in_flight_;
+  if (!same_epoch) {
+    // Staged: the step and the epoch change only once it arrived whole.
+    pending_epoch_ = h.epoch();
+    return true;
+  }
   RangeSet& reserved = reserved_[h.slot()];
-  if (same_epoch) {
+  {
     auto next = reserved.lower_bound(range.begin);
     auto overlaps = [&](RangeSet::const_iterator it) {
       return it != reserved.end() && it->first < range.end &&
@@ -146,21 +166,40 @@ absl::StatusOr<bool> StepLedger::AdmitPush(const v1::PushHeader& h,
     };
     if (overlaps(next) ||
         (next != reserved.begin() && overlaps(std::prev(next)))) {
+      --in_flight_;
       return absl::FailedPreconditionError(absl::StrCat(
           "range ", RangeText(range.begin, range.end), " of slot ", h.slot(),
           " overlaps a contribution already received for step ", step_));
     }
-  } else {
-    ResetStep();
-    epoch_ = h.epoch();
   }
   reserved.emplace(range.begin, range.end);
   keys_.emplace(h.idempotency_key(), Contribution{h.slot(), range, false});
-  ++in_flight_;
-  claim->slot = h.slot();
-  claim->range = range;
-  claim->key = h.idempotency_key();
   return true;
+}
+
+absl::Status StepLedger::EpochPending() const {
+  return absl::AbortedError(absl::StrCat("a contribution of the newer epoch ",
+                                         pending_epoch_,
+                                         " is being received; retry"));
+}
+
+absl::Status StepLedger::AdoptEpoch(PushClaim* claim) {
+  // No commit can have started (refused while the claim is staged); only
+  // a restore or resume can have moved the epoch meanwhile. Failing, the
+  // claim stays staged: its session releases it.
+  if (claim->epoch <= epoch_ || claim->step != step_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the server was restored to step ", step_, " epoch ",
+                     epoch_, " while the contribution of step ", claim->step,
+                     " epoch ", claim->epoch, " was received; push again"));
+  }
+  pending_epoch_ = 0;
+  ResetStep();
+  epoch_ = claim->epoch;
+  reserved_[claim->slot].emplace(claim->range.begin, claim->range.end);
+  keys_.emplace(claim->key, Contribution{claim->slot, claim->range, false});
+  claim->adopts_epoch = false;
+  return absl::OkStatus();
 }
 
 void StepLedger::FinishPush(const PushClaim& claim) {
@@ -173,6 +212,11 @@ void StepLedger::FinishPush(const PushClaim& claim) {
 }
 
 void StepLedger::ReleasePush(const PushClaim& claim) {
+  if (claim.adopts_epoch) {  // staged only: nothing else was reserved
+    pending_epoch_ = 0;
+    --in_flight_;
+    return;
+  }
   reserved_[claim.slot].erase(claim.range.begin);
   keys_.erase(claim.key);
   --in_flight_;
@@ -231,6 +275,7 @@ absl::StatusOr<CommitTicket> StepLedger::BeginCommit(
         "cannot commit step ", req.step(), ": the server is at step ", step_));
   }
   if (committing_) return absl::AbortedError("a commit is in progress; retry");
+  if (pending_epoch_ != 0) return EpochPending();
   if (!prepared_) {
     return absl::FailedPreconditionError(absl::StrCat(
         "step ", step_, " has not been prepared (commit before prepare)"));

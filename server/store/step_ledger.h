@@ -16,7 +16,15 @@
 //      is answered as already committed. Advances the step, counts the
 //      optimizer update, records the commit in the ledger of commits.
 //   A membership epoch newer than the ledger's aborts the unfinished step
-//   (its contributions are discarded). After a restart the ledger refuses
+//   (its contributions are discarded) — but only once a push of that epoch
+//   has been received whole: until then the push is staged (its claim
+//   adopts_epoch) and every other push and commit of the step answers
+//   ABORTED (retry), so a newer-epoch push that is rejected or breaks off
+//   changes nothing. An epoch may rise by at most kMaxEpochJump per push
+//   and never above kMaxEpoch (the values above are reserved), so no push
+//   can wedge the server at an epoch nobody can follow; only an admin's
+//   Restore moves it further (up to kMaxEpoch). After a restart the ledger
+//   refuses
 //   pushes, prepares and commits until the job restores (awaiting
 //   restore); after Drain() it refuses new pushes and prepares.
 //
@@ -44,6 +52,11 @@ namespace zeroshard {
 // The ledger keeps the newest this many commits.
 inline constexpr size_t kMaxLedgerEntries = size_t{1} << 20;
 
+// Epochs above this are reserved (INVALID_ARGUMENT), and a push may raise
+// the epoch by at most kMaxEpochJump.
+inline constexpr uint64_t kMaxEpoch = (uint64_t{1} << 62) - 1;
+inline constexpr uint64_t kMaxEpochJump = uint64_t{1} << 32;
+
 struct PrepareResult {
   bool complete = false;
   uint64_t received_elements = 0;
@@ -63,6 +76,11 @@ struct PushClaim {
   uint32_t slot = 0;
   Range range;  // absolute flat range
   std::string key;
+  // A push of a newer epoch, not received whole yet: nothing of it is
+  // reserved, and its data must be staged until StepLedger::AdoptEpoch.
+  bool adopts_epoch = false;
+  uint64_t epoch = 0;
+  uint64_t step = 0;
 };
 
 // The outcome of StepLedger::BeginCommit.
@@ -93,6 +111,12 @@ class StepLedger {
   // whose range and key are then reserved (`claim` filled); false for a
   // duplicate to acknowledge.
   absl::StatusOr<bool> AdmitPush(const v1::PushHeader& h, PushClaim* claim);
+  // A claim that adopts_epoch delivered every element: the unfinished
+  // step is discarded, the epoch becomes the claim's and the claim an
+  // ordinary one of the new epoch (still in flight; its data may now be
+  // written, then FinishPush). FAILED_PRECONDITION when a restore moved
+  // the ledger past it meanwhile.
+  absl::Status AdoptEpoch(PushClaim* claim);
   // The claim's stream delivered every element.
   void FinishPush(const PushClaim& claim);
   // The claim's stream broke off: its range and key are free again.
@@ -170,6 +194,8 @@ class StepLedger {
   using RangeSet = std::map<uint64_t, uint64_t>;
 
   absl::Status CheckGates() const;
+  // ABORTED while a push of a newer epoch is staged.
+  absl::Status EpochPending() const;
   static absl::Status ShuttingDown();
   absl::Status CheckClaim(const v1::PushHeader& h) const;
   void ResetStep();
@@ -188,6 +214,7 @@ class StepLedger {
   std::map<std::string, Contribution> keys_;
   std::map<std::string, Contribution> committed_keys_;  // of the last commit
   int in_flight_ = 0;
+  uint64_t pending_epoch_ = 0;  // of a claim that adopts_epoch; 0: none
   bool prepared_ = false;
   PrepareResult prepared_result_;
   bool committing_ = false;

@@ -42,7 +42,10 @@ bool Deliver(StepLedger& l, const v1::PushHeader& h) {
   PushClaim c;
   absl::StatusOr<bool> fresh = l.AdmitPush(h, &c);
   EXPECT_TRUE(fresh.ok()) << fresh.status();
-  if (fresh.ok() && *fresh) l.FinishPush(c);
+  if (fresh.ok() && *fresh) {
+    if (c.adopts_epoch) EXPECT_TRUE(l.AdoptEpoch(&c).ok());
+    l.FinishPush(c);
+  }
   return fresh.ok() && *fresh;
 }
 
@@ -180,6 +183,44 @@ TEST(StepLedgerTest, ANewerEpochAbortsTheUnfinishedStep) {
   EXPECT_EQ(Prepare(l, &ready, 0, 1).received_elements, 32u);  // "a" dropped
   EXPECT_EQ(l.AdmitPush(Push(192, 224, "c"), &c).status().code(),
             absl::StatusCode::kFailedPrecondition);  // stale epoch
+}
+
+// A newer-epoch push changes nothing until it arrived whole: released
+// (rejected or broken off), the epoch and the pending step stay; while it
+// is staged, other pushes and commits are told to retry.
+TEST(StepLedgerTest, ANewerEpochMovesOnlyWithAWholeContribution) {
+  StepLedger l("j", kOwned, 1, 32);
+  ASSERT_TRUE(Deliver(l, Push(128, 160, "a")));
+  PushClaim staged;
+  ASSERT_TRUE(l.AdmitPush(Push(128, 256, "new", 0, 0, 1), &staged).ok());
+  EXPECT_TRUE(staged.adopts_epoch);
+  EXPECT_EQ(l.epoch(), 0u);
+  PushClaim c;
+  EXPECT_EQ(l.AdmitPush(Push(160, 192, "b"), &c).status().code(),
+            absl::StatusCode::kAborted);
+  EXPECT_EQ(l.AdmitPush(Push(160, 192, "b2", 0, 0, 1), &c).status().code(),
+            absl::StatusCode::kAborted);
+  EXPECT_EQ(l.BeginCommit(Commit(0)).status().code(),
+            absl::StatusCode::kAborted);
+  l.ReleasePush(staged);  // rejected payload
+  EXPECT_EQ(l.epoch(), 0u);
+  ASSERT_TRUE(Deliver(l, Push(160, 256, "b")));
+  bool ready = false;
+  EXPECT_EQ(Prepare(l, &ready).received_elements, 128u);  // "a" kept
+  EXPECT_TRUE(ready);
+}
+
+TEST(StepLedgerTest, AnEpochFarAboveOrReservedIsRefused) {
+  StepLedger l("j", kOwned, 1, 32);
+  PushClaim c;
+  for (uint64_t epoch : {kMaxEpochJump + 1, kMaxEpoch + 1, ~uint64_t{0}}) {
+    EXPECT_EQ(l.AdmitPush(Push(128, 256, "e", 0, 0, epoch), &c).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << epoch;
+  }
+  EXPECT_EQ(l.epoch(), 0u);
+  EXPECT_TRUE(Deliver(l, Push(128, 256, "ok", 0, 0, kMaxEpochJump)));
+  EXPECT_EQ(l.epoch(), kMaxEpochJump);
 }
 
 TEST(StepLedgerTest, CommitIsAppliedExactlyOnce) {
