@@ -10,6 +10,9 @@
 //     third worker started afterwards with the same flags says the job
 //     finished and exits 0 (it used to wait "for 2 workers" until
 //     --elastic_timeout), and commits nothing.
+//   - ModelThatDoesNotMatchTheServersEndsTheJob: after that, two workers
+//     with another model (one layer, not two) both exit nonzero naming
+//     the difference.
 // The transient path (a killed peer, the group re-formed) is
 // //worker/elastic:elastic_test.
 //
@@ -52,6 +55,17 @@ std::string ReadAll(const std::string& path) {
   return ss.str();
 }
 
+// The last "zeroshard-worker: ..." line of a worker's log: the error it
+// exits with (UCX may log warnings after it).
+std::string ExitLine(const std::string& log) {
+  std::istringstream in(log);
+  std::string line, last;
+  while (std::getline(in, line)) {
+    if (line.rfind("zeroshard-worker: ", 0) == 0) last = line;
+  }
+  return last;
+}
+
 // One elastic job: 2 servers (--lease_ms=1500, checkpoints on) and the
 // flags every worker of the job shares.
 class ElasticJob {
@@ -85,6 +99,10 @@ class ElasticJob {
   void Start(const std::string& name, const std::string& data) {
     train::TrainSpec s = spec_;
     s.data = {data};
+    Start(name, s);
+  }
+  // Starts worker `name` with the flags of `s`.
+  void Start(const std::string& name, const train::TrainSpec& s) {
     SpawnOptions o;
     o.argv = {worker_, "--worker_name=" + name};
     for (const std::string& f :
@@ -159,10 +177,13 @@ TEST(ElasticPermanentTest, PermanentErrorEndsTheJobOnEveryMember) {
       << ReadAll(job.log("w1"));
   for (const char* w : {"w0", "w1"}) {
     const std::string out = ReadAll(job.log(w));
-    EXPECT_NE(out.find("elastic_bad_tokens"), std::string::npos)
+    // The error it exits with (its "zeroshard-worker:" line) names the
+    // file and the problem.
+    const std::string last = ExitLine(out);
+    EXPECT_NE(last.find("elastic_bad_tokens"), std::string::npos)
         << w << " does not name the bad file:\n"
         << out;
-    EXPECT_NE(out.find("vocab"), std::string::npos)
+    EXPECT_NE(last.find("is not below vocab_size"), std::string::npos)
         << w << " does not say what is wrong:\n"
         << out;
   }
@@ -184,6 +205,40 @@ TEST(ElasticPermanentTest, JoinerOfAFinishedJobExitsZero) {
   const std::string out = ReadAll(job.log("late"));
   EXPECT_EQ(late, 0) << DescribeWaitStatus(late) << "\n" << out;
   EXPECT_NE(out.find("finished"), std::string::npos) << out;
+  EXPECT_EQ(job.Steps(), done);
+}
+
+// After a finished job, two workers come with a model of one layer where
+// the servers hold two: both exit nonzero naming the difference, within
+// seconds (it used to take --elastic_timeout), and commit nothing.
+TEST(ElasticPermanentTest, ModelThatDoesNotMatchTheServersEndsTheJob) {
+  ElasticJob job("elastic_other_model");
+  ASSERT_TRUE(job.ok());
+  job.Start("w0", job.good_data());
+  job.Start("w1", job.good_data());
+  ASSERT_EQ(job.Wait("w0"), 0) << ReadAll(job.log("w0"));
+  ASSERT_EQ(job.Wait("w1"), 0) << ReadAll(job.log("w1"));
+  const std::vector<uint64_t> done = job.Steps();
+
+  train::TrainSpec other = job.spec();
+  other.config.num_layers = 1;
+  other.steps = 2 * kSteps;
+  job.Start("x0", other);
+  job.Start("x1", other);
+  for (const char* w : {"x0", "x1"}) {
+    const int status = job.Wait(w);
+    const std::string out = ReadAll(job.log(w));
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0)
+        << w << ": " << DescribeWaitStatus(status) << "\n"
+        << out;
+    // The error it exits with (its "zeroshard-worker:" line) names the
+    // difference.
+    const std::string last = ExitLine(out);
+    EXPECT_NE(last.find("a different model is already registered"),
+              std::string::npos)
+        << w << "\n"
+        << out;
+  }
   EXPECT_EQ(job.Steps(), done);
 }
 

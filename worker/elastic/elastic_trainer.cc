@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/status_macros.h"
 #include "worker/elastic/error_class.h"
+#include "worker/elastic/watched_communicator.h"
 #include "worker/elastic/world.h"
 #include "worker/engine/engine.h"
 
@@ -132,16 +133,23 @@ GroupRun TrainGroup(const train::TrainSpec& spec, World& world,
   if (!loader.ok()) return {loader.status(), ErrorOrigin::kLocal};
   absl::StatusOr<engine::ModelDef> model = train::TrainModel(spec);
   if (!model.ok()) return {model.status(), ErrorOrigin::kLocal};
+  // Tells a failed collective (a dead or mismatched peer) from the
+  // servers' and the engine's own errors.
+  WatchedCommunicator comm(world.comm.get());
+  auto origin = [&comm] {
+    return comm.failed() ? ErrorOrigin::kCollective : ErrorOrigin::kGroup;
+  };
   absl::StatusOr<std::unique_ptr<engine::ZeroEngine>> engine =
-      engine::ZeroEngine::Create(spec.zero, *model, init, world.comm.get(),
-                                 client, &hooks);
-  if (!engine.ok()) return {engine.status()};
+      engine::ZeroEngine::Create(spec.zero, *model, init, &comm, client,
+                                 &hooks);
+  if (!engine.ok()) return {engine.status(), origin()};
   engine::ZeroEngine& e = **engine;
   const int64_t start = e.global_step();
   const uint64_t epoch = world.epoch;
   run.status = train::RunSteps(
       spec, e, loader->has_value() ? &**loader : nullptr, on_step, progress,
       result, first, [&e, epoch] { return e.world_epoch() != epoch; });
+  if (!run.status.ok()) run.origin = origin();
   run.steps_committed = e.global_step() - start;
   run.step = e.global_step();
   run.epoch = e.epoch();
@@ -335,7 +343,11 @@ absl::StatusOr<ElasticResult> RunElastic(const train::TrainSpec& spec,
     if (const std::string failed = member->job_failure(); !failed.empty()) {
       return JobFailed(failed);  // another member's permanent error
     }
-    if (ClassifyError(run.status, run.origin) == ErrorKind::kPermanent) {
+    // A group the membership had moved on from (this member expired, or
+    // the epoch changed) may have failed for that: re-form.
+    const bool superseded = member->expired() || member->epoch() != world.epoch;
+    if (!superseded &&
+        ClassifyError(run.status, run.origin) == ErrorKind::kPermanent) {
       return FailJob(member, run.status, log);
     }
     failures = run.steps_committed > 0 ? 1 : failures + 1;

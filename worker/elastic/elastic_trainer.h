@@ -34,7 +34,11 @@
 // leader's step-boundary refresh, or the next group's formation), ends
 // its group and returns FAILED_PRECONDITION with that text. Transient
 // errors (a dead peer, an unreachable server, a newer epoch) re-form the
-// group as above.
+// group as above; so does any error of a group the membership had moved
+// on from (this member expired, or the epoch changed meanwhile). The
+// origin of a group's error (this worker's setup, a failed collective, or
+// the servers and the engine) comes from watching the group's
+// communicator (watched_communicator.h).
 // A job that is done already (the servers' committed step, WorldView.step,
 // is at least spec.steps) is not joined for nothing: RunElastic returns
 // ElasticResult::already_done at once, also while it waits for workers.

@@ -3,25 +3,33 @@
 namespace zeroshard::elastic {
 
 ErrorKind ClassifyError(const absl::Status& status, ErrorOrigin origin) {
-  switch (status.code()) {
-    case absl::StatusCode::kOk:
-    case absl::StatusCode::kUnavailable:
-    case absl::StatusCode::kDeadlineExceeded:
-    case absl::StatusCode::kAborted:
-    case absl::StatusCode::kCancelled:
-      return ErrorKind::kTransient;
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kOutOfRange:
-    case absl::StatusCode::kUnimplemented:
-    case absl::StatusCode::kPermissionDenied:
-    case absl::StatusCode::kUnauthenticated:
-      return ErrorKind::kPermanent;
-    default:
-      // FAILED_PRECONDITION, NOT_FOUND, INTERNAL, DATA_LOSS, ...: from a
-      // group, a broken collective or the servers' epoch checks.
-      return origin == ErrorOrigin::kLocal ? ErrorKind::kPermanent
-                                           : ErrorKind::kTransient;
+  using C = absl::StatusCode;
+  const C code = status.code();
+  if (code == C::kOk || code == C::kUnavailable ||
+      code == C::kDeadlineExceeded || code == C::kAborted ||
+      code == C::kCancelled) {
+    return ErrorKind::kTransient;
   }
+  switch (origin) {
+    case ErrorOrigin::kLocal:
+      return ErrorKind::kPermanent;
+    case ErrorOrigin::kCollective:
+      return code == C::kInvalidArgument ? ErrorKind::kPermanent
+                                         : ErrorKind::kTransient;
+    case ErrorOrigin::kGroup:
+      switch (code) {
+        case C::kInvalidArgument:
+        case C::kFailedPrecondition:
+        case C::kOutOfRange:
+        case C::kUnimplemented:
+        case C::kPermissionDenied:
+        case C::kUnauthenticated:
+          return ErrorKind::kPermanent;
+        default:
+          return ErrorKind::kTransient;
+      }
+  }
+  return ErrorKind::kTransient;
 }
 
 const char* ErrorKindName(ErrorKind kind) {
