@@ -109,7 +109,7 @@ absl::Status MembershipClient::Join() {
   return absl::OkStatus();
 }
 
-absl::Status MembershipClient::Leave() {
+absl::Status MembershipClient::Leave(const std::string& failure) {
   absl::MutexLock lock(&control_mu_);
   StopKeeper();
   const uint64_t id = member_id_.exchange(0);
@@ -117,6 +117,7 @@ absl::Status MembershipClient::Leave() {
   v1::LeaveRequest req;
   req.set_job_id(options_.job_id);
   req.set_member_id(id);
+  req.set_failure(failure);
   v1::LeaveResponse resp;
   const absl::Status status = Call(
       "Leave", options_.rpc_timeout, false,
@@ -130,6 +131,11 @@ absl::Status MembershipClient::Leave() {
 v1::WorldView MembershipClient::world() const {
   absl::MutexLock lock(&world_mu_);
   return world_;
+}
+
+std::string MembershipClient::job_failure() const {
+  absl::MutexLock lock(&world_mu_);
+  return world_.failure();
 }
 
 absl::Duration MembershipClient::lease() const {

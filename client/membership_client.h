@@ -7,12 +7,16 @@
 //   ZS_RETURN_IF_ERROR(m->Join());      // member id, lease keeper started
 //   ... every step: if (m->epoch() != world.epoch) re-form the group
 //   ZS_RETURN_IF_ERROR(m->Leave());     // graceful exit: epoch + 1 at once
+//   m->Leave(status.ToString());        // a permanent error: the job fails
 //
 // Join() gets a member id and starts the lease keeper, a thread that sends
 // a Heartbeat every lease_ms/3 (lease_ms from the server's JoinResponse).
 // Every answer (Join, Heartbeat, Leave, Rendezvous) updates world() and
 // epoch(), the newest view seen; a Join resets them to its own answer (a
-// restarted shard 0 may count epochs anew). Groups of one epoch are formed
+// restarted shard 0 may count epochs anew). A member that leaves with a
+// failure text fails the job: world().failure() is that text in every
+// member's next answer (WorldView.failure), so the others stop too.
+// Groups of one epoch are formed
 // with Rendezvous (worker/elastic/world.h does it for the collectives).
 //
 // Ownership: the ShardClient is not owned and must outlive this object;
@@ -78,12 +82,18 @@ class MembershipClient {
   absl::Status Join();
   // Stops the lease keeper and leaves; NOT_FOUND (already gone) is OK.
   // member_id() is 0 afterwards, also after an error (the lease expires).
-  absl::Status Leave();
+  // A non-empty `failure` (a permanent error's text) fails the job for
+  // every member (LeaveRequest.failure); a server older than that field
+  // ignores it.
+  absl::Status Leave(const std::string& failure = "");
 
+  const std::string& worker_name() const { return options_.worker_name; }
   // 0 before Join and after Leave.
   uint64_t member_id() const { return member_id_.load(); }
   // The newest view seen.
   v1::WorldView world() const;
+  // Non-empty: the job failed with this text (world().failure()).
+  std::string job_failure() const;
   // The newest epoch seen (world().epoch()).
   uint64_t epoch() const { return epoch_.load(std::memory_order_acquire); }
   // A Heartbeat (or Rendezvous) got NOT_FOUND: this member is out; Join

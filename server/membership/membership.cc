@@ -74,6 +74,7 @@ v1::WorldView Membership::ViewLocked(const Job& job) const {
   v1::WorldView view;
   view.set_epoch(job.epoch);
   view.set_step(options_.committed_step ? options_.committed_step() : 0);
+  view.set_failure(job.failure);
   uint32_t rank = 0;
   for (const auto& [id, m] : job.members) {
     v1::Member* out = view.add_members();
@@ -81,6 +82,26 @@ v1::WorldView Membership::ViewLocked(const Job& job) const {
     out->set_rank(rank++);
   }
   return view;
+}
+
+void Membership::RecordFailureLocked(const std::string& job_id, Job* job,
+                                     const std::string& failure) {
+  if (failure.empty() || !job->failure.empty()) return;
+  size_t n = std::min(failure.size(), kMaxFailureBytes);
+  // Cut at a UTF-8 character boundary (a proto3 string must stay valid).
+  while (n < failure.size() && n > 0 &&
+         (static_cast<unsigned char>(failure[n]) & 0xC0) == 0x80) {
+    --n;
+  }
+  job->failure = failure.substr(0, n);
+  Log(job_id, *job,
+      absl::StrCat("the job failed: ", EscapeClientText(job->failure)));
+}
+
+void Membership::ClearFailureIfIdleLocked(const std::string& job_id, Job* job) {
+  if (job->failure.empty() || !job->members.empty()) return;
+  job->failure.clear();
+  Log(job_id, *job, "a worker joins after the job failed: failure cleared");
 }
 
 void Membership::BumpEpochLocked(Job* job) {
@@ -153,6 +174,7 @@ absl::StatusOr<v1::JoinResponse> Membership::Join(const v1::JoinRequest& req) {
   }
   Job* job = &it->second;
   ExpireLocked(req.job_id(), job, now);
+  ClearFailureIfIdleLocked(req.job_id(), job);
   auto old = std::find_if(
       job->members.begin(), job->members.end(), [&](const auto& m) {
         return m.second.info.worker_name() == req.worker_name();
@@ -206,6 +228,7 @@ absl::StatusOr<v1::LeaveResponse> Membership::Leave(
   absl::MutexLock l(&mu_);
   absl::StatusOr<Job*> job = FindMember(req.job_id(), req.member_id(), now);
   if (!job.ok()) return job.status();
+  RecordFailureLocked(req.job_id(), *job, req.failure());
   RemoveLocked(req.job_id(), *job, req.member_id(), /*expired=*/false);
   v1::LeaveResponse resp;
   *resp.mutable_world() = ViewLocked(**job);

@@ -22,6 +22,13 @@
 //   rendezvous.set_epoch(joined->world().epoch());
 //   auto group = m.Rendezvous(rendezvous);           // complete: 1 blob
 //
+// Job failure: a member that hits a permanent error leaves with
+// LeaveRequest.failure; the job keeps that text (the first one, at most
+// kMaxFailureBytes) and every view answered for the job carries it
+// (WorldView.failure), so that the other members stop instead of forming
+// a new group. The next Join into the job once it has no members clears
+// it (a new run of the job).
+//
 // Bounds (one member's data cannot break the others' answers): job_id
 // 1..kMaxJobIdBytes, worker_name 1..kMaxNameBytes, address and node
 // 0..kMaxNameBytes bytes, each printable ASCII (0x20..0x7e); at most
@@ -76,6 +83,8 @@ inline constexpr size_t kMaxNameBytes = 255;
 
 // Longest a Rendezvous call waits, whatever its wait_ms.
 inline constexpr int64_t kMaxRendezvousWaitMs = 2000;
+// Longest job failure text kept (LeaveRequest.failure is cut there).
+inline constexpr size_t kMaxFailureBytes = 4096;
 
 class Membership {
  public:
@@ -112,6 +121,8 @@ class Membership {
     uint64_t formed_epoch = 0;
     v1::WorldView formed_world;
     std::vector<std::string> formed_blobs;
+    // Non-empty: the job failed (the top of the file).
+    std::string failure;
   };
 
   int64_t Now() const;
@@ -129,6 +140,15 @@ class Membership {
   // epoch.
   void RemoveLocked(const std::string& job_id, Job* job, uint64_t member_id,
                     bool expired) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records `failure` (LeaveRequest.failure) as the job's failure unless
+  // it is empty or one is recorded already.
+  void RecordFailureLocked(const std::string& job_id, Job* job,
+                           const std::string& failure)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Forgets the job's failure when it has no members (a Join starts a new
+  // run of the job).
+  void ClearFailureIfIdleLocked(const std::string& job_id, Job* job)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Starts a new epoch of `job` and wakes waiting Rendezvous calls.
   void BumpEpochLocked(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::WorldView ViewLocked(const Job& job) const

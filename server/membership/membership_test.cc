@@ -323,6 +323,47 @@ TEST_F(MembershipTest, BadInputsNameTheProblemAndChangeNothing) {
   EXPECT_TRUE(m_.Join(third).ok());
 }
 
+// Issue 23 item 14: a member leaving with a failure fails the job for
+// every member (and a joiner) until the job has no members left.
+TEST_F(MembershipTest, LeaveWithAFailureFailsTheJobUntilItIsEmpty) {
+  const uint64_t a = Join("w0").member_id();
+  const uint64_t b = Join("w1").member_id();
+  EXPECT_EQ(Join("w2").world().failure(), "");
+  v1::LeaveRequest leave;
+  leave.set_job_id("j");
+  leave.set_member_id(b);
+  leave.set_failure("INVALID_ARGUMENT: data: token 300 is not below vocab");
+  ASSERT_TRUE(m_.Leave(leave).ok());
+  auto seen = Heartbeat(a);
+  ASSERT_TRUE(seen.ok()) << seen.status();
+  EXPECT_EQ(seen->world().failure(), leave.failure());
+  EXPECT_TRUE(Logged("the job failed: INVALID_ARGUMENT: data: token 300"));
+  // A later failure does not replace the first; a joiner sees it.
+  leave.set_member_id(3);
+  leave.set_failure("another");
+  ASSERT_TRUE(m_.Leave(leave).ok());
+  const v1::JoinResponse late = Join("w3");
+  EXPECT_EQ(late.world().failure(),
+            "INVALID_ARGUMENT: data: token 300 is "
+            "not below vocab");
+  // Once every member left, a Join starts the job afresh.
+  for (uint64_t id : {a, late.member_id()}) {
+    leave.set_member_id(id);
+    leave.clear_failure();
+    ASSERT_TRUE(m_.Leave(leave).ok());
+  }
+  EXPECT_EQ(Join("w0").world().failure(), "");
+  // A long text is cut at kMaxFailureBytes, on a character boundary.
+  leave.set_member_id(Join("w1").member_id());
+  std::string text = "x";
+  while (text.size() < kMaxFailureBytes + 10) text += "\xc3\xa9";  // é
+  leave.set_failure(text);
+  ASSERT_TRUE(m_.Leave(leave).ok());
+  const std::string cut = Join("w4").world().failure();
+  EXPECT_EQ(cut.size(), kMaxFailureBytes - 1);  // "x" and whole é's
+  EXPECT_EQ(cut, text.substr(0, kMaxFailureBytes - 1));
+}
+
 TEST(MembershipClock, DefaultsWork) {
   Membership m(MembershipOptions{});
   v1::JoinRequest req;

@@ -11,6 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/status_macros.h"
+#include "worker/elastic/error_class.h"
+#include "worker/elastic/watched_communicator.h"
 #include "worker/elastic/world.h"
 #include "worker/engine/engine.h"
 
@@ -102,6 +104,7 @@ class Departure {
 // What one group did: its outcome and where it left the engine.
 struct GroupRun {
   absl::Status status;
+  ErrorOrigin origin = ErrorOrigin::kGroup;  // of a failed status
   bool done = false;
   int64_t steps_committed = 0;  // by this group
   int64_t step = -1;            // the engine's global step at the end
@@ -118,26 +121,35 @@ GroupRun TrainGroup(const train::TrainSpec& spec, World& world,
   GroupRun run;
   run.epoch = hooks.min_epoch;
   std::vector<float> init;
+  // This worker's own data, model and initial parameters: no peer and no
+  // server involved (OpenLoader only reads the rank and size).
   if (world.rank == 0) {
     absl::StatusOr<std::vector<float>> p = train::InitialParams(spec);
-    if (!p.ok()) return {p.status()};
+    if (!p.ok()) return {p.status(), ErrorOrigin::kLocal};
     init = std::move(*p);
   }
   absl::StatusOr<std::optional<io::DataLoader>> loader =
       train::OpenLoader(spec, *world.comm);
-  if (!loader.ok()) return {loader.status()};
+  if (!loader.ok()) return {loader.status(), ErrorOrigin::kLocal};
   absl::StatusOr<engine::ModelDef> model = train::TrainModel(spec);
-  if (!model.ok()) return {model.status()};
+  if (!model.ok()) return {model.status(), ErrorOrigin::kLocal};
+  // Tells a failed collective (a dead or mismatched peer) from the
+  // servers' and the engine's own errors.
+  WatchedCommunicator comm(world.comm.get());
+  auto origin = [&comm] {
+    return comm.failed() ? ErrorOrigin::kCollective : ErrorOrigin::kGroup;
+  };
   absl::StatusOr<std::unique_ptr<engine::ZeroEngine>> engine =
-      engine::ZeroEngine::Create(spec.zero, *model, init, world.comm.get(),
-                                 client, &hooks);
-  if (!engine.ok()) return {engine.status()};
+      engine::ZeroEngine::Create(spec.zero, *model, init, &comm, client,
+                                 &hooks);
+  if (!engine.ok()) return {engine.status(), origin()};
   engine::ZeroEngine& e = **engine;
   const int64_t start = e.global_step();
   const uint64_t epoch = world.epoch;
   run.status = train::RunSteps(
       spec, e, loader->has_value() ? &**loader : nullptr, on_step, progress,
       result, first, [&e, epoch] { return e.world_epoch() != epoch; });
+  if (!run.status.ok()) run.origin = origin();
   run.steps_committed = e.global_step() - start;
   run.step = e.global_step();
   run.epoch = e.epoch();
@@ -148,6 +160,28 @@ GroupRun TrainGroup(const train::TrainSpec& spec, World& world,
     run.status = e.ReadParameters(absl::MakeSpan(result->params));
   }
   return run;
+}
+
+// Another member's permanent error (WorldView.failure).
+absl::Status JobFailed(const std::string& failure) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("the job failed: ", failure, "; not forming a new group"));
+}
+
+// This worker's permanent error: fails the job for every member (leaves
+// the membership with the error's text) and returns the error.
+absl::Status FailJob(MembershipClient* member, const absl::Status& error,
+                     const std::function<void(const std::string&)>& log) {
+  const std::string text =
+      absl::StrCat("worker '", member->worker_name(), "': ", error.ToString());
+  const absl::Status left = member->Leave(text);
+  log(absl::StrCat("permanent error, the job ends on every member: ", text,
+                   left.ok() ? ""
+                             : absl::StrCat(" (telling the others failed: ",
+                                            left.ToString(), ")")));
+  return absl::Status(
+      error.code(),
+      absl::StrCat(error.message(), " (a permanent error: the job ends)"));
 }
 
 }  // namespace
@@ -205,6 +239,17 @@ absl::StatusOr<ElasticResult> RunElastic(const train::TrainSpec& spec,
     out.left = true;
     return true;
   };
+  // Every view FormWorld gets: the job failed (another member's permanent
+  // error), or it is done already.
+  int64_t done_at = -1;  // the servers' step when the job was found done
+  auto check = [&](const v1::WorldView& view) -> absl::Status {
+    if (!view.failure().empty()) return JobFailed(view.failure());
+    if (view.step() >= static_cast<uint64_t>(spec.steps)) {
+      done_at = static_cast<int64_t>(view.step());
+      return absl::CancelledError("the job is done");
+    }
+    return absl::OkStatus();
+  };
   int64_t first = -1;
   uint64_t epoch = 0;  // pushes of the next group go above this
   int failures = 0;
@@ -220,8 +265,14 @@ absl::StatusOr<ElasticResult> RunElastic(const train::TrainSpec& spec,
     wo.comm = elastic.comm;
     wo.log = log;
     wo.stop = departure.poll();
+    wo.check = check;
     absl::StatusOr<World> formed = FormWorld(member, wo);
     if (leaving()) return out;
+    if (done_at >= 0) {
+      out.already_done = true;
+      out.last_step = done_at;
+      return out;
+    }
     if (!formed.ok()) return formed.status();
     World& world = *formed;
     first_group = false;
@@ -256,10 +307,14 @@ absl::StatusOr<ElasticResult> RunElastic(const train::TrainSpec& spec,
     // step boundary rather than after the lease keeper's next heartbeat
     // (lease / 3). A leader that is leaving ends the group at this
     // boundary even when its Leave RPC failed.
+    // The job's failure (another member's) ends the group the same way.
     hooks.world_epoch = [member, &departure, group = world.epoch] {
       if (departure.left()) return std::max(member->epoch(), group + 1);
       if (member->member_id() != 0 && !member->expired()) {
         member->Refresh().IgnoreError();  // the lease keeper reports errors
+      }
+      if (!member->job_failure().empty()) {
+        return std::max(member->epoch(), group + 1);
       }
       return member->epoch();
     };
@@ -284,6 +339,16 @@ absl::StatusOr<ElasticResult> RunElastic(const train::TrainSpec& spec,
                        first + static_cast<int64_t>(result.stats.size())));
       failures = 0;
       continue;
+    }
+    if (const std::string failed = member->job_failure(); !failed.empty()) {
+      return JobFailed(failed);  // another member's permanent error
+    }
+    // A group the membership had moved on from (this member expired, or
+    // the epoch changed) may have failed for that: re-form.
+    const bool superseded = member->expired() || member->epoch() != world.epoch;
+    if (!superseded &&
+        ClassifyError(run.status, run.origin) == ErrorKind::kPermanent) {
+      return FailJob(member, run.status, log);
     }
     failures = run.steps_committed > 0 ? 1 : failures + 1;
     if (failures >= elastic.max_failures) {

@@ -26,6 +26,22 @@
 //     either commits with this worker or is redone by the next group; a
 //     leader, or a group of one, leaves the same way. Lease expiry is then
 //     only for workers that crash.
+// Permanent errors (error_class.h: bad data, a bad config, a model that
+// does not match the servers) end the job instead: the worker that hits
+// one leaves the membership with the error's text as the job's failure
+// (MembershipClient::Leave(failure)) and returns the error; every other
+// member sees the failure in its next membership answer (a heartbeat, the
+// leader's step-boundary refresh, or the next group's formation), ends
+// its group and returns FAILED_PRECONDITION with that text. Transient
+// errors (a dead peer, an unreachable server, a newer epoch) re-form the
+// group as above; so does any error of a group the membership had moved
+// on from (this member expired, or the epoch changed meanwhile). The
+// origin of a group's error (this worker's setup, a failed collective, or
+// the servers and the engine) comes from watching the group's
+// communicator (watched_communicator.h).
+// A job that is done already (the servers' committed step, WorldView.step,
+// is at least spec.steps) is not joined for nothing: RunElastic returns
+// ElasticResult::already_done at once, also while it waits for workers.
 // The leader refreshes the membership view (one Heartbeat RPC to shard 0)
 // at every step boundary, so that it sees a Leave, a join or an expiry at
 // the next boundary rather than at its next heartbeat (lease / 3).
@@ -42,8 +58,10 @@
 // polls it every 20 ms (and calls Leave once it is true while a group
 // trains).
 // Errors: INVALID_ARGUMENT for a bad spec; the group formation's
-// DEADLINE_EXCEEDED; the last error once max_failures groups in a row
-// failed without committing a step. A worker that leaves returns OK
+// DEADLINE_EXCEEDED; a permanent error of this worker (the job failed);
+// FAILED_PRECONDITION "the job failed: ..." when another member's did; the
+// last error once max_failures groups in a row failed without committing
+// a step. A worker that leaves returns OK
 // (left), also when its last group failed (logged).
 #ifndef ZEROSHARD_WORKER_ELASTIC_ELASTIC_TRAINER_H_
 #define ZEROSHARD_WORKER_ELASTIC_ELASTIC_TRAINER_H_
@@ -97,8 +115,12 @@ struct ElasticResult {
   // Stopped on request before the run was done: the worker left the job.
   bool left = false;
   // The servers' step when the last group this worker trained in ended
-  // (the steps committed), or -1 when it never trained (left).
+  // (the steps committed), or -1 when it never trained (left); with
+  // already_done the servers' step when this worker found the job done.
   int64_t last_step = -1;
+  // The job had reached spec.steps already (the servers' step) when this
+  // worker was about to form a group: nothing to do; train.params empty.
+  bool already_done = false;
 };
 
 // INVALID_ARGUMENT naming the first bad field.

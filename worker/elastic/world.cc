@@ -210,6 +210,7 @@ absl::StatusOr<World> FormWorld(MembershipClient* m, const WorldOptions& o) {
       absl::SleepFor(kPoll);
       continue;
     }
+    if (o.check) ZS_RETURN_IF_ERROR(o.check(*view));
     const int rank = RankOf(*view, m->member_id());
     const int size = view->members_size();
     if (rank < 0 || view->epoch() < o.min_epoch || size < o.min_workers) {

@@ -18,13 +18,13 @@
 // stay keep their order and newcomers come last. HostCommunicatorOptions
 // .local_size must divide every size the group can take (1: flat).
 //
-// Errors: CANCELLED once options.stop returns true; DEADLINE_EXCEEDED past
-// options.timeout, naming the epoch and the
-// members that had not posted (an incomplete Rendezvous answer does not
-// list the posted addresses today, so: every member but this one) or,
-// before a rendezvous, the members present; the membership client's errors
-// other than NOT_FOUND (rejoin), UNAVAILABLE and DEADLINE_EXCEEDED
-// (retried); the transport's errors.
+// Errors: options.check's; CANCELLED once options.stop returns true;
+// DEADLINE_EXCEEDED past options.timeout, naming the epoch and the members that
+// had not posted (an incomplete Rendezvous answer does not list the posted
+// addresses today, so: every member but this one) or, before a rendezvous, the
+// members present; the membership client's errors other than NOT_FOUND
+// (rejoin), UNAVAILABLE and DEADLINE_EXCEEDED (retried); the transport's
+// errors.
 //
 // Threading: one FormWorld per MembershipClient at a time.
 #ifndef ZEROSHARD_WORKER_ELASTIC_WORLD_H_
@@ -59,6 +59,10 @@ struct WorldOptions {
   // CANCELLED (the worker is leaving the job). Called on FormWorld's
   // thread.
   std::function<bool()> stop;
+  // Null, or called with every view FormWorld gets from the membership
+  // (after joining or refreshing): an error ends FormWorld with it (the
+  // job failed, or it is done). Called on FormWorld's thread.
+  std::function<absl::Status(const v1::WorldView&)> check;
 };
 
 struct World {

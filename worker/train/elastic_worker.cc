@@ -132,6 +132,15 @@ absl::StatusOr<std::optional<TrainResult>> RunElasticWorker(
                  name.c_str(), left.ToString().c_str());
   }
   if (!r.ok()) return r.status();
+  if (r->already_done) {
+    std::printf(
+        "zeroshard-worker: %s: job '%s' already finished (the servers "
+        "committed step %lld of --steps %lld); nothing to do\n",
+        name.c_str(), mo.job_id.c_str(), static_cast<long long>(r->last_step),
+        static_cast<long long>(spec.steps));
+    std::fflush(stdout);
+    return std::nullopt;
+  }
   if (!r->left) return std::move(r->train);
   const char* why = SignalName(stop_signal.load());
   if (r->last_step < 0) {

@@ -14,6 +14,18 @@
 //   zeroshard-worker: NAME left the job after step N (SIGTERM)
 // and its run ends without a result; the others go on without it. A
 // second signal exits at once with 128 + its number.
+//
+// A permanent error (bad data, a bad config, a model that does not match
+// the servers: worker/elastic/error_class.h) ends the job on every member:
+// the worker that hits it fails the job through the membership and exits
+// nonzero with the error; the others exit nonzero with
+//   zeroshard-worker: FAILED_PRECONDITION: the job failed: worker 'W':
+//   <the error>; not forming a new group
+// Transient errors (a dead peer, an unreachable server) re-form the group.
+// A worker that joins a job whose servers committed --steps already prints
+//   zeroshard-worker: NAME: job 'J' already finished (the servers committed
+//   step N of --steps N); nothing to do
+// and its run ends without a result (exit 0).
 #ifndef ZEROSHARD_WORKER_TRAIN_ELASTIC_WORKER_H_
 #define ZEROSHARD_WORKER_TRAIN_ELASTIC_WORKER_H_
 
@@ -59,9 +71,11 @@ void HandleStopSignals();
 // Joins the membership of spec.zero.job_id through `client` (connected to
 // the servers; not owned) and trains in its groups (elastic::RunElastic)
 // until the run is done, or until a stop signal makes this worker leave:
-// then it prints the line above and returns nullopt. `on_step` and
+// then it prints the line above and returns nullopt; nullopt too when the
+// job was done before this worker trained (the line above). `on_step` and
 // `progress` as RunTraining's. Errors: a bad elastic flag
-// (INVALID_ARGUMENT naming it), the membership's, the run's.
+// (INVALID_ARGUMENT naming it), the membership's, the run's (a permanent
+// error: the job failed, this worker's or another member's).
 absl::StatusOr<std::optional<TrainResult>> RunElasticWorker(
     const ElasticFlags& f, const config::EngineConfig& config,
     const TrainSpec& spec, ShardClient* client, const StepCallback& on_step,
