@@ -26,6 +26,7 @@ enum : uint8_t {
   kHeartbeat,
   kLeave,
   kRendezvous,
+  kFinalizeLast,  // Checkpoint phase 2 with the last phase-1 answer
 };
 
 class InputWriter {
@@ -170,14 +171,7 @@ std::vector<std::string> SeedInputs() {
     ckpt.set_job_id(kJob);
     ckpt.set_step(2);
     ckpt.set_tag("t");
-    w.Call(kCheckpoint, ckpt);
-    v1::CheckpointShard* shard = ckpt.add_shards();
-    shard->set_shard_index(0);
-    shard->set_file("shard-00000-of-00001.ckpt");
-    shard->set_offset(0);
-    shard->set_length(kTotal);
-    ckpt.set_finalize(true);
-    w.Call(kCheckpoint, ckpt);
+    w.Call(kCheckpoint, ckpt).Call(kFinalizeLast, ckpt);
     v1::RestoreRequest restore;
     restore.set_job_id(kJob);
     restore.set_step(2);

@@ -15,6 +15,10 @@
 //   message := length (2 bytes, little endian, clamped to what is left),
 //              then the message's bytes, sent as they are
 //
+// Method kFinalizeLast is Checkpoint phase 2 made from the call's first
+// message (a CheckpointRequest) and the shard entry of the last phase-1
+// answer (whose size and CRC an input cannot know).
+//
 // Every call is made as a bidirectional stream, whatever its method's
 // shape: a unary method may get zero or several messages, a streaming one
 // a truncated or malformed message anywhere.
@@ -46,6 +50,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -81,7 +86,13 @@ constexpr Method kMethods[] = {
     {"/zeroshard.v1.MembershipService/Heartbeat", false},
     {"/zeroshard.v1.MembershipService/Leave", false},
     {"/zeroshard.v1.MembershipService/Rendezvous", false},
+    // Not a method: Checkpoint phase 2 built from the input's first message
+    // (a CheckpointRequest) plus the shard entry of the last phase-1
+    // answer, which an input cannot know (its size and CRC).
+    {"/zeroshard.v1.ShardService/Checkpoint", true},
 };
+constexpr size_t kCheckpoint = 2;
+constexpr size_t kFinalizeLast = 13;
 constexpr size_t kNumMethods = sizeof(kMethods) / sizeof(kMethods[0]);
 constexpr size_t kMaxMessages = 8;
 constexpr size_t kMaxCalls = 24;
@@ -161,7 +172,8 @@ class Harness {
 
   // Sends `messages` on a stream of `method` and reads every response.
   grpc::Status Call(const Method& method,
-                    const std::vector<std::string>& messages) {
+                    const std::vector<std::string>& messages,
+                    std::vector<std::string>* responses) {
     grpc::ClientContext ctx;
     const bool rendezvous = std::strstr(method.path, "Rendezvous") != nullptr;
     ctx.set_deadline(std::chrono::system_clock::now() +
@@ -184,6 +196,7 @@ class Harness {
       grpc::ByteBuffer response;
       call->Read(&response, Tag(4));
       open = Await(4, method);
+      if (open) responses->push_back(ToString(response));
       if (reads > 100000) Fail(absl::StrCat(method.path, ": endless stream"));
     }
     grpc::Status status;
@@ -196,6 +209,16 @@ class Harness {
 
  private:
   static void* Tag(intptr_t i) { return reinterpret_cast<void*>(i); }
+
+  static std::string ToString(const grpc::ByteBuffer& buffer) {
+    std::vector<grpc::Slice> slices;
+    std::string out;
+    if (!buffer.Dump(&slices).ok()) return out;
+    for (const grpc::Slice& slice : slices) {
+      out.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+    }
+    return out;
+  }
 
   // Waits for the completion of operation `tag`; false when the stream is
   // done (the operation failed).
@@ -279,8 +302,10 @@ std::string CallSummary() {
   std::string out;
   for (size_t m = 0; m < kNumMethods; ++m) {
     absl::StrAppend(&out, out.empty() ? "" : " ",
-                    std::strrchr(kMethods[m].path, '/') + 1, "=", calls_ok[m],
-                    "/", calls_made[m]);
+                    m == kFinalizeLast
+                        ? "FinalizeLast"
+                        : std::strrchr(kMethods[m].path, '/') + 1,
+                    "=", calls_ok[m], "/", calls_made[m]);
   }
   return out;
 }
@@ -291,6 +316,7 @@ void RunOne(const uint8_t* data, size_t size) {
   const uint32_t num_shards = 1 + (config & 1);
   const uint32_t shard_index = (config >> 1) % num_shards;
   Harness h(num_shards, shard_index);
+  std::optional<v1::CheckpointShard> last_shard;
   for (size_t calls = 0; !in.done() && calls < kMaxCalls; ++calls) {
     const size_t index = in.Byte() % kNumMethods;
     const Method& method = kMethods[index];
@@ -299,8 +325,21 @@ void RunOne(const uint8_t* data, size_t size) {
     for (size_t i = 0; i < count && !in.done(); ++i) {
       messages.push_back(in.Bytes());
     }
+    if (index == kFinalizeLast) {
+      v1::CheckpointRequest finalize;
+      if (!messages.empty()) finalize.ParseFromString(messages[0]);
+      finalize.set_finalize(true);
+      if (last_shard.has_value()) *finalize.add_shards() = *last_shard;
+      messages = {finalize.SerializeAsString()};
+    }
     const std::string before = method.shard ? StateDigest(h.store()) : "";
-    grpc::Status status = h.Call(method, messages);
+    std::vector<std::string> responses;
+    grpc::Status status = h.Call(method, messages, &responses);
+    v1::CheckpointResponse phase1;
+    if (index == kCheckpoint && status.ok() && responses.size() == 1 &&
+        phase1.ParseFromString(responses[0]) && phase1.has_shard()) {
+      last_shard = phase1.shard();
+    }
     ++calls_made[index];
     if (status.ok()) ++calls_ok[index];
     const std::string context =
