@@ -5,13 +5,12 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/env/env.h"
 
 namespace zeroshard {
 namespace {
@@ -34,14 +33,6 @@ std::optional<uint64_t> Rlimit(int resource) {
     return std::nullopt;
   }
   return static_cast<uint64_t>(r.rlim_cur);
-}
-
-std::string ReadAll(const std::string& path, bool* ok) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  *ok = static_cast<bool>(in);
-  return s.str();
 }
 
 }  // namespace
@@ -108,14 +99,15 @@ MemoryLimits ReadMemoryLimits() {
   if (pages > 0 && page > 0) {
     l.physical = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
   }
-  bool ok = false;
-  const std::string self = ReadAll("/proc/self/cgroup", &ok);
-  if (ok) {
+  Env* env = DefaultEnv();
+  const absl::StatusOr<std::string> self =
+      ReadSmallFile(env, "/proc/self/cgroup");
+  if (self.ok()) {
     for (const std::string& file :
-         CgroupMemoryLimitFiles(self, "/sys/fs/cgroup")) {
-      const std::string text = ReadAll(file, &ok);
-      if (!ok) continue;
-      const std::optional<uint64_t> v = ParseCgroupMemoryLimit(text);
+         CgroupMemoryLimitFiles(*self, "/sys/fs/cgroup")) {
+      const absl::StatusOr<std::string> text = ReadSmallFile(env, file);
+      if (!text.ok()) continue;
+      const std::optional<uint64_t> v = ParseCgroupMemoryLimit(*text);
       if (v.has_value() && (!l.cgroup.has_value() || *v < *l.cgroup)) {
         l.cgroup = v;
         l.cgroup_file = file;

@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/client_text.h"
 #include "common/env/env.h"
 #include "common/model_spec.h"
 #include "server/auth/rejected_reactor.h"
-#include "server/client_text.h"
 #include "server/data_plane.h"
 #include "server/unary_adapter.h"
 

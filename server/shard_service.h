@@ -10,7 +10,7 @@
 // request is INVALID_ARGUMENT naming the method. WriteParameters stages
 // its chunks and writes them only once the stream ended well (a rejected
 // stream writes nothing). Error messages are cut to kMaxErrorMessageBytes
-// and quote client strings through ClientText (server/client_text.h).
+// and quote client strings through ClientText (common/client_text.h).
 //
 // Threading: gRPC calls these handlers on its own threads; the store is
 // thread-safe.

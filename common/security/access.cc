@@ -2,6 +2,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/client_text.h"
 
 namespace zeroshard::security {
 namespace {
@@ -60,12 +61,12 @@ absl::Status Authorize(const Principal* principal, absl::string_view method,
   if (!server_job.empty() && server_job != principal->job) {
     return absl::PermissionDeniedError(absl::StrCat(
         method, ": '", principal->name, "' belongs to job '", principal->job,
-        "', this server holds job '", server_job, "'"));
+        "', this server holds job '", ClientText(server_job), "'"));
   }
   if (!request_job.empty() && request_job != principal->job) {
     return absl::PermissionDeniedError(absl::StrCat(
         method, ": '", principal->name, "' belongs to job '", principal->job,
-        "', the request names job '", request_job, "'"));
+        "', the request names job '", ClientText(request_job), "'"));
   }
   return absl::OkStatus();
 }

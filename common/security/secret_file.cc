@@ -24,8 +24,8 @@ absl::Status CheckSecretFileMode(absl::string_view flag, absl::string_view path,
   std::snprintf(octal, sizeof(octal), "%04o", static_cast<unsigned>(perm));
   return absl::InvalidArgumentError(
       absl::StrCat("--", flag, ": permissions ", octal, " for '", path,
-                   "' are too open (", others ? "other users" : "its group",
-                   " may read it); chmod 600 it, or give "
+                   "' are too open: ", others ? "other users" : "its group",
+                   " may read it; chmod 600 it, or give "
                    "--allow_insecure_key_permissions"));
 }
 

@@ -184,8 +184,8 @@ TEST(SecretFileTest, GroupOrOthersRefusedNamingFlagFileAndMode) {
   absl::Status s = CheckSecretFileMode("tls_key", "/d/x.key", 0100644, 0, 0);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message(),
-            "--tls_key: permissions 0644 for '/d/x.key' are too open (other "
-            "users may read it); chmod 600 it, or give "
+            "--tls_key: permissions 0644 for '/d/x.key' are too open: other "
+            "users may read it; chmod 600 it, or give "
             "--allow_insecure_key_permissions");
   EXPECT_FALSE(CheckSecretFileMode("token_file", "t", 0640, 1000, 1000).ok());
   EXPECT_FALSE(CheckSecretFileMode("token_file", "t", 0604, 1000, 1000).ok());

@@ -6,10 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "common/client_text.h"
 #include "common/model_spec.h"
 #include "common/partition.h"
 #include "common/security/access.h"
-#include "server/client_text.h"
 
 namespace zeroshard {
 namespace {

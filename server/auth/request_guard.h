@@ -16,7 +16,7 @@
 //   zeroshard-server: audit: refused who=anonymous peer=... method=...
 //       code=UNAUTHENTICATED why="..."
 // `who` is the token's name from the tokens file, never the token. Every
-// field is escaped and bounded (ClientText, server/client_text.h: a
+// field is escaped and bounded (ClientText, common/client_text.h: a
 // newline is written as \n), so no request can start a line of the log.
 // An allowed read-only call (GetStats, which the launcher polls) is
 // audited once per caller and method every kReadOnlyAuditInterval, not on

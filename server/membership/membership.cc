@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "server/client_text.h"
+#include "common/client_text.h"
 
 namespace zeroshard {
 namespace {

@@ -43,7 +43,7 @@
 // RESOURCE_EXHAUSTED for a new job past max_jobs, a new member past
 // max_members or blobs past max_epoch_blob_bytes. A rejected call changes
 // nothing. Messages and log lines quote client strings through ClientText
-// (escaped, bounded: server/client_text.h).
+// (escaped, bounded: common/client_text.h).
 //
 // Threading: every method is thread-safe; Rendezvous blocks its caller for
 // at most min(wait_ms, 2000) ms.

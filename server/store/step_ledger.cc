@@ -6,8 +6,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/client_text.h"
 #include "common/model_spec.h"
-#include "server/client_text.h"
 
 namespace zeroshard {
 namespace {

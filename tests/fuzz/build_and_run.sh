@@ -1,6 +1,8 @@
 #!/bin/bash
-# Builds the ShardStore libFuzzer target (tests/fuzz/store_fuzzer.cc) with
-# clang++ -fsanitize=fuzzer,address,undefined straight from the sources
+# Builds a libFuzzer target with clang++ -fsanitize=fuzzer,address,undefined
+# straight from the sources: the ShardStore (tests/fuzz/store_fuzzer.cc,
+# the default) or, with FUZZ_TARGET=service, the service layer through the
+# real gRPC handlers (tests/fuzz/service_fuzzer.cc), built from the sources
 # (Bazel builds the project with gcc, which has no libFuzzer), then fuzzes
 # for SECONDS starting from a generated seed corpus. Exits non-zero on any
 # crash, sanitizer report, leak, timeout or OOM, leaving the input in the
@@ -9,9 +11,10 @@
 #   tests/fuzz/build_and_run.sh [SECONDS] [extra libFuzzer flags...]
 #
 # Environment:
+#   FUZZ_TARGET  store (default) or service
 #   CXX          compiler (default: clang++-14, else clang++)
 #   FUZZ_WORKDIR build and run directory (default: $TEST_TMPDIR, else a new
-#                /tmp/store_fuzzer.XXXXXX, kept for reproducing crashes)
+#                /tmp/<target>_fuzzer.XXXXXX, kept for reproducing crashes)
 #   CORPUS_DIR   a corpus directory to use and grow (default: a fresh one
 #                under FUZZ_WORKDIR, seeded each run)
 #   JOBS         parallel compiles (default: nproc)
@@ -22,12 +25,21 @@
 #                for duplicate sessions, 2 unaligned chunk pointers (see
 #                store_fuzzer.cc; 1 crashes today, see README.md)
 #
-# Reproduce a crash:  $FUZZ_WORKDIR/store_fuzzer <artifact file>
+# Reproduce a crash:  $FUZZ_WORKDIR/<target>_fuzzer <artifact file>
 # Also the `bazel test //tests/fuzz:store_fuzz_short_test` body (~25 s of
 # fuzzing); under Bazel, crash inputs are copied to the test's undeclared
 # outputs (bazel-testlogs/tests/fuzz/store_fuzz_short_test/test.outputs).
 set -euo pipefail
 
+target="${FUZZ_TARGET:-store}"
+case "$target" in
+  store | service) ;;
+  *)
+    echo "build_and_run.sh: FUZZ_TARGET=$target: expected 'store' or 'service'" >&2
+    exit 2
+    ;;
+esac
+name="${target}_fuzzer"
 seconds=${1:-60}
 if [[ $# -gt 0 ]]; then shift; fi
 if ! [[ "$seconds" =~ ^[0-9]+$ ]]; then
@@ -36,14 +48,14 @@ if ! [[ "$seconds" =~ ^[0-9]+$ ]]; then
 fi
 
 die() {
-  echo "store_fuzzer: error: $*" >&2
+  echo "$name: error: $*" >&2
   exit 1
 }
 
 # Sources: this test's runfiles under `bazel test`, else the workspace.
 # The list of files to compile and the libraries to link come from
-# //tests/fuzz:store_sources (the closure of //server/store:shard_store, see
-# sources.bzl); outside Bazel's test runner it is built first, and if that
+# //tests/fuzz:<target>_sources (the closure of //server/store:shard_store,
+# or of //tests/fuzz:service_fuzzer, see sources.bzl); outside Bazel's test runner it is built first, and if that
 # is impossible a built-in list is used.
 if [[ -n "${TEST_SRCDIR:-}" ]]; then
   root="$TEST_SRCDIR/${TEST_WORKSPACE:-zeroshard}"
@@ -52,20 +64,22 @@ else
   root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
   manifest_dir="$root/bazel-bin/tests/fuzz"
   if command -v bazel >/dev/null; then
-    (cd "$root" && bazel build //tests/fuzz:store_sources >&2) ||
-      echo "store_fuzzer: warning: bazel build //tests/fuzz:store_sources" \
+    (cd "$root" && bazel build "//tests/fuzz:${target}_sources" >&2) ||
+      echo "$name: warning: bazel build //tests/fuzz:${target}_sources" \
         "failed; using the built-in source list" >&2
   fi
 fi
 sources=()
 linkopts=()
-if [[ -f "$manifest_dir/store_sources.srcs" ]]; then
+if [[ -f "$manifest_dir/${target}_sources.srcs" ]]; then
   while IFS= read -r f; do
     [[ -n "$f" ]] && sources+=("$f")
-  done <"$manifest_dir/store_sources.srcs"
+  done <"$manifest_dir/${target}_sources.srcs"
   while IFS= read -r f; do
     [[ -n "$f" ]] && linkopts+=("$f")
-  done <"$manifest_dir/store_sources.linkopts"
+  done <"$manifest_dir/${target}_sources.linkopts"
+elif [[ "$target" == service ]]; then
+  die "missing $manifest_dir/service_sources.srcs: run bazel build //tests/fuzz:service_sources"
 else
   sources=(
     server/store/shard_store.cc common/optim/adamw.cc common/dtype.cc
@@ -73,7 +87,11 @@ else
     common/partition.cc common/thread_pool.cc
   )
 fi
-sources+=(tests/fuzz/store_fuzzer.cc)
+# The service target's own files are in its closure; the store fuzzer is
+# not part of the store's.
+if [[ "$target" == store ]]; then
+  sources+=(tests/fuzz/store_fuzzer.cc)
+fi
 for f in "${sources[@]}" proto/zeroshard.proto; do
   [[ -f "$root/$f" ]] || die "missing source $root/$f"
 done
@@ -95,10 +113,10 @@ command -v protoc >/dev/null ||
 
 work="${FUZZ_WORKDIR:-${TEST_TMPDIR:-}}"
 if [[ -z "$work" ]]; then
-  work=$(mktemp -d /tmp/store_fuzzer.XXXXXX)
+  work=$(mktemp -d "/tmp/$name.XXXXXX")
 fi
 mkdir -p "$work/obj" "$work/gen" "$work/artifacts"
-echo "store_fuzzer: building in $work with $CXX" >&2
+echo "$name: building in $work with $CXX" >&2
 
 # libFuzzer present? (clang without libclang-rt-14-dev links nothing.)
 cat >"$work/probe.cc" <<'EOF'
@@ -115,6 +133,15 @@ fi
 protoc --proto_path="$root" --cpp_out="$work/gen" \
   "$root/proto/zeroshard.proto" ||
   die "protoc failed on proto/zeroshard.proto"
+generated=(zeroshard.pb)
+if [[ "$target" == service ]]; then
+  plugin=$(command -v grpc_cpp_plugin) ||
+    die "grpc_cpp_plugin not found: install the Debian package 'protobuf-compiler-grpc'"
+  protoc --proto_path="$root" --grpc_out="$work/gen" \
+    --plugin=protoc-gen-grpc="$plugin" "$root/proto/zeroshard.proto" ||
+    die "protoc --grpc_out failed on proto/zeroshard.proto"
+  generated+=(zeroshard.grpc.pb)
+fi
 
 # shellcheck disable=SC2054  # the commas are in -fsanitize=...
 cflags=(
@@ -137,8 +164,10 @@ for f in "${sources[@]}"; do
   objs+=("$obj")
   jobs+=("$root/$f" "$obj")
 done
-objs+=("$work/obj/zeroshard.pb.o")
-jobs+=("$work/gen/proto/zeroshard.pb.cc" "$work/obj/zeroshard.pb.o")
+for g in "${generated[@]}"; do
+  objs+=("$work/obj/$g.o")
+  jobs+=("$work/gen/proto/$g.cc" "$work/obj/$g.o")
+done
 # shellcheck disable=SC2016  # $0..$3 are sh -c's arguments
 printf '%s\0' "${jobs[@]}" |
   xargs -0 -n 2 -P "${JOBS:-$(nproc)}" \
@@ -165,31 +194,39 @@ if [[ ${#linkopts[@]} -eq 0 ]]; then
   )
 fi
 "$CXX" -fsanitize=fuzzer,address,undefined "${objs[@]}" "${linkopts[@]}" \
-  -o "$work/store_fuzzer" ||
-  die "link failed (needs libprotobuf-dev and libabsl-dev)"
-echo "store_fuzzer: built $work/store_fuzzer" >&2
+  -o "$work/$name" ||
+  die "link failed (needs libprotobuf-dev and libabsl-dev; the service target also libgrpc++-dev)"
+echo "$name: built $work/$name" >&2
 
 corpus="${CORPUS_DIR:-$work/corpus}"
 mkdir -p "$corpus"
-ZS_FUZZ_WRITE_SEEDS="$corpus" "$work/store_fuzzer"
+ZS_FUZZ_WRITE_SEEDS="$corpus" "$work/$name"
 
+# The service target starts a gRPC server per input (gRPC's own caches
+# are not leaks of ours) and waits up to 20 s for a call.
+leaks=1
+timeout=20
+if [[ "$target" == service ]]; then
+  leaks=0
+  timeout=60
+fi
 status=0
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
-  "$work/store_fuzzer" -max_total_time="$seconds" -max_len=16384 \
-  -timeout=20 -rss_limit_mb=2048 -print_final_stats=1 -print_funcs=0 \
+ASAN_OPTIONS=detect_leaks=$leaks:abort_on_error=0 \
+  "$work/$name" -max_total_time="$seconds" -max_len=16384 \
+  -timeout="$timeout" -rss_limit_mb=2048 -print_final_stats=1 -print_funcs=0 \
   -artifact_prefix="$work/artifacts/" "$@" "$corpus" || status=$?
 
 if [[ $status -ne 0 ]]; then
-  echo "store_fuzzer: FAILED (exit $status); crash inputs:" >&2
+  echo "$name: FAILED (exit $status); crash inputs:" >&2
   ls -l "$work/artifacts" >&2 || true
   if [[ -n "${TEST_UNDECLARED_OUTPUTS_DIR:-}" ]]; then
     cp "$work"/artifacts/* "$TEST_UNDECLARED_OUTPUTS_DIR"/ 2>/dev/null || true
   fi
-  echo "store_fuzzer: reproduce with $work/store_fuzzer <input>" >&2
+  echo "$name: reproduce with $work/$name <input>" >&2
   exit 1
 fi
-echo "store_fuzzer: PASSED (${seconds}s, no crash)" >&2
+echo "$name: PASSED (${seconds}s, no crash)" >&2
 
 if [[ "${COVERAGE:-0}" == 1 ]]; then
   cov="$work/cov"
@@ -206,21 +243,30 @@ if [[ "${COVERAGE:-0}" == 1 ]]; then
     cobjs+=("$obj")
     cjobs+=("$root/$f" "$obj")
   done
-  cobjs+=("$cov/obj/zeroshard.pb.o")
-  cjobs+=("$work/gen/proto/zeroshard.pb.cc" "$cov/obj/zeroshard.pb.o")
+  for g in "${generated[@]}"; do
+    cobjs+=("$cov/obj/$g.o")
+    cjobs+=("$work/gen/proto/$g.cc" "$cov/obj/$g.o")
+  done
   # shellcheck disable=SC2016
   printf '%s\0' "${cjobs[@]}" |
     xargs -0 -n 2 -P "${JOBS:-$(nproc)}" \
       sh -c '"$0" @"$1" -c "$2" -o "$3"' "$CXX" "$cov/cflags.rsp" ||
     die "coverage compilation failed"
   "$CXX" -fsanitize=fuzzer -fprofile-instr-generate "${cobjs[@]}" \
-    "${linkopts[@]}" -o "$cov/store_fuzzer_cov"
-  LLVM_PROFILE_FILE="$cov/replay.profraw" "$cov/store_fuzzer_cov" -runs=0 \
+    "${linkopts[@]}" -o "$cov/${name}_cov"
+  LLVM_PROFILE_FILE="$cov/replay.profraw" "$cov/${name}_cov" -runs=0 \
     "$corpus" >"$cov/replay.log" 2>&1
   llvm-profdata-14 merge -sparse "$cov/replay.profraw" -o "$cov/replay.profdata"
-  (cd "$root" && llvm-cov-14 report "$cov/store_fuzzer_cov" \
-    -instr-profile="$cov/replay.profdata" \
-    server/store/shard_store.cc common/model_spec.cc common/partition.cc)
-  echo "store_fuzzer: line-by-line: llvm-cov-14 show $cov/store_fuzzer_cov" \
-    "-instr-profile=$cov/replay.profdata $root/server/store/shard_store.cc" >&2
+  if [[ "$target" == service ]]; then
+    report=(server/shard_service.cc server/data_plane.cc
+      server/membership_service.cc server/membership/membership.cc)
+  else
+    report=(server/store/shard_store.cc common/model_spec.cc
+      common/partition.cc)
+  fi
+  (cd "$root" && llvm-cov-14 report "$cov/${name}_cov" \
+    -instr-profile="$cov/replay.profdata" "${report[@]}")
+  echo "$name: line-by-line: llvm-cov-14 show $cov/${name}_cov" \
+    "-instr-profile=$cov/replay.profdata $root/${report[0]}" >&2
+file=$cov/replay.profdata $root/server/store/shard_store.cc" >&2
 fi

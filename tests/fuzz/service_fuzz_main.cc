@@ -4,11 +4,12 @@
 // two seeds). Deterministic for a given --seed. Files named on the command
 // line are run instead (to replay an input libFuzzer or this engine found).
 //
-//   service_fuzz_test [--runs=N] [--seed=S] [input files...]
+//   service_fuzz_test [--runs=N] [--seed=S] [--last_input=PATH] [files...]
 //
 // An invariant violation aborts (service_fuzzer.cc); before each mutated
-// input the bytes are written to $TEST_UNDECLARED_OUTPUTS_DIR/last_input
-// (or ./service_fuzz_last_input) so that the failing input can be replayed.
+// input its bytes are written to --last_input (default under Bazel:
+// $TEST_UNDECLARED_OUTPUTS_DIR/last_input; otherwise none) so that the
+// failing input can be replayed.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -74,13 +75,20 @@ int main(int argc, char** argv) {
   long runs = 300;
   unsigned long long seed = 1;
   std::vector<std::string> files;
+  const char* out_dir = std::getenv("TEST_UNDECLARED_OUTPUTS_DIR");
+  std::string last =
+      out_dir != nullptr ? std::string(out_dir) + "/last_input" : "";
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--runs=", 7) == 0) {
       runs = std::strtol(argv[i] + 7, nullptr, 10);
     } else if (std::strncmp(argv[i], "--seed=", 7) == 0) {
       seed = std::strtoull(argv[i] + 7, nullptr, 10);
+    } else if (std::strncmp(argv[i], "--last_input=", 13) == 0) {
+      last = argv[i] + 13;
     } else if (argv[i][0] == '-') {
-      std::fprintf(stderr, "usage: %s [--runs=N] [--seed=S] [files...]\n",
+      std::fprintf(stderr,
+                   "usage: %s [--runs=N] [--seed=S] [--last_input=PATH] "
+                   "[files...]\n",
                    argv[0]);
       return 2;
     } else {
@@ -101,10 +109,6 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  const char* out_dir = std::getenv("TEST_UNDECLARED_OUTPUTS_DIR");
-  const std::string last = out_dir != nullptr
-                               ? std::string(out_dir) + "/last_input"
-                               : std::string("service_fuzz_last_input");
   const std::vector<std::string> seeds = zeroshard::fuzz::SeedInputs();
   for (const std::string& s : seeds) Run(s);
   std::printf("service_fuzz: %zu seeds ok; calls answered OK / made: %s\n",
@@ -112,7 +116,9 @@ int main(int argc, char** argv) {
   std::mt19937_64 rng(seed);
   for (long i = 0; i < runs; ++i) {
     const std::string input = Mutate(seeds, rng);
-    std::ofstream(last, std::ios::binary | std::ios::trunc) << input;
+    if (!last.empty()) {
+      std::ofstream(last, std::ios::binary | std::ios::trunc) << input;
+    }
     Run(input);
     if ((i + 1) % 100 == 0) {
       std::printf("service_fuzz: %ld of %ld mutated inputs ok\n", i + 1, runs);

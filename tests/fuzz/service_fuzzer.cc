@@ -367,6 +367,29 @@ void RunOne(const uint8_t* data, size_t size) {
 }  // namespace fuzz
 }  // namespace zeroshard
 
+// libFuzzer: with ZS_FUZZ_WRITE_SEEDS=<dir>, writes SeedInputs() there
+// and exits (build_and_run.sh's seed corpus).
+extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
+  if (const char* dir = std::getenv("ZS_FUZZ_WRITE_SEEDS")) {
+    const std::vector<std::string> seeds = zeroshard::fuzz::SeedInputs();
+    for (size_t i = 0; i < seeds.size(); ++i) {
+      const std::string path = absl::StrCat(dir, "/seed-", i);
+      std::FILE* f = std::fopen(path.c_str(), "wb");
+      if (f == nullptr ||
+          std::fwrite(seeds[i].data(), 1, seeds[i].size(), f) !=
+              seeds[i].size() ||
+          std::fclose(f) != 0) {
+        std::fprintf(stderr, "service_fuzzer: cannot write %s\n", path.c_str());
+        std::exit(1);
+      }
+    }
+    std::fprintf(stderr, "service_fuzzer: wrote %zu seeds to %s\n",
+                 seeds.size(), dir);
+    std::exit(0);
+  }
+  return 0;
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   zeroshard::fuzz::RunOne(data, size);
   return 0;

@@ -9,8 +9,8 @@
 //
 // Header-only (the fuzz build compiles the store's sources directly).
 // Thread-safe: pure functions.
-#ifndef ZEROSHARD_SERVER_CLIENT_TEXT_H_
-#define ZEROSHARD_SERVER_CLIENT_TEXT_H_
+#ifndef ZEROSHARD_COMMON_CLIENT_TEXT_H_
+#define ZEROSHARD_COMMON_CLIENT_TEXT_H_
 
 #include <cstddef>
 #include <string>
@@ -78,4 +78,4 @@ inline std::string BoundedMessage(absl::string_view message) {
 
 }  // namespace zeroshard
 
-#endif  // ZEROSHARD_SERVER_CLIENT_TEXT_H_
+#endif  // ZEROSHARD_COMMON_CLIENT_TEXT_H_
