@@ -268,5 +268,4 @@ if [[ "${COVERAGE:-0}" == 1 ]]; then
     -instr-profile="$cov/replay.profdata" "${report[@]}")
   echo "$name: line-by-line: llvm-cov-14 show $cov/${name}_cov" \
     "-instr-profile=$cov/replay.profdata $root/${report[0]}" >&2
-file=$cov/replay.profdata $root/server/store/shard_store.cc" >&2
 fi
