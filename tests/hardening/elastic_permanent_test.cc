@@ -13,7 +13,11 @@
 //   - ModelThatDoesNotMatchTheServersEndsTheJob: after that, two workers
 //     with another model (one layer, not two) both exit nonzero naming
 //     the difference.
-// The transient path (a killed peer, the group re-formed) is
+//   - ServerKilledMidRunIsTransient: a shard server is killed (SIGKILL)
+//     and restarted while two workers train; it comes back from its last
+//     checkpoint. Wanted: the job goes on (rolled back to the checkpoint,
+//     a transient error) and both workers finish at --steps with exit 0.
+// The transient path of a killed peer (the group re-formed) is
 // //worker/elastic:elastic_test.
 //
 // Deadlines are failure guards only (a loaded 2-core machine): each test
@@ -27,6 +31,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -133,8 +138,12 @@ class ElasticJob {
     return *status;
   }
 
-  // The servers' committed steps (one per server).
-  std::vector<uint64_t> Steps() {
+  // Kills server k with SIGKILL and starts it again (LocalFleet::Restart).
+  absl::Status RestartServer(uint32_t k) { return (*fleet_)->Restart(k); }
+
+  // The servers' committed steps (one per server); with `restored`, the
+  // step each restored last (at start or by a Restore RPC) instead.
+  std::vector<uint64_t> Steps(bool restored = false) {
     ClientOptions o;
     o.addresses = (*fleet_)->addresses();
     auto client = ShardClient::Connect(o);
@@ -144,7 +153,9 @@ class ElasticJob {
     EXPECT_TRUE(stats.ok()) << stats.status();
     std::vector<uint64_t> out;
     if (stats.ok()) {
-      for (const v1::GetStatsResponse& s : *stats) out.push_back(s.step());
+      for (const v1::GetStatsResponse& s : *stats) {
+        out.push_back(restored ? s.restored_step() : s.step());
+      }
     }
     return out;
   }
@@ -240,6 +251,42 @@ TEST(ElasticPermanentTest, ModelThatDoesNotMatchTheServersEndsTheJob) {
         << out;
   }
   EXPECT_EQ(job.Steps(), done);
+}
+
+// A server lost and restarted mid-run is an unreachable server, then one
+// awaiting a rollback: transient, the job must not end.
+TEST(ElasticPermanentTest, ServerKilledMidRunIsTransient) {
+  ElasticJob job("elastic_server_restart");
+  ASSERT_TRUE(job.ok());
+  train::TrainSpec s = job.spec();
+  s.steps = 40;
+  job.Start("w0", s);
+  job.Start("w1", s);
+  // After the checkpoint of step 2 (--checkpoint_interval=2) and a step
+  // more, wherever the servers are in their work.
+  const auto give_up = std::chrono::steady_clock::now() + kGuard;
+  std::vector<uint64_t> steps;
+  while (std::chrono::steady_clock::now() < give_up) {
+    steps = job.Steps();
+    if (!steps.empty() && steps[1] >= 3) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_FALSE(steps.empty());
+  ASSERT_GE(steps[1], 3u) << "the job did not reach step 3";
+  ASSERT_LT(steps[1], 40u) << "the job finished before the server was lost";
+  const absl::Status restarted = job.RestartServer(1);
+  ASSERT_TRUE(restarted.ok()) << restarted;
+  for (const char* w : {"w0", "w1"}) {
+    const int status = job.Wait(w);
+    EXPECT_EQ(status, 0) << w << ": " << DescribeWaitStatus(status) << "\n"
+                         << ReadAll(job.log(w));
+  }
+  EXPECT_EQ(job.Steps(), std::vector<uint64_t>(2, 40));
+  // The job really rolled back: the restarted server came back from a
+  // checkpoint (step 2 or later) and the job restored it.
+  const std::vector<uint64_t> restored = job.Steps(/*restored=*/true);
+  ASSERT_EQ(restored.size(), 2u);
+  EXPECT_GE(restored[1], 2u);
 }
 
 }  // namespace
