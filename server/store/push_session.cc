@@ -1,6 +1,8 @@
 #include "server/store/push_session.h"
 
 #include <cstring>
+#include <memory>
+#include <new>
 
 #include "absl/strings/str_cat.h"
 #include "common/dtype.h"
@@ -37,21 +39,31 @@ absl::Status PushSession::AddChunk(const void* data, size_t bytes) {
   }
   if (n == 0) return absl::OkStatus();
   const float* fp32 = static_cast<const float*>(data);
-  std::vector<float>* out = &converted_;
+  float* out = nullptr;
   if (claim_.adopts_epoch) {
-    staged_.emplace_back();
-    out = &staged_.back();
+    // Held until the push arrives whole (at most the announced length, in
+    // the owned range); a refused allocation rejects the push.
+    std::unique_ptr<float[]> chunk(new (std::nothrow) float[n]);
+    if (chunk == nullptr) {
+      return owner_->PushRejected(absl::ResourceExhaustedError(absl::StrCat(
+          "cannot hold ", n * sizeof(float),
+          " bytes of a contribution with a newer epoch (out of memory)")));
+    }
+    out = chunk.get();
+    staged_.push_back({std::move(chunk), n});
+  } else if (dtype_ != v1::DTYPE_FP32) {
+    converted_.resize(n);  // at most one chunk (kMaxChunkBytes)
+    out = converted_.data();
   }
   if (dtype_ != v1::DTYPE_FP32) {
-    out->resize(n);
     if (dtype_ == v1::DTYPE_BF16) {
-      ConvertBf16ToFp32(static_cast<const uint16_t*>(data), out->data(), n);
+      ConvertBf16ToFp32(static_cast<const uint16_t*>(data), out, n);
     } else {
-      ConvertFp16ToFp32(static_cast<const uint16_t*>(data), out->data(), n);
+      ConvertFp16ToFp32(static_cast<const uint16_t*>(data), out, n);
     }
-    fp32 = out->data();
+    fp32 = out;
   } else if (claim_.adopts_epoch) {
-    out->assign(fp32, fp32 + n);
+    std::memcpy(out, fp32, n * sizeof(float));
   }
   if (!claim_.adopts_epoch) ZS_RETURN_IF_ERROR(Write(fp32, n));
   received_ += n;
@@ -77,8 +89,8 @@ absl::Status PushSession::Finish() {
   if (claim_.adopts_epoch) {
     // Arrived whole: now the epoch moves and the staged data is written.
     ZS_RETURN_IF_ERROR(owner_->PushAdoptEpoch(&claim_));
-    for (const std::vector<float>& chunk : staged_) {
-      ZS_RETURN_IF_ERROR(Write(chunk.data(), chunk.size()));
+    for (const StagedChunk& chunk : staged_) {
+      ZS_RETURN_IF_ERROR(Write(chunk.data.get(), chunk.n));
     }
     staged_.clear();
   }

@@ -84,8 +84,13 @@ class PushSession {
   // Made at the first chunk (outside the store's locks).
   std::unique_ptr<storage::GradWriter> writer_;
   std::vector<float> converted_;  // a chunk in fp32 (bf16/fp16 pushes)
-  // The chunks of a staged claim, in fp32, until Finish.
-  std::vector<std::vector<float>> staged_;
+  // The chunks of a staged claim, in fp32, until Finish (allocated
+  // without throwing: RESOURCE_EXHAUSTED when refused).
+  struct StagedChunk {
+    std::unique_ptr<float[]> data;
+    uint64_t n = 0;
+  };
+  std::vector<StagedChunk> staged_;
 
   // Writes `n` fp32 elements to the gradient (the writer made at first).
   absl::Status Write(const float* data, uint64_t n);
