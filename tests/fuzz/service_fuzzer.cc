@@ -121,6 +121,14 @@ std::string CheckpointDir() {
   return dir;
 }
 
+// A deadline `d` from now on the monotonic clock: the wall clock of a
+// shared machine may jump (a deadline on it then expires at once, and a
+// call answers DEADLINE_EXCEEDED in milliseconds).
+gpr_timespec MonotonicIn(std::chrono::milliseconds d) {
+  return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                      gpr_time_from_millis(d.count(), GPR_TIMESPAN));
+}
+
 // One fresh server: a store, its guard, both services, on loopback.
 class Harness {
  public:
@@ -161,8 +169,7 @@ class Harness {
                                   grpc::InsecureChannelCredentials(), args));
   }
   ~Harness() {
-    server_->Shutdown(std::chrono::system_clock::now() +
-                      std::chrono::seconds(5));
+    server_->Shutdown(MonotonicIn(std::chrono::seconds(5)));
     cq_.Shutdown();
     void* tag;
     bool ok;
@@ -176,8 +183,8 @@ class Harness {
                     std::vector<std::string>* responses) {
     grpc::ClientContext ctx;
     const bool rendezvous = std::strstr(method.path, "Rendezvous") != nullptr;
-    ctx.set_deadline(std::chrono::system_clock::now() +
-                     (rendezvous ? kRendezvousDeadline : kCallDeadline));
+    ctx.set_deadline(
+        MonotonicIn(rendezvous ? kRendezvousDeadline : kCallDeadline));
     std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call =
         stub_->PrepareCall(&ctx, method.path, &cq_);
     call->StartCall(Tag(1));
@@ -225,9 +232,8 @@ class Harness {
   bool Await(intptr_t tag, const Method& method) {
     void* got = nullptr;
     bool ok = false;
-    const auto deadline = std::chrono::system_clock::now() + kCallDeadline +
-                          std::chrono::seconds(10);
-    switch (cq_.AsyncNext(&got, &ok, deadline)) {
+    switch (cq_.AsyncNext(
+        &got, &ok, MonotonicIn(kCallDeadline + std::chrono::seconds(10)))) {
       case grpc::CompletionQueue::GOT_EVENT:
         break;
       default:
@@ -292,6 +298,12 @@ class Reader {
   const uint8_t* end_;
 };
 
+// ZS_FUZZ_VERBOSE=1: one line per call (replaying an input).
+bool Verbose() {
+  static const bool verbose = std::getenv("ZS_FUZZ_VERBOSE") != nullptr;
+  return verbose;
+}
+
 // Calls made and calls answered OK, per method (for the engine's summary).
 size_t calls_made[kNumMethods];
 size_t calls_ok[kNumMethods];
@@ -341,6 +353,13 @@ void RunOne(const uint8_t* data, size_t size) {
       last_shard = phase1.shard();
     }
     ++calls_made[index];
+    if (Verbose()) {
+      std::fprintf(stderr, "service_fuzzer: %s\n",
+                   absl::StrCat(method.path, " with ", messages.size(),
+                                " message(s): ", status.error_code(), " ",
+                                status.error_message().substr(0, 200))
+                       .c_str());
+    }
     if (status.ok()) ++calls_ok[index];
     const std::string context =
         absl::StrCat(method.path, " with ", messages.size(),
