@@ -188,17 +188,23 @@ class Harness {
     std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call =
         stub_->PrepareCall(&ctx, method.path, &cq_);
     call->StartCall(Tag(1));
-    bool open = Await(1, method);
-    for (size_t i = 0; open && i < messages.size(); ++i) {
+    const bool started = Await(1, method);
+    bool writing = started;
+    for (size_t i = 0; writing && i < messages.size(); ++i) {
       grpc::Slice slice(messages[i].data(), messages[i].size());
       grpc::ByteBuffer buffer(&slice, 1);
       call->Write(buffer, Tag(2));
-      open = Await(2, method);
+      writing = Await(2, method);
     }
-    if (open) {
+    if (writing) {
       call->WritesDone(Tag(3));
-      open = Await(3, method);
+      Await(3, method);
     }
+    // Every answer is read before Finish, also after a failed write (the
+    // server may have answered and ended the stream while messages were
+    // still being sent): gRPC delivers the status only once the messages
+    // before it are read, so skipping them would wait out the deadline.
+    bool open = started;
     for (int reads = 0; open; ++reads) {
       grpc::ByteBuffer response;
       call->Read(&response, Tag(4));
