@@ -121,9 +121,8 @@ std::string CheckpointDir() {
   return dir;
 }
 
-// A deadline `d` from now on the monotonic clock: the wall clock of a
-// shared machine may jump (a deadline on it then expires at once, and a
-// call answers DEADLINE_EXCEEDED in milliseconds).
+// A deadline `d` from now on the monotonic clock (a step of the wall clock
+// cannot expire it).
 gpr_timespec MonotonicIn(std::chrono::milliseconds d) {
   return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
                       gpr_time_from_millis(d.count(), GPR_TIMESPAN));
