@@ -14,7 +14,11 @@ checks the cross-references a schema cannot see:
     rendered, or listed in deploy/EXTERNAL (and documented in
     deploy/README.md); a ConfigMap's file that a flag names exists in it;
   - every absolute path a flag names lies under a volume mount (the root
-    file system is read-only);
+    file system is read-only); a file of a Secret/ConfigMap/projected
+    volume that a flag names exists in it (items) and the container's user
+    can read it, with the modes and owners the kubelet gives (defaultMode,
+    item mode, fsGroup; runAsUser/runAsGroup/supplementalGroups), and the
+    server's key and token files pass its own permission check;
   - the counts agree: server replicas = --num_shards = the workers'
     --servers list (in ordinal order, with the Service's DNS names) = the
     DeepSpeed config's zeroshard.servers; Job completions = parallelism =
@@ -94,6 +98,84 @@ def resolve_port(c, port):
     return None
 
 
+# The user and group the images run as when a pod sets neither runAsUser nor
+# runAsGroup (deploy/images/Containerfile.rootfs: USER 65532:65532).
+IMAGE_UID = IMAGE_GID = 65532
+# Flags whose file zeroshard-server refuses when its mode is too open
+# (common/security/secret_file.cc).
+SERVER_SECRET_FLAGS = ("tls_key", "token_file")
+
+
+def mounted_file(vol, rel, fs_group):
+    """(uid, gid, mode) of file `rel` of a Secret, ConfigMap, projected or
+    downwardAPI volume as the kubelet writes it, or None if the volume has
+    no such file (its items list others), or "?" for other volume kinds.
+
+    The kubelet writes these files owned by root:root with the item's mode,
+    else the volume's defaultMode (0644 when unset). With a pod fsGroup it
+    then gives them to that group and adds read for the group and owner
+    (mode | 0440, read-only volumes: SetVolumeOwnership)."""
+    kind = next((k for k in ("secret", "configMap", "projected", "downwardAPI")
+                 if k in vol), None)
+    if kind is None:
+        return "?"
+    src = vol[kind]
+    mode = src.get("defaultMode", 0o644)
+    if kind == "projected":
+        items = [i for s in src.get("sources", []) for k in ("secret", "configMap")
+                 if k in s for i in s[k].get("items", [])]
+        listed = all(s.get(k, {}).get("items") for s in src.get("sources", [])
+                     for k in ("secret", "configMap") if k in s)
+    else:
+        items = src.get("items", [])
+        listed = bool(items)
+    if listed:
+        item = next((i for i in items if i["path"] == rel), None)
+        if item is None:
+            return None
+        mode = item.get("mode", mode)
+    gid = 0
+    if fs_group is not None:
+        gid, mode = fs_group, mode | 0o440
+    return 0, gid, mode & 0o777
+
+
+def process_ids(spec, c):
+    """(uid, primary gid, all gids, capabilities dropped: all) of a
+    container's process."""
+    psc, csc = spec.get("securityContext", {}), c.get("securityContext", {})
+    uid = csc.get("runAsUser", psc.get("runAsUser", IMAGE_UID))
+    gid = csc.get("runAsGroup", psc.get("runAsGroup", IMAGE_GID))
+    groups = {gid, *psc.get("supplementalGroups", [])}
+    if psc.get("fsGroup") is not None:
+        groups.add(psc["fsGroup"])
+    dropped = "ALL" in csc.get("capabilities", {}).get("drop", [])
+    return uid, gid, groups, dropped
+
+
+def can_read(uid, groups, dropped, f):
+    """Whether a process (uid, groups) reads a file (owner, group, mode):
+    owner bits for its owner, group bits for a member, else other bits;
+    root with its capabilities reads anything."""
+    fuid, fgid, mode = f
+    if uid == 0 and not dropped:
+        return True
+    if uid == fuid:
+        return bool(mode & 0o400)
+    if fgid in groups:
+        return bool(mode & 0o040)
+    return bool(mode & 0o004)
+
+
+def secret_mode_ok(mode, file_uid, euid):
+    """zeroshard-server's CheckSecretFileMode: no access for others; group
+    read only for a root-owned file read by a non-root server."""
+    perm = mode & 0o777
+    if perm & 0o007:
+        return False
+    return perm & 0o070 == 0 or (perm & 0o070 == 0o040 and file_uid == 0 and euid != 0)
+
+
 def check(objs, helps, external, errors):
     def err(obj, msg):
         errors.append(f"{obj['kind']}/{obj['metadata']['name']}: {msg}")
@@ -149,9 +231,22 @@ def check(objs, helps, external, errors):
                     continue
                 m = max(under, key=lambda m: len(m["mountPath"]))
                 vol = mounts_by_volume.get(m["name"], {})
+                rel = os.path.relpath(value, m["mountPath"])
+                f = mounted_file(vol, rel, spec.get("securityContext", {}).get("fsGroup"))
+                if f is None:
+                    err(w, f"--{name}={value}: volume {m['name']} has no file {rel} (its items list others)")
+                elif f != "?":
+                    uid, gid, groups, dropped = process_ids(spec, c)
+                    if not can_read(uid, groups, dropped, f):
+                        err(w, f"--{name}={value}: container {c['name']} (uid {uid}, groups "
+                               f"{sorted(groups)}) cannot read it: mounted {f[0]}:{f[1]} "
+                               f"mode {f[2]:04o} (set the pod's fsGroup, or defaultMode)")
+                    if binary == "zeroshard-server" and name in SERVER_SECRET_FLAGS and \
+                            not secret_mode_ok(f[2], f[0], uid):
+                        err(w, f"--{name}={value}: mounted mode {f[2]:04o} owned by {f[0]}, "
+                               f"which zeroshard-server refuses as too open")
                 cm = by_kind.get("ConfigMap", {}).get(vol.get("configMap", {}).get("name"))
                 if cm is not None:
-                    rel = os.path.relpath(value, m["mountPath"])
                     if not any(fnmatch.fnmatch(k, rel) for k in cm.get("data", {})):
                         err(w, f"--{name}={value}: ConfigMap {cm['metadata']['name']} has no {rel}")
             # Ports and probes.
@@ -333,7 +428,27 @@ def self_test(objs, helps, external, elastic=False):
                                                               "checkpoint_dir"),
         "elastic: worker ports closed": close_worker_ports,
     }
-    mutations = elastic_mutations if elastic else {
+    def job(o):
+        return o["kind"] == "Job" and o["metadata"]["name"] == "zeroshard-train"
+
+    def volume(o, name):
+        return next(v for v in pod_spec(o)["volumes"] if v["name"] == name)
+
+    # overlays/tls: the Secrets' files as the kubelet mounts them.
+    tls_mutations = {
+        # The shape before issue 25: worker pods with runAsUser/runAsGroup
+        # 65532 and no fsGroup read 0440 root:root files.
+        "tls: old shape (workers without fsGroup)":
+            lambda os_: pod_spec(next(filter(job, os_)))["securityContext"].pop("fsGroup", None),
+        "tls: worker runs as another group, no fsGroup": lambda os_: (
+            pod_spec(next(filter(job, os_)))["securityContext"].pop("fsGroup", None),
+            pod_spec(next(filter(job, os_)))["securityContext"].update(runAsGroup=1000)),
+        "tls: ca.crt not among the items": lambda os_: volume(next(filter(job, os_)), "tls")
+        ["secret"]["items"][0].update(path="ca.pem"),
+        "tls: server token world-readable": lambda os_: volume(next(filter(sts, os_)), "tokens")
+        ["secret"].update(defaultMode=0o444),
+    }
+    mutations = tls_mutations if elastic == "tls" else elastic_mutations if elastic else {
         "unknown flag": lambda os_: server_args(next(filter(sts, os_))).append("--no_such_flag=1"),
         "probe port": lambda os_: pod_spec(next(filter(sts, os_)))["containers"][0]
         ["readinessProbe"]["grpc"].update(port=7999),
@@ -360,6 +475,43 @@ def self_test(objs, helps, external, elastic=False):
     return failures
 
 
+def self_test_modes():
+    """The file-mode model against cases worked out from the kubelet's
+    rules; returns the cases it gets wrong."""
+    secret = {"secret": {"secretName": "s", "defaultMode": 0o440}}
+    cases = [
+        # volume, file, fsGroup, (uid, groups, caps dropped), readable
+        (secret, "ca.crt", None, (65532, {65532}, True), False),  # issue 25
+        (secret, "ca.crt", 65532, (65532, {65532}, True), True),
+        (secret, "ca.crt", 2000, (65532, {65532, 2000}, True), True),
+        (secret, "ca.crt", None, (0, {0}, False), True),
+        (secret, "ca.crt", None, (0, {0}, True), True),  # root owns it: 0400
+        ({"secret": {"secretName": "s"}}, "ca.crt", None, (65532, {65532}, True), True),
+        ({"secret": {"secretName": "s", "defaultMode": 0o400}}, "ca.crt", None,
+         (65532, {65532}, True), False),
+        ({"secret": {"secretName": "s", "defaultMode": 0o400}}, "ca.crt", 65532,
+         (65532, {65532}, True), True),  # fsGroup adds 0440
+        ({"secret": {"secretName": "s", "defaultMode": 0o644,
+                     "items": [{"key": "k", "path": "ca.crt", "mode": 0o600}]}},
+         "ca.crt", None, (65532, {65532}, True), False),
+        ({"projected": {"defaultMode": 0o440, "sources": [{"secret": {"name": "s"}}]}},
+         "token", None, (65532, {65532}, True), False),
+        ({"configMap": {"name": "c"}}, "ds_config.json", None, (65532, {65532}, True), True),
+    ]
+    wrong = []
+    for vol, rel, fs, (uid, groups, dropped), want in cases:
+        if can_read(uid, groups, dropped, mounted_file(vol, rel, fs)) != want:
+            wrong.append(f"{vol} {rel} fsGroup={fs} uid={uid}: want readable={want}")
+    if mounted_file(secret | {"secret": {"secretName": "s", "items": [
+            {"key": "k", "path": "a"}]}}, "b", None) is not None:
+        wrong.append("an item list without the file must give None")
+    if secret_mode_ok(0o440, 0, 0) or not secret_mode_ok(0o440, 0, 65532) or \
+            secret_mode_ok(0o444, 0, 65532) or not secret_mode_ok(0o600, 65532, 65532):
+        wrong.append("secret_mode_ok disagrees with CheckSecretFileMode")
+    print(f"  self-test file modes: {len(cases) - len(wrong)} of {len(cases)} cases as the kubelet")
+    return wrong
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--deploy", required=True)
@@ -381,7 +533,7 @@ def main():
                 print(f"deploy/EXTERNAL: {line[1]} is not documented in deploy/README.md")
                 return 1
     overlays = sorted(os.listdir(os.path.join(a.deploy, "overlays")))
-    all_errors = []
+    all_errors = self_test_modes() if a.self_test else []
     for overlay in overlays:
         objs = render(a.kubectl, os.path.join(a.deploy, "overlays", overlay))
         errors = []
@@ -391,8 +543,9 @@ def main():
         print(f"{overlay}: {len(objs)} objects valid against Kubernetes {K8S_VERSION} "
               f"({', '.join(kinds)}); {len(errors)} problems")
         all_errors += [f"{overlay}: {e}" for e in errors]
-        if a.self_test and overlay in ("dev", "elastic"):
-            failed = self_test(objs, helps, external, elastic=overlay == "elastic")
+        if a.self_test and overlay in ("dev", "elastic", "tls"):
+            failed = self_test(objs, helps, external,
+                               elastic={"dev": False, "elastic": True, "tls": "tls"}[overlay])
             all_errors += [f"self-test: '{f}' not reported" for f in failed]
     for e in all_errors:
         print(e)
