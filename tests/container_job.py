@@ -1,0 +1,300 @@
+"""Runs a whole job from deploy/overlays/dev as podman containers — the
+shard servers and the worker ranks, with the images, commands, arguments,
+environment, users and mounts the rendered manifests give — and then the
+same job with the same binaries directly on the host, and compares the two
+(tests/container_job_test.sh, which sets up podman; issue 25).
+
+What stands in for Kubernetes:
+  - a podman bridge network with a fixed address per pod, the pods'
+    hostnames (zeroshard-server-k: --shard_index_from_hostname) and the
+    headless Services' DNS names as /etc/hosts entries (--add-host);
+  - the ConfigMap's files in a directory mounted read-only where the pod
+    mounts the ConfigMap; a host directory per server for its volume
+    (volumeClaimTemplates) and per worker for /tmp (emptyDir), owned by
+    the pod's user; a read-only root file system; every capability dropped;
+  - env: fieldRef metadata.namespace, metadata.name and the Job's
+    completion index, then $(VAR) expansion as the kubelet does.
+Two changes to the manifests' arguments, both printed: --steps=N (the
+overlay trains 1000 steps) and --save=/tmp/model.bin on the workers (to
+compare the trained model). The direct run uses loopback ports instead of
+the fixed ports and names, and --shard_index instead of the hostname.
+
+Passes when every container exits 0 and the direct run prints the same
+loss at every step and saves a bit-identical model.
+
+Usage: container_job.py --deploy DIR --kubectl PATH --bin DIR --work DIR
+           [--overlay dev] [--steps N] [--subnet 10.89.N]
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+ULIMITS = ["--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096"]
+
+
+def log(msg):
+    print(f"container_job: {msg}", flush=True)
+
+
+def render(kubectl, path):
+    import yaml
+    out = subprocess.run([kubectl, "kustomize", path], check=True,
+                         capture_output=True, text=True).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def expand(value, env):
+    """$(VAR) as the kubelet expands it in env values and args."""
+    return re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), m.group(0)), value)
+
+
+def pod_env(obj, c, pod_name, index):
+    env = {}
+    for e in c.get("env", []):
+        if "value" in e:
+            env[e["name"]] = expand(e["value"], env)
+            continue
+        path = e["valueFrom"]["fieldRef"]["fieldPath"]
+        env[e["name"]] = {
+            "metadata.namespace": obj["metadata"]["namespace"],
+            "metadata.name": pod_name,
+            "metadata.annotations['batch.kubernetes.io/job-completion-index']": str(index),
+        }[path]
+    return env
+
+
+def set_flag(args, name, value):
+    """Replaces --name=... (or appends it)."""
+    out = [a for a in args if not a.startswith(f"--{name}=")]
+    return out + [f"--{name}={value}"]
+
+
+def flag(args, name):
+    return next((a.split("=", 1)[1] for a in args if a.startswith(f"--{name}=")), None)
+
+
+def user(spec, c):
+    psc, csc = spec.get("securityContext", {}), c.get("securityContext", {})
+    return (csc.get("runAsUser", psc.get("runAsUser", 65532)),
+            csc.get("runAsGroup", psc.get("runAsGroup", 65532)))
+
+
+def podman(*args, check=True):
+    r = subprocess.run(["podman", *args], capture_output=True, text=True)
+    if check and r.returncode != 0:
+        raise RuntimeError(f"podman {args[0]} failed (exit {r.returncode}): {r.stderr.strip()}")
+    return r
+
+
+def wait_port(host, port, what, proc_alive, timeout=120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection((host, port), timeout=1).close()
+            return
+        except OSError:
+            if not proc_alive():
+                raise RuntimeError(f"{what} exited before listening on {host}:{port}")
+            time.sleep(0.2)
+    raise RuntimeError(f"{what}: nothing listens on {host}:{port} after {timeout}s")
+
+
+def losses(text):
+    """'step i/N loss X' of every step, without the timing columns."""
+    return re.findall(r"^(step \d+/\d+ loss \S+)", text, re.M)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--deploy", required=True)
+    ap.add_argument("--kubectl", default="kubectl")
+    ap.add_argument("--bin", required=True, help="bazel-bin with the binaries the images hold")
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--overlay", default="dev")
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--subnet", default="10.89.%d" % (100 + os.getpid() % 100))
+    a = ap.parse_args()
+
+    objs = render(a.kubectl, os.path.join(a.deploy, "overlays", a.overlay))
+    sts = next(o for o in objs if o["kind"] == "StatefulSet"
+               and o["metadata"]["name"] == "zeroshard-server")
+    job = next(o for o in objs if o["kind"] == "Job")
+    cms = {o["metadata"]["name"]: o for o in objs if o["kind"] == "ConfigMap"}
+    sspec, wspec = sts["spec"]["template"]["spec"], job["spec"]["template"]["spec"]
+    sc, wc = sspec["containers"][0], wspec["containers"][0]
+    nservers, nworkers = sts["spec"]["replicas"], job["spec"]["completions"]
+    svc, sub = sts["spec"]["serviceName"], wspec["subdomain"]
+    ns = job["metadata"]["namespace"]
+    log(f"overlay {a.overlay}: {nservers} servers ({sc['image']}), {nworkers} workers "
+        f"({wc['image']}), {a.steps} steps")
+
+    # Pods: name, address, hostname aliases (the headless Services' names).
+    net = f"zs-ctest-{os.getpid()}"
+    servers = [(f"{sts['metadata']['name']}-{k}", f"{a.subnet}.{10 + k}") for k in range(nservers)]
+    workers = [(f"{job['metadata']['name']}-{i}", f"{a.subnet}.{50 + i}") for i in range(nworkers)]
+    hosts = []
+    for name, ip in servers:
+        hosts += ["--add-host", f"{name}.{svc}:{ip}"]
+    for name, ip in workers:
+        hosts += ["--add-host", f"{name}.{sub}:{ip}",
+                  "--add-host", f"{name}.{sub}.{ns}.svc.cluster.local:{ip}"]
+
+    # The ConfigMap's files, where the worker mounts it.
+    cm_vol = next(v for v in wspec["volumes"] if "configMap" in v)
+    cm_mount = next(m for m in wc["volumeMounts"] if m["name"] == cm_vol["name"])
+    cm_dir = os.path.join(a.work, "configmap")
+    os.makedirs(cm_dir)
+    for key, text in cms[cm_vol["configMap"]["name"]]["data"].items():
+        with open(os.path.join(cm_dir, key), "w") as f:
+            f.write(text)
+    state_mount = next(m for m in sc["volumeMounts"] if m["name"] == "state")["mountPath"]
+    tmp_mount = next(m for m in wc["volumeMounts"] if m["mountPath"] == "/tmp")["mountPath"]
+
+    suid, sgid = user(sspec, sc)
+    wuid, wgid = user(wspec, wc)
+
+    def owned_dir(path, uid, gid):
+        os.makedirs(path)
+        os.chown(path, uid, gid)
+        return path
+
+    def sec(uid, gid):
+        return ["--user", f"{uid}:{gid}", "--read-only", "--cap-drop", "ALL",
+                "--security-opt", "no-new-privileges", *ULIMITS]
+
+    def worker_args(args):
+        return set_flag(set_flag(args, "steps", a.steps), "save", f"{tmp_mount}/model.bin")
+
+    names = []
+    podman("network", "create", "--subnet", f"{a.subnet}.0/24", net)
+    t0 = time.monotonic()
+    try:
+        for k, (name, ip) in enumerate(servers):
+            d = owned_dir(os.path.join(a.work, name), suid, sgid)
+            cmd = ["run", "-d", "--name", f"{net}-{name}", "--network", net, "--ip", ip,
+                   "--hostname", name, *hosts, *sec(suid, sgid),
+                   "-v", f"{d}:{state_mount}", sc["image"], *sc["command"], *sc["args"]]
+            log("podman " + " ".join(cmd))
+            podman(*cmd)
+            names.append(f"{net}-{name}")
+        health = int(flag(sc["args"], "health_port"))
+        for k, (name, ip) in enumerate(servers):
+            wait_port(ip, health, name, lambda n=f"{net}-{name}": podman(
+                "container", "inspect", "-f", "{{.State.Running}}", n).stdout.strip() == "true")
+        for i, (name, ip) in enumerate(workers):
+            env = pod_env(job, wc, name, i)
+            d = owned_dir(os.path.join(a.work, name), wuid, wgid)
+            e = [x for k, v in env.items() for x in ("-e", f"{k}={v}")]
+            args = [expand(x, env) for x in worker_args(wc["args"])]
+            cmd = ["run", "-d", "--name", f"{net}-{name}", "--network", net, "--ip", ip,
+                   "--hostname", name, *hosts, *sec(wuid, wgid), *e,
+                   "-v", f"{cm_dir}:{cm_mount['mountPath']}:ro", "-v", f"{d}:{tmp_mount}",
+                   wc["image"], *wc["command"], *args]
+            log("podman " + " ".join(cmd))
+            podman(*cmd)
+            names.append(f"{net}-{name}")
+        codes = [int(podman("wait", f"{net}-{n}").stdout.strip() or -1) for n, _ in workers]
+        wall = time.monotonic() - t0
+        outs = {n: podman("logs", f"{net}-{n}").stdout + podman("logs", f"{net}-{n}").stderr
+                for n, _ in servers + workers}
+    finally:
+        for n in names:
+            podman("rm", "-f", "-t", "5", n, check=False)
+        podman("network", "rm", "-f", net, check=False)
+    rank0 = outs[workers[0][0]]
+    print("---- rank 0 in its container (last lines) ----")
+    print("\n".join(rank0.strip().splitlines()[-6:]))
+    if any(codes):
+        for n, text in outs.items():
+            print(f"---- {n} ----\n{text[-3000:]}")
+        log(f"FAIL: worker exit codes {codes}")
+        return 1
+    log(f"containers: {nservers} servers + {nworkers} workers trained {a.steps} steps "
+        f"in {wall:.1f} s")
+
+    # The same job without containers: the same binaries and arguments on
+    # loopback ports.
+    direct = os.path.join(a.work, "direct")
+    os.makedirs(direct)
+    bins = {"zeroshard-server": os.path.join(a.bin, "server/zeroshard-server"),
+            "zeroshard-worker": os.path.join(a.bin, "worker/train/zeroshard-worker")}
+    procs = []
+    ports = []
+    try:
+        for k in range(nservers):
+            args = [x for x in sc["args"] if x != "--shard_index_from_hostname"]
+            for f, v in (("host", "127.0.0.1"), ("port", 0), ("health_port", -1),
+                         ("metrics_port", -1), ("shard_index", k),
+                         ("checkpoint_dir", os.path.join(direct, f"server{k}"))):
+                args = set_flag(args, f, v)
+            out = open(os.path.join(direct, f"server{k}.log"), "w+")
+            procs.append(subprocess.Popen(
+                [bins[os.path.basename(sc["command"][0])], *args], stdout=out,
+                stderr=subprocess.STDOUT))
+            deadline = time.monotonic() + 120
+            while True:  # the server prints the port it picked
+                out.seek(0)
+                m = re.search(r"listening on [^\s:]*:(\d+)", out.read())
+                if m:
+                    ports.append(int(m.group(1)))
+                    break
+                if procs[-1].poll() is not None or time.monotonic() > deadline:
+                    out.seek(0)
+                    raise RuntimeError(f"direct server {k} did not start:\n{out.read()}")
+                time.sleep(0.1)
+        coord = socket.socket()
+        coord.bind(("127.0.0.1", 0))
+        coord_port = coord.getsockname()[1]
+        coord.close()
+        wprocs = []
+        for i, (name, _) in enumerate(workers):
+            env = pod_env(job, wc, name, i)
+            env["ZEROSHARD_COORD"] = f"127.0.0.1:{coord_port}"
+            args = [expand(x, env) for x in worker_args(wc["args"])]
+            args = set_flag(args, "servers", ",".join(f"127.0.0.1:{p}" for p in ports))
+            args = set_flag(args, "config", os.path.join(
+                cm_dir, os.path.relpath(flag(args, "config"), cm_mount["mountPath"])))
+            args = set_flag(args, "save", os.path.join(direct, f"{name}-model.bin"))
+            args = set_flag(args, "metrics_port", 0)
+            wprocs.append(subprocess.Popen(
+                [bins[os.path.basename(wc["command"][0])], *args],
+                env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **env},
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=direct))
+        direct_out = [p.communicate(timeout=600)[0] for p in wprocs]
+        direct_codes = [p.returncode for p in wprocs]
+    finally:
+        for p in procs:
+            p.terminate()
+            p.wait()
+    if any(direct_codes):
+        print(direct_out[0][-3000:])
+        log(f"FAIL: direct worker exit codes {direct_codes}")
+        return 1
+
+    got, want = losses(rank0), losses(direct_out[0])
+    model_c = open(os.path.join(a.work, workers[0][0], "model.bin"), "rb").read()
+    model_d = open(os.path.join(direct, f"{workers[0][0]}-model.bin"), "rb").read()
+    log(f"direct run: {len(want)} steps, final '{want[-1] if want else None}'")
+    log(f"containers:  {len(got)} steps, final '{got[-1] if got else None}'")
+    problems = []
+    if len(got) != a.steps or got != want:
+        diff = next((i for i, (x, y) in enumerate(zip(got, want)) if x != y), None)
+        problems.append(f"losses differ (first at step index {diff}: {len(got)} vs {len(want)} lines)")
+    if model_c != model_d:
+        problems.append(f"saved models differ ({len(model_c)} vs {len(model_d)} bytes)")
+    else:
+        log(f"saved model: {len(model_c)} bytes, bit-identical")
+    for p in problems:
+        log("FAIL: " + p)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
