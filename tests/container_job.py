@@ -143,8 +143,7 @@ def main():
     for name, ip in servers:
         hosts += ["--add-host", f"{name}.{svc}:{ip}"]
     for name, ip in workers:
-        hosts += ["--add-host", f"{name}.{sub}:{ip}",
-                  "--add-host", f"{name}.{sub}.{ns}.svc.cluster.local:{ip}"]
+        hosts += ["--add-host", f"{name}.{sub}:{ip}"]
 
     # The ConfigMap's files, where the worker mounts it.
     cm_vol = next(v for v in wspec["volumes"] if "configMap" in v)

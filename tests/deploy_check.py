@@ -27,7 +27,10 @@ checks the cross-references a schema cannot see:
   - --elastic workers: no ZEROSHARD_RANK/WORLD_SIZE/COORD, --start_workers
     = the initial replicas >= --min_workers, --checkpoint_interval > 0,
     --worker_name = the pod name, the servers have --checkpoint_dir, and
-    the NetworkPolicy admits the workers from each other on every port.
+    the NetworkPolicy admits the workers from each other on every port;
+  - a fixed-size Job has activeDeadlineSeconds and a podFailurePolicy
+    failing the run at the first rank that exits non-zero (naming its
+    container), and ZEROSHARD_COORD does not assume the cluster domain.
 With --self_test it also breaks a rendering in several ways and requires
 each to be reported (the checks can fail).
 
@@ -334,18 +337,44 @@ def check(objs, helps, external, errors):
             continue
         if w["kind"] == "Job":
             world = {w["spec"].get("completions"), w["spec"].get("parallelism")}
-            host = f"{w['metadata']['name']}-0.{pod_spec(w).get('subdomain')}."
+            host = f"{w['metadata']['name']}-0.{pod_spec(w).get('subdomain')}"
+            check_job(w, c, err)
         else:
             world = {w["spec"].get("replicas")}
-            host = f"{w['metadata']['name']}-0.{w['spec'].get('serviceName')}."
+            host = f"{w['metadata']['name']}-0.{w['spec'].get('serviceName')}"
         world.add(int(env.get("ZEROSHARD_WORLD_SIZE") or 0))
         if len(world) != 1:
             err(w, f"world size disagrees (completions, parallelism/replicas, ZEROSHARD_WORLD_SIZE): {world}")
         coord = env.get("ZEROSHARD_COORD") or ""
-        if not coord.startswith(host):
+        coord_host = coord.rsplit(":", 1)[0]
+        if not (coord_host == host or coord_host.startswith(host + ".")):
             err(w, f"ZEROSHARD_COORD={coord} does not name rank 0 ({host}...)")
+        elif coord_host.rstrip(".").endswith(".cluster.local"):
+            err(w, f"ZEROSHARD_COORD={coord} assumes the cluster domain cluster.local "
+                   f"(use {host}: the pod's DNS search path completes it)")
         elif container_ports(c).get(int(coord.rsplit(":", 1)[1])) != "coord":
             err(w, f"ZEROSHARD_COORD port is not the container port named coord")
+
+
+def check_job(w, c, err):
+    """A fixed-size Job: a wall-clock bound, and a podFailurePolicy that
+    ends the run at the first failed rank (restartPolicy Never, which the
+    policy needs) and names this container."""
+    spec = w["spec"]
+    if not spec.get("activeDeadlineSeconds"):
+        err(w, "no activeDeadlineSeconds: a hung run holds its nodes forever")
+    if pod_spec(w).get("restartPolicy") != "Never":
+        err(w, "restartPolicy is not Never (a rank restarted in place cannot rejoin its group)")
+    rules = spec.get("podFailurePolicy", {}).get("rules", [])
+    fails = [r for r in rules if r.get("action") == "FailJob"]
+    if not any(r.get("onExitCodes", {}).get("containerName") in (None, c["name"]) and
+               r["onExitCodes"].get("operator") == "NotIn" and r["onExitCodes"].get("values") == [0]
+               for r in fails if "onExitCodes" in r):
+        err(w, f"no podFailurePolicy rule failing the Job when container {c['name']} exits non-zero")
+    for r in rules:
+        name = r.get("onExitCodes", {}).get("containerName")
+        if name and name not in {x["name"] for x in pod_spec(w)["containers"]}:
+            err(w, f"podFailurePolicy names container {name}, which the pod does not have")
 
 
 def check_elastic(w, c, flags, env, servers, by_kind, err):
@@ -456,7 +485,20 @@ def self_test(objs, helps, external, elastic=False):
         "missing ConfigMap": lambda os_: [o for o in os_ if o["kind"] != "ConfigMap"],
         "schema": lambda os_: next(filter(sts, os_))["spec"].update(replicas="two"),
         "unknown field": lambda os_: next(filter(sts, os_))["spec"].update(replica=2),
+        "old shape: ZEROSHARD_COORD assumes cluster.local": lambda os_: next(
+            e for e in pod_spec(next(filter(job, os_)))["containers"][0]["env"]
+            if e["name"] == "ZEROSHARD_COORD").update(
+            value="zeroshard-train-0.zeroshard-workers.zeroshard-dev.svc.cluster.local:29500"),
+        "old shape: Job without podFailurePolicy": lambda os_: next(filter(job, os_))
+        ["spec"].pop("podFailurePolicy"),
+        "old shape: Job without activeDeadlineSeconds": lambda os_: next(filter(job, os_))
+        ["spec"].pop("activeDeadlineSeconds"),
+        "podFailurePolicy names another container": lambda os_: next(filter(job, os_))
+        ["spec"]["podFailurePolicy"]["rules"][0]["onExitCodes"].update(containerName="trainer"),
     }
+    baseline = []
+    validate(objs, baseline)
+    check(copy.deepcopy(objs), helps, external, baseline)
     failures = []
     for what, mutate in mutations.items():
         broken = copy.deepcopy(objs)
@@ -469,6 +511,7 @@ def self_test(objs, helps, external, elastic=False):
             check(broken, helps, external, errors)
         except Exception as e:  # a crash counts as reported
             errors.append(repr(e))
+        errors = [e for e in errors if e not in baseline]  # new problems only
         print(f"  self-test '{what}': {errors[0] if errors else 'NOT REPORTED'}")
         if not errors:
             failures.append(what)

@@ -153,10 +153,31 @@ absl::StatusOr<addrinfo*> Resolve(const std::string& host, int port,
   const int rc =
       getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
   if (rc != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "bootstrap: cannot resolve '", host, "': ", gai_strerror(rc)));
+    // A name not (yet) known may appear: a Kubernetes pod's DNS record is
+    // published some time after the pod starts. The callers retry these.
+    const bool later = rc == EAI_NONAME || rc == EAI_AGAIN || rc == EAI_NODATA;
+    const std::string msg = absl::StrCat("bootstrap: cannot resolve '", host,
+                                         "': ", gai_strerror(rc));
+    return later ? absl::UnavailableError(msg)
+                 : absl::InvalidArgumentError(msg);
   }
   return res;
+}
+
+// Resolve, retrying a name that is not known yet until `deadline`.
+absl::StatusOr<addrinfo*> ResolveBy(const std::string& host, int port,
+                                    bool passive, absl::Time deadline,
+                                    absl::Duration timeout) {
+  while (true) {
+    absl::StatusOr<addrinfo*> res = Resolve(host, port, passive);
+    if (res.ok() || !absl::IsUnavailable(res.status())) return res;
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat(res.status().message(), " (still, after ",
+                       absl::FormatDuration(timeout), ")"));
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
 }
 
 }  // namespace
@@ -172,7 +193,10 @@ absl::StatusOr<std::unique_ptr<TcpBootstrap>> TcpBootstrap::Create(
   ZS_RETURN_IF_ERROR(
       ParseHostPort(b->options_.coordinator, &b->host_, &b->port_));
   if (b->options_.rank != 0) return b;
-  ZS_ASSIGN_OR_RETURN(addrinfo * res, Resolve(b->host_, b->port_, true));
+  ZS_ASSIGN_OR_RETURN(
+      addrinfo * res,
+      ResolveBy(b->host_, b->port_, true, absl::Now() + b->options_.timeout,
+                b->options_.timeout));
   int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   const int one = 1;
   if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -276,7 +300,8 @@ absl::StatusOr<std::vector<std::string>> TcpBootstrap::Join(
   Fd conn;
   std::string last_error = "no attempt";
   while (conn.get() < 0) {
-    ZS_ASSIGN_OR_RETURN(addrinfo * res, Resolve(host_, port_, false));
+    ZS_ASSIGN_OR_RETURN(addrinfo * res, ResolveBy(host_, port_, false, deadline,
+                                                  options_.timeout));
     for (addrinfo* a = res; a != nullptr && conn.get() < 0; a = a->ai_next) {
       Fd fd(socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
       if (fd.get() >= 0 && connect(fd.get(), a->ai_addr, a->ai_addrlen) == 0) {

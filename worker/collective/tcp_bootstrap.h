@@ -7,6 +7,9 @@
 //   DEADLINE_EXCEEDED  rank 0: "ranks 2, 3 of 4 did not check in at
 //                      host:port within 30s"; others: coordinator not
 //                      reachable, or no table in time (a rank missing);
+//                      a coordinator name that does not resolve within
+//                      the timeout (retried: a Kubernetes pod's DNS name
+//                      appears after the pod starts);
 //   INVALID_ARGUMENT   bad address, duplicate rank, size mismatch;
 //   UNAVAILABLE        the coordinator closed the connection (it failed).
 //

@@ -87,6 +87,32 @@ TEST(TcpBootstrapTest, BadAddressIsInvalid) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// A name that does not resolve (yet: a pod's DNS record comes after the
+// pod) is retried until the timeout, on rank 0 (which binds it) and the
+// others, and then named in the error.
+TEST(TcpBootstrapTest, UnknownNameIsRetriedUntilTheTimeout) {
+  for (int rank : {0, 1}) {
+    TcpBootstrapOptions o;
+    o.rank = rank;
+    o.size = 2;
+    o.coordinator = "zeroshard-no-such-host.invalid:29500";
+    o.timeout = absl::Milliseconds(300);
+    absl::StatusOr<std::vector<std::string>> r = absl::InternalError("not run");
+    auto b = TcpBootstrap::Create(o);
+    if (b.ok()) {
+      r = (*b)->AllGather("x");
+    } else {
+      r = b.status();
+    }
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded)
+        << "rank " << rank << ": " << r.status();
+    EXPECT_NE(r.status().message().find(
+                  "cannot resolve 'zeroshard-no-such-host.invalid'"),
+              absl::string_view::npos)
+        << r.status();
+  }
+}
+
 TEST(TcpBootstrapTest, SizeOneNeedsNoNetwork) {
   TcpBootstrapOptions o;
   auto b = TcpBootstrap::Create(o);
