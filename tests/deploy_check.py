@@ -28,6 +28,9 @@ checks the cross-references a schema cannot see:
     = the initial replicas >= --min_workers, --checkpoint_interval > 0,
     --worker_name = the pod name, the servers have --checkpoint_dir, and
     the NetworkPolicy admits the workers from each other on every port;
+  - PodMonitors (components/monitoring; shape checked here, the API schema
+    lacks the CRD) select pods, name their metrics port and path, and the
+    NetworkPolicies admit the Prometheus Operator's pods on that port;
   - a fixed-size Job has activeDeadlineSeconds and a podFailurePolicy
     failing the run at the first rank that exits non-zero (naming its
     container), and ZEROSHARD_COORD does not assume the cluster domain.
@@ -107,6 +110,11 @@ IMAGE_UID = IMAGE_GID = 65532
 # Flags whose file zeroshard-server refuses when its mode is too open
 # (common/security/secret_file.cc).
 SERVER_SECRET_FLAGS = ("tls_key", "token_file")
+
+
+# The label every Prometheus pod of the Prometheus Operator carries
+# (kube-prometheus-stack's too); components/monitoring admits it.
+PROMETHEUS_POD = {"app.kubernetes.io/name": "prometheus"}
 
 
 def mounted_file(vol, rel, fs_group):
@@ -286,6 +294,35 @@ def check(objs, helps, external, errors):
                 if all(resolve_port(c, target) is None for c in pod_spec(w)["containers"]):
                     err(s, f"targetPort {target} is not a port of {w['kind']}/{w['metadata']['name']}")
 
+    # PodMonitors: pods to scrape, their metrics port, the NetworkPolicy.
+    for pm in by_kind.get("PodMonitor", {}).values():
+        sel = pm["spec"].get("selector", {}).get("matchLabels")
+        pods = [w for w in workloads if matches(sel, pod_labels(w))]
+        if not pods:
+            err(pm, f"selector {sel} matches no pod template")
+        for w in pods:
+            ann = w["spec"]["template"]["metadata"].get("annotations", {})
+            for label in pm["spec"].get("podTargetLabels", []):
+                if label not in pod_labels(w):
+                    err(pm, f"podTargetLabels {label}: {w['kind']}/{w['metadata']['name']} has no such label")
+            for ep in pm["spec"].get("podMetricsEndpoints", []):
+                port = next((n for c in pod_spec(w)["containers"]
+                             for n, name in container_ports(c).items() if name == ep.get("port")), None)
+                if port is None:
+                    err(pm, f"port {ep.get('port')} is not a named port of {w['kind']}/{w['metadata']['name']}")
+                    continue
+                if "prometheus.io/path" in ann and ep.get("path", "/metrics") != ann["prometheus.io/path"]:
+                    err(pm, f"path {ep.get('path')}, the pods serve {ann['prometheus.io/path']}")
+                for pol in by_kind.get("NetworkPolicy", {}).values():
+                    if not matches(pol["spec"]["podSelector"].get("matchLabels"), pod_labels(w)):
+                        continue
+                    if not any(any(p.get("port") in (port, ep["port"]) for p in r.get("ports", []))
+                               and any(f.get("podSelector", {}).get("matchLabels") == PROMETHEUS_POD
+                                       and "namespaceSelector" in f for f in r.get("from", []))
+                               for r in pol["spec"].get("ingress", [])):
+                        err(pol, f"does not admit the Prometheus Operator's pods {PROMETHEUS_POD} "
+                                 f"(any namespace) on port {port} of {w['kind']}/{w['metadata']['name']}")
+
     # Topology: shard servers, their clients, the workers' rendezvous.
     servers = [w for w in workloads if
                os.path.basename(pod_spec(w)["containers"][0]["command"][0]) == "zeroshard-server"]
@@ -415,8 +452,41 @@ def check_elastic(w, c, flags, env, servers, by_kind, err):
             err(pol, f"does not admit {w['kind']}/{w['metadata']['name']} from its own pods on every port")
 
 
+# PodMonitor (monitoring.coreos.com/v1, a CRD the API schema does not
+# have): the fields these manifests may use, checked strictly here.
+POD_MONITOR_SPEC = {"selector", "podMetricsEndpoints", "podTargetLabels", "jobLabel",
+                    "namespaceSelector", "sampleLimit", "targetLimit"}
+POD_MONITOR_ENDPOINT = {"port", "portNumber", "path", "interval", "scrapeTimeout",
+                        "scheme", "honorLabels", "honorTimestamps", "relabelings",
+                        "metricRelabelings", "params", "filterRunning"}
+
+
+def validate_pod_monitor(o):
+    """Problems of a PodMonitor's shape, as the operator's CRD would see them."""
+    spec = o.get("spec", {})
+    out = [f"spec: unknown field {k}" for k in sorted(set(spec) - POD_MONITOR_SPEC)]
+    if not spec.get("selector", {}).get("matchLabels"):
+        out.append("spec.selector.matchLabels is required here")
+    eps = spec.get("podMetricsEndpoints") or []
+    if not eps:
+        out.append("spec.podMetricsEndpoints is empty")
+    for i, ep in enumerate(eps):
+        out += [f"spec.podMetricsEndpoints.{i}: unknown field {k}"
+                for k in sorted(set(ep) - POD_MONITOR_ENDPOINT)]
+        if not isinstance(ep.get("port"), str):
+            out.append(f"spec.podMetricsEndpoints.{i}.port must name a container port")
+    return out
+
+
 def validate(objs, errors):
     for o in objs:
+        if o.get("apiVersion") == "monitoring.coreos.com/v1":
+            if o["kind"] != "PodMonitor":
+                errors.append(f"{o['kind']}/{o['metadata']['name']}: not a PodMonitor")
+                continue
+            errors += [f"PodMonitor/{o['metadata']['name']}: schema: {e}"
+                       for e in validate_pod_monitor(o)]
+            continue
         try:
             kubernetes_validate.validate(o, K8S_VERSION, strict=True)
         except kubernetes_validate.ValidationError as e:
@@ -477,7 +547,30 @@ def self_test(objs, helps, external, elastic=False):
         "tls: server token world-readable": lambda os_: volume(next(filter(sts, os_)), "tokens")
         ["secret"].update(defaultMode=0o444),
     }
-    mutations = tls_mutations if elastic == "tls" else elastic_mutations if elastic else {
+    def monitor(o, name="zeroshard-worker"):
+        return o["kind"] == "PodMonitor" and o["metadata"]["name"] == name
+
+    def drop_scrape_rule(os_):
+        for o in os_:
+            if o["kind"] == "NetworkPolicy" and o["metadata"]["name"] == "zeroshard-server":
+                o["spec"]["ingress"] = [r for r in o["spec"]["ingress"] if not any(
+                    f.get("podSelector", {}).get("matchLabels") == PROMETHEUS_POD
+                    for f in r.get("from", []))]
+
+    # overlays/monitoring: the PodMonitors and the NetworkPolicy for them.
+    monitoring_mutations = {
+        "monitoring: port name": lambda os_: next(filter(monitor, os_))["spec"]
+        ["podMetricsEndpoints"][0].update(port="http-metrics"),
+        "monitoring: selector": lambda os_: next(filter(monitor, os_))["spec"]["selector"]
+        ["matchLabels"].update({"app.kubernetes.io/name": "worker"}),
+        "monitoring: NetworkPolicy closed to Prometheus": drop_scrape_rule,
+        "monitoring: unknown field": lambda os_: next(filter(monitor, os_))["spec"]
+        ["podMetricsEndpoints"][0].update(intervall="15s"),
+        "monitoring: path": lambda os_: next(filter(monitor, os_))["spec"]
+        ["podMetricsEndpoints"][0].update(path="/metric"),
+    }
+    mutations = tls_mutations if elastic == "tls" else monitoring_mutations \
+        if elastic == "monitoring" else elastic_mutations if elastic else {
         "unknown flag": lambda os_: server_args(next(filter(sts, os_))).append("--no_such_flag=1"),
         "probe port": lambda os_: pod_spec(next(filter(sts, os_)))["containers"][0]
         ["readinessProbe"]["grpc"].update(port=7999),
@@ -586,9 +679,9 @@ def main():
         print(f"{overlay}: {len(objs)} objects valid against Kubernetes {K8S_VERSION} "
               f"({', '.join(kinds)}); {len(errors)} problems")
         all_errors += [f"{overlay}: {e}" for e in errors]
-        if a.self_test and overlay in ("dev", "elastic", "tls"):
-            failed = self_test(objs, helps, external,
-                               elastic={"dev": False, "elastic": True, "tls": "tls"}[overlay])
+        if a.self_test and overlay in ("dev", "elastic", "tls", "monitoring"):
+            failed = self_test(objs, helps, external, elastic={
+                "dev": False, "elastic": True, "tls": "tls", "monitoring": "monitoring"}[overlay])
             all_errors += [f"self-test: '{f}' not reported" for f in failed]
     for e in all_errors:
         print(e)
