@@ -23,10 +23,11 @@ Passes when every container exits 0 and the direct run prints the same
 loss at every step and saves a bit-identical model.
 
 Usage: container_job.py --deploy DIR --kubectl PATH --bin DIR --work DIR
-           [--overlay dev] [--steps N] [--subnet 10.89.N]
+           [--overlay dev] [--steps N] [--data TOKENS.bin] [--subnet 10.89.N]
 """
 
 import argparse
+import atexit
 import json
 import os
 import re
@@ -119,7 +120,8 @@ def main():
     ap.add_argument("--work", required=True)
     ap.add_argument("--overlay", default="dev")
     ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--subnet", default="10.89.%d" % (100 + os.getpid() % 100))
+    ap.add_argument("--data", help="llm.c token file for a PersistentVolumeClaim of token shards")
+    ap.add_argument("--subnet", help="10.89.N (default: the first free of 10.89.100-199)")
     a = ap.parse_args()
 
     objs = render(a.kubectl, os.path.join(a.deploy, "overlays", a.overlay))
@@ -130,31 +132,68 @@ def main():
     sspec, wspec = sts["spec"]["template"]["spec"], job["spec"]["template"]["spec"]
     sc, wc = sspec["containers"][0], wspec["containers"][0]
     nservers, nworkers = sts["spec"]["replicas"], job["spec"]["completions"]
-    svc, sub = sts["spec"]["serviceName"], wspec["subdomain"]
+    svc, sub = sts["spec"]["serviceName"], wspec.get("subdomain")
     ns = job["metadata"]["namespace"]
     log(f"overlay {a.overlay}: {nservers} servers ({sc['image']}), {nworkers} workers "
         f"({wc['image']}), {a.steps} steps")
 
-    # Pods: name, address, hostname aliases (the headless Services' names).
+    # A network of its own, on a subnet no other network (or test) holds.
     net = f"zs-ctest-{os.getpid()}"
+    start = os.getpid() % 100
+    for n in ([a.subnet] if a.subnet else [f"10.89.{100 + (start + i) % 100}" for i in range(100)]):
+        if podman("network", "create", "--subnet", f"{n}.0/24", net, check=False).returncode == 0:
+            a.subnet = n
+            atexit.register(podman, "network", "rm", "-f", net, check=False)
+            break
+    else:
+        raise RuntimeError("podman network create failed on every subnet 10.89.100-199.0/24")
+
+    # Pods: name, address, hostname aliases (the headless Services' names).
     servers = [(f"{sts['metadata']['name']}-{k}", f"{a.subnet}.{10 + k}") for k in range(nservers)]
     workers = [(f"{job['metadata']['name']}-{i}", f"{a.subnet}.{50 + i}") for i in range(nworkers)]
     hosts = []
     for name, ip in servers:
         hosts += ["--add-host", f"{name}.{svc}:{ip}"]
-    for name, ip in workers:
+    for name, ip in workers if sub else []:
         hosts += ["--add-host", f"{name}.{sub}:{ip}"]
 
-    # The ConfigMap's files, where the worker mounts it.
-    cm_vol = next(v for v in wspec["volumes"] if "configMap" in v)
-    cm_mount = next(m for m in wc["volumeMounts"] if m["name"] == cm_vol["name"])
-    cm_dir = os.path.join(a.work, "configmap")
-    os.makedirs(cm_dir)
-    for key, text in cms[cm_vol["configMap"]["name"]]["data"].items():
-        with open(os.path.join(cm_dir, key), "w") as f:
-            f.write(text)
-    state_mount = next(m for m in sc["volumeMounts"] if m["name"] == "state")["mountPath"]
+    # The workers' volumes as host directories: the ConfigMap's files, the
+    # token shards for a PersistentVolumeClaim (zeroshard-data), a
+    # directory per pod for an emptyDir.
+    shared = {}  # volume name -> host directory (same for every pod)
+    for v in wspec["volumes"]:
+        d = os.path.join(a.work, "volume-" + v["name"])
+        if "configMap" in v:
+            os.makedirs(d)
+            for key, text in cms[v["configMap"]["name"]]["data"].items():
+                with open(os.path.join(d, key), "w") as f:
+                    f.write(text)
+            shared[v["name"]] = d
+        elif "persistentVolumeClaim" in v:
+            if not a.data:
+                raise RuntimeError(f"the workers mount PersistentVolumeClaim "
+                                   f"{v['persistentVolumeClaim']['claimName']}: give --data")
+            os.makedirs(d)
+            shutil.copy(a.data, os.path.join(d, "train_000.bin"))
+            os.chmod(os.path.join(d, "train_000.bin"), 0o644)  # the volume's files
+            shared[v["name"]] = d
     tmp_mount = next(m for m in wc["volumeMounts"] if m["mountPath"] == "/tmp")["mountPath"]
+    state_mount = next(m for m in sc["volumeMounts"] if m["name"] == "state")["mountPath"]
+
+    def worker_mounts(pod_dir):
+        """(container path, host path, read-only) of a worker's mounts."""
+        out = []
+        for m in wc["volumeMounts"]:
+            host = shared.get(m["name"]) or pod_dir
+            out.append((m["mountPath"], host, m.get("readOnly", False)))
+        return out
+
+    def on_host(value, mounts):
+        """A flag's container path as its host path."""
+        for path, host, _ in sorted(mounts, key=lambda m: -len(m[0])):
+            if value == path or value.startswith(path.rstrip("/") + "/"):
+                return host + value[len(path.rstrip("/")):]
+        return value
 
     suid, sgid = user(sspec, sc)
     wuid, wgid = user(wspec, wc)
@@ -172,7 +211,6 @@ def main():
         return set_flag(set_flag(args, "steps", a.steps), "save", f"{tmp_mount}/model.bin")
 
     names = []
-    podman("network", "create", "--subnet", f"{a.subnet}.0/24", net)
     t0 = time.monotonic()
     try:
         for k, (name, ip) in enumerate(servers):
@@ -192,9 +230,10 @@ def main():
             d = owned_dir(os.path.join(a.work, name), wuid, wgid)
             e = [x for k, v in env.items() for x in ("-e", f"{k}={v}")]
             args = [expand(x, env) for x in worker_args(wc["args"])]
+            vols = [x for path, host, ro in worker_mounts(d)
+                    for x in ("-v", f"{host}:{path}" + (":ro" if ro else ""))]
             cmd = ["run", "-d", "--name", f"{net}-{name}", "--network", net, "--ip", ip,
-                   "--hostname", name, *hosts, *sec(wuid, wgid), *e,
-                   "-v", f"{cm_dir}:{cm_mount['mountPath']}:ro", "-v", f"{d}:{tmp_mount}",
+                   "--hostname", name, *hosts, *sec(wuid, wgid), *e, *vols,
                    wc["image"], *wc["command"], *args]
             log("podman " + " ".join(cmd))
             podman(*cmd)
@@ -207,8 +246,11 @@ def main():
         for n in names:
             podman("rm", "-f", "-t", "5", n, check=False)
         podman("network", "rm", "-f", net, check=False)
-    rank0 = outs[workers[0][0]]
-    print("---- rank 0 in its container (last lines) ----")
+    # Rank 0 prints the steps and saves the model (elastic: the group's
+    # rank 0, either pod).
+    first = max((n for n, _ in workers), key=lambda n: len(losses(outs[n])))
+    rank0 = outs[first]
+    print(f"---- {first} (rank 0) in its container, last lines ----")
     print("\n".join(rank0.strip().splitlines()[-6:]))
     if any(codes):
         for n, text in outs.items():
@@ -255,18 +297,21 @@ def main():
         wprocs = []
         for i, (name, _) in enumerate(workers):
             env = pod_env(job, wc, name, i)
-            env["ZEROSHARD_COORD"] = f"127.0.0.1:{coord_port}"
+            if "ZEROSHARD_COORD" in env:
+                env["ZEROSHARD_COORD"] = f"127.0.0.1:{coord_port}"
+            mounts = worker_mounts(os.path.join(direct, name))
+            os.makedirs(os.path.join(direct, name))
             args = [expand(x, env) for x in worker_args(wc["args"])]
+            args = [f"--{n}={on_host(v, mounts)}" if v and v.startswith("/") else x
+                    for x, (n, v) in ((x, (x[2:].split("=", 1) + [None])[:2]) for x in args)]
             args = set_flag(args, "servers", ",".join(f"127.0.0.1:{p}" for p in ports))
-            args = set_flag(args, "config", os.path.join(
-                cm_dir, os.path.relpath(flag(args, "config"), cm_mount["mountPath"])))
-            args = set_flag(args, "save", os.path.join(direct, f"{name}-model.bin"))
             args = set_flag(args, "metrics_port", 0)
             wprocs.append(subprocess.Popen(
                 [bins[os.path.basename(wc["command"][0])], *args],
                 env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **env},
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=direct))
         direct_out = [p.communicate(timeout=600)[0] for p in wprocs]
+        dfirst = max(range(len(workers)), key=lambda i: len(losses(direct_out[i])))
         direct_codes = [p.returncode for p in wprocs]
     finally:
         for p in procs:
@@ -277,9 +322,9 @@ def main():
         log(f"FAIL: direct worker exit codes {direct_codes}")
         return 1
 
-    got, want = losses(rank0), losses(direct_out[0])
-    model_c = open(os.path.join(a.work, workers[0][0], "model.bin"), "rb").read()
-    model_d = open(os.path.join(direct, f"{workers[0][0]}-model.bin"), "rb").read()
+    got, want = losses(rank0), losses(direct_out[dfirst])
+    model_c = open(os.path.join(a.work, first, "model.bin"), "rb").read()
+    model_d = open(os.path.join(direct, workers[dfirst][0], "model.bin"), "rb").read()
     log(f"direct run: {len(want)} steps, final '{want[-1] if want else None}'")
     log(f"containers:  {len(got)} steps, final '{got[-1] if got else None}'")
     problems = []

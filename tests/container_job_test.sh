@@ -14,7 +14,11 @@
 # refuse every container ("cgroups in hybrid mode not supported"): the
 # test runs podman in a private mount namespace (unshare -m) without that
 # mount, which changes nothing outside the test.
-#   bazel test //tests:container_job_test     (~15 s)
+#   bazel test //tests:container_job_test     (overlays/dev, ~15-25 s)
+#   bazel test //tests:container_job_elastic_test
+#       (manual: overlays/elastic, --elastic workers training on token
+#       shards of README.md in the PersistentVolumeClaim's place, ~1 min)
+# Argument: the overlay (default dev).
 set -euo pipefail
 R="${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-zeroshard}"
 VENV="${ZEROSHARD_VENV:-/opt/zeroshard/venv}"
@@ -61,6 +65,13 @@ elif [ $rc -ne 0 ]; then
   exit 1
 fi
 
-"$VENV/bin/python3" "$R/tests/container_job.py" --deploy "$work/deploy" \
-  --kubectl "$kubectl" --bin "$R" --work "$work/run" --steps 20 2>&1 | grep -v "failed to connect to syslog"
+overlay=${1:-dev}
+data=()
+if [ "$overlay" != dev ]; then  # token shards for the zeroshard-data claim
+  "$R/worker/io/zeroshard-tokenize" --input="$R/README.md" --output="$work/train.bin"
+  data=(--data "$work/train.bin")
+fi
+"$VENV/bin/python3" "$R/tests/container_job.py" --deploy "$work/deploy" --overlay "$overlay" \
+  --kubectl "$kubectl" --bin "$R" --work "$work/run" --steps 20 "${data[@]}" 2>&1 |
+  grep -v "failed to connect to syslog"
 echo "container_job_test: PASS (build and run $((SECONDS - t0)) s)"

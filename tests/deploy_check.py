@@ -24,9 +24,12 @@ checks the cross-references a schema cannot see:
     DeepSpeed config's zeroshard.servers; Job completions = parallelism =
     ZEROSHARD_WORLD_SIZE; ZEROSHARD_COORD names rank 0's pod; workers use
     TLS (--tls_ca) exactly when the servers do (--tls_cert);
-  - --elastic workers: no ZEROSHARD_RANK/WORLD_SIZE/COORD, --start_workers
-    = the initial replicas >= --min_workers, --checkpoint_interval > 0,
-    --worker_name = the pod name, the servers have --checkpoint_dir, and
+  - --elastic workers: an elastic Indexed Job (completions = parallelism;
+    not a StatefulSet, which restarts them after the last step), no
+    ZEROSHARD_RANK/WORLD_SIZE/COORD, --start_workers = the initial
+    parallelism >= --min_workers, --checkpoint_interval > 0, --worker_name
+    = the pod name or built from the completion index, the servers have
+    --checkpoint_dir, and
     the NetworkPolicy admits the workers from each other on every port;
   - PodMonitors (components/monitoring; shape checked here, the API schema
     lacks the CRD) select pods, name their metrics port and path, and the
@@ -221,6 +224,9 @@ def check(objs, helps, external, errors):
             for m in mounts:
                 if m["name"] not in mounts_by_volume and m["name"] not in templates:
                     err(w, f"volumeMount {m['name']} has no volume")
+            if "/" not in c.get("image", ""):
+                err(w, f"container {c['name']}: image {c.get('image')} names no registry "
+                       f"(no kustomization's images: rewrote it; it would be pulled from Docker Hub)")
             binary = os.path.basename(c["command"][0])
             if binary not in helps:
                 err(w, f"container {c['name']} runs {binary}, which the test does not know")
@@ -421,20 +427,36 @@ def check_elastic(w, c, flags, env, servers, by_kind, err):
     for name in ("ZEROSHARD_RANK", "ZEROSHARD_WORLD_SIZE", "ZEROSHARD_COORD"):
         if name in env:
             err(w, f"--elastic with {name} in the environment (the membership assigns it)")
+    if w["kind"] != "Job":
+        err(w, f"--elastic workers in a {w['kind']}, which restarts them after the last "
+               f"step: use an elastic Indexed Job (their indexes complete)")
+    else:
+        if w["spec"].get("completionMode") != "Indexed":
+            err(w, "--elastic Job is not Indexed (scaling changes completions and parallelism)")
+        if w["spec"].get("completions") != w["spec"].get("parallelism"):
+            err(w, f"completions {w['spec'].get('completions')} != parallelism "
+                   f"{w['spec'].get('parallelism')} (an elastic Indexed Job keeps them equal)")
     count = w["spec"].get("replicas" if w["kind"] != "Job" else "parallelism", 1)
     start = int(flags.get("start_workers") or 0) or int(flags.get("min_workers") or 1)
     if start != count:
         err(w, f"--start_workers={flags.get('start_workers')} but {count} initial workers")
     if int(flags.get("min_workers") or 1) > start:
         err(w, f"--min_workers={flags.get('min_workers')} above --start_workers")
+    if not flags.get("data"):
+        err(w, "--elastic without --data: trains on synthetic tokens")
     if int(flags.get("checkpoint_interval") or -1) <= 0:
         err(w, "--elastic needs --checkpoint_interval > 0")
+    # Unique among running pods: the pod name, or an Indexed Job's index.
     name = flags.get("worker_name") or ""
-    m = re.fullmatch(r"\$\((\w+)\)", name)
     refs = {e["name"]: e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
             for e in c.get("env", [])}
-    if not m or refs.get(m.group(1)) != "metadata.name":
-        err(w, f"--worker_name={name} is not the pod name (metadata.name)")
+    used = {refs.get(v) for v in re.findall(r"\$\((\w+)\)", name)}
+    index = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+    if not (re.fullmatch(r"\$\((\w+)\)", name) and used == {"metadata.name"}) and \
+            not (w["kind"] == "Job" and w["spec"].get("completionMode") == "Indexed"
+                 and index in used):
+        err(w, f"--worker_name={name} is neither the pod name (metadata.name) nor "
+               f"made of the Job's completion index")
     for sts in servers:
         sf = dict(flag_items(pod_spec(sts)["containers"][0].get("args")))
         if not sf.get("checkpoint_dir"):
@@ -504,7 +526,16 @@ def self_test(objs, helps, external, elastic=False):
         return pod_spec(o)["containers"][0]["args"]
 
     def worker(o):
-        return o["kind"] == "StatefulSet" and o["metadata"]["name"] == "zeroshard-train"
+        return o["kind"] == "Job" and o["metadata"]["name"] == "zeroshard-train"
+
+    def as_statefulset(os_):  # the elastic overlay before issue 25
+        w = next(filter(worker, os_))
+        w.update(apiVersion="apps/v1", kind="StatefulSet")
+        spec = w["spec"]
+        w["spec"] = {"serviceName": "zeroshard-workers", "replicas": spec["parallelism"],
+                     "selector": {"matchLabels": {"app.kubernetes.io/name": "zeroshard-worker"}},
+                     "template": spec["template"]}
+        w["spec"]["template"]["spec"]["restartPolicy"] = "Always"
 
     def drop_flag(o, name):
         c = pod_spec(o)["containers"][0]
@@ -517,10 +548,17 @@ def self_test(objs, helps, external, elastic=False):
                     r["ports"] = [{"port": 9090, "protocol": "TCP"}]
 
     elastic_mutations = {
-        "elastic: replicas != --start_workers":
-            lambda os_: next(filter(worker, os_))["spec"].update(replicas=3),
+        "elastic: parallelism != --start_workers":
+            lambda os_: next(filter(worker, os_))["spec"].update(parallelism=3, completions=3),
+        "elastic: image not rewritten": lambda os_: pod_spec(next(filter(worker, os_)))
+        ["containers"][0].update(image="zeroshard-worker"),
+        "elastic: completions != parallelism":
+            lambda os_: next(filter(worker, os_))["spec"].update(completions=3),
+        "elastic: old shape (a StatefulSet restarts finished workers)": as_statefulset,
         "elastic: rank env": lambda os_: pod_spec(next(filter(worker, os_)))
         ["containers"][0]["env"].append({"name": "ZEROSHARD_WORLD_SIZE", "value": "2"}),
+        "elastic: old shape (synthetic tokens)": lambda os_: drop_flag(
+            next(filter(worker, os_)), "data"),
         "elastic: no checkpoints": lambda os_: drop_flag(next(filter(worker, os_)),
                                                          "checkpoint_interval"),
         "elastic: no --checkpoint_dir": lambda os_: drop_flag(next(filter(sts, os_)),
