@@ -39,6 +39,36 @@ import time
 
 ULIMITS = ["--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096"]
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from deploy_check import mounted_file  # noqa: E402  the kubelet's file modes
+
+
+def make_secrets(d, server_names, job_id):
+    """The Secrets of deploy/EXTERNAL, as their keys' bytes: a throw-away CA,
+    a server certificate naming every server address the workers dial (as
+    deploy/README.md asks; gRPC refuses a wildcard over one label such as
+    *.zeroshard-server) and 127.0.0.1 (the direct run), the servers' tokens
+    file and the workers' token."""
+    os.makedirs(d)
+
+    def ssl(*args):
+        subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=d)
+    ssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+        "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "2", "-subj", "/CN=test CA")
+    ssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+        "-keyout", "tls.key", "-out", "tls.csr", "-subj", f"/CN={server_names[0]}")
+    with open(os.path.join(d, "ext"), "w") as f:
+        f.write("subjectAltName=" + ",".join(f"DNS:{n}" for n in server_names) +
+                ",IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
+    ssl("x509", "-req", "-in", "tls.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+        "-CAcreateserial", "-days", "2", "-sha256", "-extfile", "ext", "-out", "tls.crt")
+    read = lambda n: open(os.path.join(d, n), "rb").read()  # noqa: E731
+    worker, admin = os.urandom(16).hex(), os.urandom(16).hex()
+    tokens = f"{worker} {job_id} worker workers\n{admin} {job_id} admin admin\n"
+    return {"zeroshard-tls": {k: read(k) for k in ("tls.crt", "tls.key", "ca.crt")},
+            "zeroshard-tokens": {"tokens": tokens.encode()},
+            "zeroshard-worker-token": {"token": worker.encode()}}
+
 
 def log(msg):
     print(f"container_job: {msg}", flush=True)
@@ -121,6 +151,9 @@ def main():
     ap.add_argument("--overlay", default="dev")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--data", help="llm.c token file for a PersistentVolumeClaim of token shards")
+    ap.add_argument("--old_shape", action="store_true",
+                    help="the workers without fsGroup (before issue 25): require that they "
+                         "cannot read their Secrets' files")
     ap.add_argument("--subnet", help="10.89.N (default: the first free of 10.89.100-199)")
     a = ap.parse_args()
 
@@ -134,7 +167,9 @@ def main():
     nservers, nworkers = sts["spec"]["replicas"], job["spec"]["completions"]
     svc, sub = sts["spec"]["serviceName"], wspec.get("subdomain")
     ns = job["metadata"]["namespace"]
-    log(f"overlay {a.overlay}: {nservers} servers ({sc['image']}), {nworkers} workers "
+    if a.old_shape:
+        wspec["securityContext"].pop("fsGroup", None)
+    log(f"overlay {a.overlay}{' (old shape: workers without fsGroup)' if a.old_shape else ''}: {nservers} servers ({sc['image']}), {nworkers} workers "
         f"({wc['image']}), {a.steps} steps")
 
     # A network of its own, on a subnet no other network (or test) holds.
@@ -157,9 +192,14 @@ def main():
     for name, ip in workers if sub else []:
         hosts += ["--add-host", f"{name}.{sub}:{ip}"]
 
-    # The workers' volumes as host directories: the ConfigMap's files, the
-    # token shards for a PersistentVolumeClaim (zeroshard-data), a
-    # directory per pod for an emptyDir.
+    # The pods' volumes as host directories: the ConfigMap's files, the
+    # token shards for a PersistentVolumeClaim (zeroshard-data), the
+    # Secrets' files per pod with the owner, group and mode the kubelet
+    # gives them, a directory per pod for an emptyDir or a claim template.
+    secrets = None
+    if any("secret" in v for v in sspec.get("volumes", []) + wspec["volumes"]):
+        secrets = make_secrets(os.path.join(a.work, "secrets"),
+                               [f"{name}.{svc}" for name, _ in servers], flag(wc["args"], "job_id"))
     shared = {}  # volume name -> host directory (same for every pod)
     for v in wspec["volumes"]:
         d = os.path.join(a.work, "volume-" + v["name"])
@@ -178,13 +218,35 @@ def main():
             os.chmod(os.path.join(d, "train_000.bin"), 0o644)  # the volume's files
             shared[v["name"]] = d
     tmp_mount = next(m for m in wc["volumeMounts"] if m["mountPath"] == "/tmp")["mountPath"]
-    state_mount = next(m for m in sc["volumeMounts"] if m["name"] == "state")["mountPath"]
 
-    def worker_mounts(pod_dir):
-        """(container path, host path, read-only) of a worker's mounts."""
+    def pod_mounts(spec, c, pod_dir, direct=False):
+        """(container path, host path, read-only) of a container's mounts,
+        creating the pod's own directories (direct: the run without
+        containers, as root: Secrets' files 0600, as the server's own
+        check wants them for root)."""
+        vols = {v["name"]: v for v in spec.get("volumes", [])}
+        uid, gid = user(spec, c)
         out = []
-        for m in wc["volumeMounts"]:
-            host = shared.get(m["name"]) or pod_dir
+        for m in c["volumeMounts"]:
+            v = vols.get(m["name"], {})
+            host = shared.get(m["name"])
+            if host is None:
+                host = os.path.join(pod_dir, m["name"])
+                os.makedirs(host)
+                if "secret" in v:
+                    files = secrets[v["secret"]["secretName"]]
+                    keys = {i["path"]: i["key"] for i in v["secret"].get("items", [])} or \
+                        {k: k for k in files}
+                    for rel, key in keys.items():
+                        f = os.path.join(host, rel)
+                        with open(f, "wb") as out_f:
+                            out_f.write(files[key])
+                        fuid, fgid, mode = (0, 0, 0o600) if direct else mounted_file(
+                            v, rel, spec.get("securityContext", {}).get("fsGroup"))
+                        os.chown(f, fuid, fgid)
+                        os.chmod(f, mode)
+                elif not direct:
+                    os.chown(host, uid, gid)
             out.append((m["mountPath"], host, m.get("readOnly", False)))
         return out
 
@@ -195,17 +257,27 @@ def main():
                 return host + value[len(path.rstrip("/")):]
         return value
 
-    suid, sgid = user(sspec, sc)
-    wuid, wgid = user(wspec, wc)
+    def to_host(args, mounts):
+        """Every absolute path a flag names, as its host path."""
+        out = []
+        for x in args:
+            name, _, value = x.partition("=")
+            out.append(f"{name}={on_host(value, mounts)}" if value.startswith("/") else x)
+        return out
 
-    def owned_dir(path, uid, gid):
-        os.makedirs(path)
-        os.chown(path, uid, gid)
-        return path
+    def sec(spec, c):
+        """The pod's user, its groups (fsGroup, supplementalGroups: the
+        kubelet adds them to the process), and the container's lockdown."""
+        uid, gid = user(spec, c)
+        psc = spec.get("securityContext", {})
+        groups = [g for g in [psc.get("fsGroup"), *psc.get("supplementalGroups", [])]
+                  if g is not None]
+        return ["--user", f"{uid}:{gid}", *[x for g in groups for x in ("--group-add", str(g))],
+                "--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+                *ULIMITS]
 
-    def sec(uid, gid):
-        return ["--user", f"{uid}:{gid}", "--read-only", "--cap-drop", "ALL",
-                "--security-opt", "no-new-privileges", *ULIMITS]
+    def volumes(mounts):
+        return [x for path, host, ro in mounts for x in ("-v", f"{host}:{path}" + (":ro" if ro else ""))]
 
     def worker_args(args):
         return set_flag(set_flag(args, "steps", a.steps), "save", f"{tmp_mount}/model.bin")
@@ -214,10 +286,10 @@ def main():
     t0 = time.monotonic()
     try:
         for k, (name, ip) in enumerate(servers):
-            d = owned_dir(os.path.join(a.work, name), suid, sgid)
+            mounts = pod_mounts(sspec, sc, os.path.join(a.work, name))
             cmd = ["run", "-d", "--name", f"{net}-{name}", "--network", net, "--ip", ip,
-                   "--hostname", name, *hosts, *sec(suid, sgid),
-                   "-v", f"{d}:{state_mount}", sc["image"], *sc["command"], *sc["args"]]
+                   "--hostname", name, *hosts, *sec(sspec, sc), *volumes(mounts),
+                   sc["image"], *sc["command"], *sc["args"]]
             log("podman " + " ".join(cmd))
             podman(*cmd)
             names.append(f"{net}-{name}")
@@ -227,13 +299,11 @@ def main():
                 "container", "inspect", "-f", "{{.State.Running}}", n).stdout.strip() == "true")
         for i, (name, ip) in enumerate(workers):
             env = pod_env(job, wc, name, i)
-            d = owned_dir(os.path.join(a.work, name), wuid, wgid)
+            mounts = pod_mounts(wspec, wc, os.path.join(a.work, name))
             e = [x for k, v in env.items() for x in ("-e", f"{k}={v}")]
             args = [expand(x, env) for x in worker_args(wc["args"])]
-            vols = [x for path, host, ro in worker_mounts(d)
-                    for x in ("-v", f"{host}:{path}" + (":ro" if ro else ""))]
             cmd = ["run", "-d", "--name", f"{net}-{name}", "--network", net, "--ip", ip,
-                   "--hostname", name, *hosts, *sec(wuid, wgid), *e, *vols,
+                   "--hostname", name, *hosts, *sec(wspec, wc), *e, *volumes(mounts),
                    wc["image"], *wc["command"], *args]
             log("podman " + " ".join(cmd))
             podman(*cmd)
@@ -252,6 +322,13 @@ def main():
     rank0 = outs[first]
     print(f"---- {first} (rank 0) in its container, last lines ----")
     print("\n".join(rank0.strip().splitlines()[-6:]))
+    if a.old_shape:
+        denied = [n for n, _ in workers if "Permission denied" in outs[n]]
+        if all(codes) and len(denied) == len(workers):
+            log(f"old shape: every worker exits non-zero (codes {codes}): Permission denied")
+            return 0
+        log(f"FAIL: old shape: worker exit codes {codes}, 'Permission denied' from {denied}")
+        return 1
     if any(codes):
         for n, text in outs.items():
             print(f"---- {n} ----\n{text[-3000:]}")
@@ -269,11 +346,11 @@ def main():
     procs = []
     ports = []
     try:
-        for k in range(nservers):
-            args = [x for x in sc["args"] if x != "--shard_index_from_hostname"]
+        for k, (name, _) in enumerate(servers):
+            mounts = pod_mounts(sspec, sc, os.path.join(direct, name), direct=True)
+            args = to_host([x for x in sc["args"] if x != "--shard_index_from_hostname"], mounts)
             for f, v in (("host", "127.0.0.1"), ("port", 0), ("health_port", -1),
-                         ("metrics_port", -1), ("shard_index", k),
-                         ("checkpoint_dir", os.path.join(direct, f"server{k}"))):
+                         ("metrics_port", -1), ("shard_index", k)):
                 args = set_flag(args, f, v)
             out = open(os.path.join(direct, f"server{k}.log"), "w+")
             procs.append(subprocess.Popen(
@@ -299,11 +376,8 @@ def main():
             env = pod_env(job, wc, name, i)
             if "ZEROSHARD_COORD" in env:
                 env["ZEROSHARD_COORD"] = f"127.0.0.1:{coord_port}"
-            mounts = worker_mounts(os.path.join(direct, name))
-            os.makedirs(os.path.join(direct, name))
-            args = [expand(x, env) for x in worker_args(wc["args"])]
-            args = [f"--{n}={on_host(v, mounts)}" if v and v.startswith("/") else x
-                    for x, (n, v) in ((x, (x[2:].split("=", 1) + [None])[:2]) for x in args)]
+            mounts = pod_mounts(wspec, wc, os.path.join(direct, name), direct=True)
+            args = to_host([expand(x, env) for x in worker_args(wc["args"])], mounts)
             args = set_flag(args, "servers", ",".join(f"127.0.0.1:{p}" for p in ports))
             args = set_flag(args, "metrics_port", 0)
             wprocs.append(subprocess.Popen(
@@ -323,8 +397,9 @@ def main():
         return 1
 
     got, want = losses(rank0), losses(direct_out[dfirst])
-    model_c = open(os.path.join(a.work, first, "model.bin"), "rb").read()
-    model_d = open(os.path.join(direct, workers[dfirst][0], "model.bin"), "rb").read()
+    tmp = next(m["name"] for m in wc["volumeMounts"] if m["mountPath"] == tmp_mount)
+    model_c = open(os.path.join(a.work, first, tmp, "model.bin"), "rb").read()
+    model_d = open(os.path.join(direct, workers[dfirst][0], tmp, "model.bin"), "rb").read()
     log(f"direct run: {len(want)} steps, final '{want[-1] if want else None}'")
     log(f"containers:  {len(got)} steps, final '{got[-1] if got else None}'")
     problems = []

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # The images for real (issue 25): builds zeroshard-server and
 # zeroshard-worker offline with podman (deploy/images/build_offline.sh
-# --bin, FROM scratch), runs deploy/overlays/dev's job — 2 shard servers
-# and 2 worker ranks — as containers with the manifests' images, commands,
-# arguments, environment, users and mounts, then the same job with the
-# same binaries without containers, and requires the same loss at every
-# step and a bit-identical saved model (tests/container_job.py).
+# --bin, FROM scratch), runs an overlay's job — 2 shard servers and 2
+# worker ranks — as containers with the manifests' images, commands,
+# arguments, environment, users, groups and mounts (Secrets' files with the
+# owner, group and mode the kubelet gives them), then the same job with
+# the same binaries without containers, and requires the same loss at
+# every step and a bit-identical saved model (tests/container_job.py).
+# With --old_shape too, it also runs the workers as they were before
+# issue 25 (no fsGroup) and requires them to fail to read their Secrets.
 #
 # Skips (passes, printing "SKIPPED: <why>") where containers cannot run:
 # no podman (tools/bootstrap.sh installs it), not root, or `podman run`
@@ -14,11 +17,13 @@
 # refuse every container ("cgroups in hybrid mode not supported"): the
 # test runs podman in a private mount namespace (unshare -m) without that
 # mount, which changes nothing outside the test.
-#   bazel test //tests:container_job_test     (overlays/dev, ~15-25 s)
+#   bazel test //tests:container_job_test     (overlays/tls and its old
+#       shape, ~20-30 s)
+#   bazel test //tests:container_job_dev_test  (manual: overlays/dev)
 #   bazel test //tests:container_job_elastic_test
 #       (manual: overlays/elastic, --elastic workers training on token
-#       shards of README.md in the PersistentVolumeClaim's place, ~1 min)
-# Argument: the overlay (default dev).
+#       shards of README.md in the PersistentVolumeClaim's place, ~35-70 s)
+# Arguments: the overlay (default dev), then --old_shape.
 set -euo pipefail
 R="${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-zeroshard}"
 VENV="${ZEROSHARD_VENV:-/opt/zeroshard/venv}"
@@ -66,12 +71,19 @@ elif [ $rc -ne 0 ]; then
 fi
 
 overlay=${1:-dev}
+old_shape=${2:-}
 data=()
-if [ "$overlay" != dev ]; then  # token shards for the zeroshard-data claim
+if grep -q zeroshard-data <(kubectl kustomize "$work/deploy/overlays/$overlay"); then
+  # token shards for the zeroshard-data claim
   "$R/worker/io/zeroshard-tokenize" --input="$R/README.md" --output="$work/train.bin"
   data=(--data "$work/train.bin")
 fi
 "$VENV/bin/python3" "$R/tests/container_job.py" --deploy "$work/deploy" --overlay "$overlay" \
   --kubectl "$kubectl" --bin "$R" --work "$work/run" --steps 20 "${data[@]}" 2>&1 |
   grep -v "failed to connect to syslog"
+if [ "$old_shape" = --old_shape ]; then
+  "$VENV/bin/python3" "$R/tests/container_job.py" --deploy "$work/deploy" --overlay "$overlay" \
+    --kubectl "$kubectl" --bin "$R" --work "$work/old" --steps 20 --old_shape 2>&1 |
+    grep -v "failed to connect to syslog"
+fi
 echo "container_job_test: PASS (build and run $((SECONDS - t0)) s)"
