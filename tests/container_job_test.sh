@@ -43,6 +43,10 @@ if [ -z "${ZS_CONTAINER_NS:-}" ]; then
 fi
 if [ "$(stat -f -c %T /sys/fs/cgroup)" = tmpfs ] &&
    [ "$(stat -f -c %T /sys/fs/cgroup/unified 2>/dev/null)" = cgroup2fs ]; then
+  # Only ever in the private namespace, never the machine's own.
+  # (unshare execs this script in place: its parent is still outside.)
+  [ "$(readlink /proc/self/ns/mnt)" != "$(readlink "/proc/$PPID/ns/mnt")" ] ||
+    skip "not in a private mount namespace (unshare -m failed?); leaving the machine's cgroup mounts alone"
   umount /sys/fs/cgroup/unified ||
     skip "cgroup v1 with a cgroup2 mount at /sys/fs/cgroup/unified, which crun refuses, and it cannot be unmounted here"
 fi
