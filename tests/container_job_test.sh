@@ -83,11 +83,11 @@ if grep -q zeroshard-data <(kubectl kustomize "$work/deploy/overlays/$overlay");
   data=(--data "$work/train.bin")
 fi
 "$VENV/bin/python3" "$R/tests/container_job.py" --deploy "$work/deploy" --overlay "$overlay" \
-  --kubectl "$kubectl" --bin "$R" --work "$work/run" --steps 20 "${data[@]}" 2>&1 |
+  --kubectl "$kubectl" --bin "$R" --work "$work/run" --steps 10 "${data[@]}" 2>&1 |
   grep -v "failed to connect to syslog"
 if [ "$old_shape" = --old_shape ]; then
   "$VENV/bin/python3" "$R/tests/container_job.py" --deploy "$work/deploy" --overlay "$overlay" \
-    --kubectl "$kubectl" --bin "$R" --work "$work/old" --steps 20 --old_shape 2>&1 |
+    --kubectl "$kubectl" --bin "$R" --work "$work/old" --steps 10 --old_shape 2>&1 |
     grep -v "failed to connect to syslog"
 fi
 echo "container_job_test: PASS (build and run $((SECONDS - t0)) s)"
