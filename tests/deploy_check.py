@@ -128,7 +128,9 @@ def mounted_file(vol, rel, fs_group):
     The kubelet writes these files owned by root:root with the item's mode,
     else the volume's defaultMode (0644 when unset). With a pod fsGroup it
     then gives them to that group and adds read for the group and owner
-    (mode | 0440, read-only volumes: SetVolumeOwnership)."""
+    (mode | 0440, read-only volumes: SetVolumeOwnership). Not modelled: a
+    projected serviceAccountToken (owned by runAsUser, 0600), which these
+    manifests do not mount."""
     kind = next((k for k in ("secret", "configMap", "projected", "downwardAPI")
                  if k in vol), None)
     if kind is None:
