@@ -20,6 +20,8 @@
 #   tools/netlab.sh link HOST cut [PEER...]  drop everything (or to/from PEERs)
 #   tools/netlab.sh link HOST heal       undo every cut of HOST
 #   tools/netlab.sh bytes HOST PEER      bytes HOST sent to PEER over eth0
+#   tools/netlab.sh dropped HOST loss|cut  packets dropped so far by HOST's
+#                                        loss or cut rules (both directions; heal and loss reset them)
 #   tools/netlab.sh clean                remove labs whose owner is gone
 #   tools/netlab.sh check                exit 0 if a lab can be made, else 77
 #
@@ -142,19 +144,19 @@ set_loss() {  # host pct: drop pct % (up to 2 decimals) each way
   [ "$n" -le 10000 ] || die "loss '$pct' is above 100"
   for d in out in; do
     side "$h" $d flush chain $(table_of "$h" $d) loss || return 1
-    [ "$n" -eq 0 ] || side "$h" $d add rule $(table_of "$h" $d) loss numgen random mod 10000 "<" "$n" drop || return 1
+    [ "$n" -eq 0 ] || side "$h" $d add rule $(table_of "$h" $d) loss numgen random mod 10000 "<" "$n" counter drop || return 1
   done
 }
 
 set_cut() {  # host [peer...]: drop everything, or what goes to/comes from peers
   local h="$1" p; shift
   if [ $# -eq 0 ]; then
-    side "$h" out add rule $(table_of "$h" out) cut drop && side "$h" in add rule $(table_of "$h" in) cut drop
+    side "$h" out add rule $(table_of "$h" out) cut counter drop && side "$h" in add rule $(table_of "$h" in) cut counter drop
     return
   fi
   for p in "$@"; do
-    side "$h" out add rule $(table_of "$h" out) cut ip daddr "$(ip_of "$p")" drop || return 1
-    side "$h" in add rule $(table_of "$h" in) cut ip saddr "$(ip_of "$p")" drop || return 1
+    side "$h" out add rule $(table_of "$h" out) cut ip daddr "$(ip_of "$p")" counter drop || return 1
+    side "$h" in add rule $(table_of "$h" in) cut ip saddr "$(ip_of "$p")" counter drop || return 1
   done
 }
 
@@ -296,6 +298,19 @@ cmd_bytes() {
   echo "$n"
 }
 
+cmd_dropped() {  # host loss|cut: packets the rules dropped on both sides so far
+  lab_dir
+  local h="${1:?dropped HOST loss|cut}" c="${2:?dropped HOST loss|cut}" d n=0 k
+  case "$c" in loss | cut) ;; *) die "dropped: 'loss' or 'cut', not '$c'" ;; esac
+  [ -f "$NETLAB_DIR/port.$h" ] || die "no host '$h' in this lab"
+  for d in out in; do
+    for k in $(side "$h" $d list chain $(table_of "$h" $d) "$c" | sed -n 's/.* packets \([0-9]*\) bytes.*/\1/p'); do
+      n=$((n + k))
+    done
+  done
+  echo "$n"
+}
+
 cmd_clean() {  # what labs whose owner died (SIGKILL) left: processes in their hosts
   local q cmd env prefix owner mine
   mine=$(readlink /proc/self/ns/net)
@@ -327,6 +342,7 @@ case "${1:-}" in
     exec nsenter --net="/proc/$p/ns/net" -- "$@" ;;
   link) shift; cmd_link "$@" ;;
   bytes) shift; cmd_bytes "$@" ;;
+  dropped) shift; cmd_dropped "$@" ;;
   clean) cmd_clean ;;
   check) cmd_check; echo "netlab: network namespaces, veth, tc and nftables work here" ;;
   *) die "usage: netlab.sh run|exec|link|bytes|clean|check ... (see the top of $ME)" ;;

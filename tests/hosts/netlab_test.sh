@@ -19,7 +19,8 @@ why=$("$NL" check 2>&1); rc=$?
 if [ $rc -eq 77 ]; then echo "$why (netlab_test skipped)"; exit 0; fi
 [ $rc -eq 0 ]; check "netlab.sh check: $why" $?
 
-links_before=$(ip -o link 2>/dev/null | wc -l)
+ours_here() { ip -o link 2>/dev/null | grep -cE '^[0-9]+: (br0|p[0-9]+)[:@]'; }  # netlab's names
+links_before=$(ours_here)
 
 # Bad usage: exit 2 and one line naming the problem.
 out=$("$NL" run --hosts "a a" -- true 2>&1); rc=$?
@@ -67,6 +68,7 @@ echo "bytes node0 srv0 $("$NL" bytes node0 srv0)"
 "$NL" link node0 cut srv0
 reach node0 srv0; echo "cut node0 srv0 $?"
 reach node0 node1; echo "cut-other node0 node1 $?"
+echo "cut-dropped $("$NL" dropped node0 cut)"
 "$NL" link node0 heal
 reach node0 srv0; echo "healed node0 srv0 $?"
 "$NL" link node0 down
@@ -85,6 +87,7 @@ for _ in $(seq 50); do  # until the count stops moving
   [ -n "$now" ] && [ "$now" = "$prev" ] && break; prev=$now
 done
 echo "udp-received $now"
+echo "udp-dropped $("$NL" dropped node0 loss)"
 "$NL" link node0 loss 0
 "$NL" link nobody down 2>/dev/null; echo "unknown-host $?"
 echo "dir $NETLAB_DIR"
@@ -98,11 +101,13 @@ field() { grep "^$1 " <<<"$out" | awk '{print $NF}'; }
 [ "$(field "bytes node0")" -ge 100000 ]; check "byte counter node0 -> srv0: $(field "bytes node0") >= 100000" $?
 [ "$(field "cut node0")" != 0 ]; check "cut node0 from srv0 blocks it" $?
 [ "$(field "cut-other node0")" = 0 ]; check "... but not node1" $?
+[ "$(field cut-dropped)" -gt 0 ]; check "the cut rules count $(field cut-dropped) dropped packets" $?
 [ "$(field "healed node0")" = 0 ]; check "heal restores srv0" $?
 [ "$(field "down node0")" != 0 ]; check "carrier down blocks node0" $?
 [ "$(field "up node0")" = 0 ]; check "carrier up restores it" $?
 got=$(field udp-received)
 [ -n "$got" ] && [ "$got" -gt 0 ] && [ "$got" -lt 2000 ]; check "5 % loss: $got of 2000 datagrams arrived" $?
+[ "$(field udp-dropped)" -ge $((2000 - got)) ]; check "the loss rules count $(field udp-dropped) dropped packets" $?
 [ "$(field unknown-host)" = 2 ]; check "unknown host: exit 2" $?
 dir=$(field dir)
 [ -n "$dir" ] && [ ! -e "$dir" ]; check "lab directory removed" $?
@@ -110,7 +115,7 @@ left() { pgrep -f "zsnetlab-$1" | wc -l; }
 prefix=${dir##*netlab-}
 [ "$(left "$prefix")" -eq 0 ]; check "no keeper left" $?
 [ "$(pgrep -f "$T/node1.udp" | wc -l)" -eq 0 ]; check "no process left in the hosts" $?
-[ "$(ip -o link 2>/dev/null | wc -l)" -eq "$links_before" ]; check "no interface added to the caller's namespace" $?
+[ "$(ours_here)" -eq "$links_before" ]; check "no interface added to the caller's namespace" $?
 
 # SIGTERM: exit 143 and nothing left. SIGKILL: the keepers leave by
 # themselves; clean removes the process that ran in a host.
