@@ -186,6 +186,15 @@ teardown() {
   rm -rf "$NETLAB_DIR"
 }
 
+# Not root: everything runs in a user namespace of our own, where we are
+# (and tc, nft, nsenter see us as) root.
+as_root() {  # subcommand args...: re-runs this script so, once
+  [ "$(id -u)" = 0 ] && return 0
+  unshare --user --map-root-user true 2>/dev/null ||
+    skip "not root, and this machine allows no user namespaces (unshare -r)"
+  exec unshare --user --map-root-user -- "$ME" "$@"
+}
+
 cmd_check() {
   need_tools
   local probe
@@ -335,6 +344,9 @@ cmd_clean() {  # what labs whose owner died (SIGKILL) left: processes in their h
   return 0
 }
 
+case "${1:-}" in
+  run | check) as_root "$@" ;;
+esac
 case "${1:-}" in
   run) shift; cmd_run "$@" ;;
   exec)

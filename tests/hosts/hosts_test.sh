@@ -126,20 +126,21 @@ case "$CASE" in
     # in another order than a group of 4).
     EL=(--elastic --checkpoint_interval=4 --start_workers=4 --min_workers=1
         --collective_timeout=5 --elastic_timeout=60 "${TRAIN[@]}")
-    elastic_job() {  # mode dir kill(0/1)
-      local mode="$1" dir="$2" w place
+    elastic_job() {  # mode dir kill(0/1) [worker flags...]
+      local mode="$1" dir="$2" lose="$3" w place
+      shift 3
       local -A pid=()
       start_servers "$mode" "$dir" --lease_ms=1500 --checkpoint_dir="$dir/ckpt" || return 1
       for w in 0 1 2 3; do
         place=$(node_place "$mode" $((w / 2)))
         spawn "$place" env $(ucx_env "$mode") UCX_TLS=tcp,self "$WORKER" --insecure --servers="$SERVERS" \
-          --worker_name=w$w --save="$dir/final.bin" "${EL[@]}" >"$dir/w$w.log" 2>&1 &
+          --worker_name=w$w --save="$dir/final.bin" "${EL[@]}" "$@" >"$dir/w$w.log" 2>&1 &
         pid[$w]=$!
         for _ in $(seq 1200); do grep -q "joined job" "$dir/w$w.log" && break; sleep 0.05; done
       done
-      if [ "$3" = 1 ]; then
+      if [ "$lose" = 1 ]; then
         for _ in $(seq 2400); do [ "$(elastic_last "$dir/w0.log")" -ge 8 ] && break; sleep 0.05; done
-        echo "host node1 lost at step $(elastic_last "$dir/w0.log")"
+        lost_at=$(elastic_last "$dir/w0.log")
         "$NL" link node1 down
         kill -KILL "${pid[2]}" "${pid[3]}"
       fi
@@ -155,8 +156,10 @@ case "$CASE" in
     }
     elastic_last() { sed -n 's/^step \([0-9]*\)\/.*/\1/p' "$1" 2>/dev/null | tail -1 | grep . || echo 0; }
     elastic_job loop "$T/eref" 0; check "loopback reference: 4 elastic workers" $?
-    elastic_job hosts "$T/el" 1; check "node0's 2 workers finish after node1 is lost" $?
+    # On the hosts every RPC waits 10 ms, so that step 8 is seen long before the end.
+    elastic_job hosts "$T/el" 1 --fault_spec=seed=1,delay=1:10ms; check "node0's 2 workers finish after node1 is lost" $?
     cat "$T/eref/servers.txt" "$T/el/servers.txt"
+    [ "${lost_at:-99}" -lt $STEPS ]; check "host node1 lost at step ${lost_at:-?} of $STEPS" $?
     for k in 0 1; do
       grep -q "^shard $k: step $STEPS optimizer steps $STEPS " "$T/el/servers.txt"
       check "shard $k: step $STEPS, $STEPS optimizer steps (each step applied once)" $?
