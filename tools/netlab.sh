@@ -162,27 +162,31 @@ set_cut() {  # host [peer...]: drop everything, or what goes to/comes from peers
 
 stop_cmd() { [ -n "${CMD_PID:-}" ] && kill -"$1" "$CMD_PID" 2>/dev/null; }
 teardown() {
-  local f p q
-  local -A ours=()
+  local f p q round
+  local -A ours=() keepers=()
   trap - EXIT INT TERM
   [ -n "${NETLAB_DIR:-}" ] && [ -d "$NETLAB_DIR" ] || return 0
   for f in "$NETLAB_DIR"/pid.*; do
     [ -f "$f" ] || continue
-    p=$(cat "$f")
+    p=$(cat "$f"); keepers[$p]=1
     q=$(readlink "/proc/$p/ns/net" 2>/dev/null) && ours[$q]=1
   done
-  # Every process inside one of our namespaces (keepers first, so no new
-  # `exec` can enter; then servers, workers; twice, for one entering now).
-  for f in "$NETLAB_DIR"/pid.*; do kill -KILL "$(cat "$f")" 2>/dev/null; done
+  rm -f "$NETLAB_DIR"/pid.*  # no `exec` finds a host from now on
+  # Every other process inside our namespaces (servers, workers), twice for
+  # one entering now, while the keepers still hold the namespaces: a dead
+  # namespace's inode number is soon reused by another lab's.
   if [ ${#ours[@]} -gt 0 ]; then
-    for p in 1 2; do
+    for round in 1 2; do
       for q in /proc/[0-9]*; do
+        p=${q#/proc/}
+        [ -n "${keepers[$p]:-}" ] && continue
         f=$(readlink "$q/ns/net" 2>/dev/null) || continue
-        [ -n "${ours[$f]:-}" ] && kill -KILL "${q#/proc/}" 2>/dev/null
+        [ -n "${ours[$f]:-}" ] && kill -KILL "$p" 2>/dev/null
       done
-      [ $p = 1 ] && sleep 0.1
+      [ $round = 1 ] && sleep 0.1
     done
   fi
+  for p in "${!keepers[@]}"; do kill -KILL "$p" 2>/dev/null; done
   rm -rf "$NETLAB_DIR"
 }
 
@@ -336,10 +340,13 @@ cmd_clean() {  # what labs whose owner died (SIGKILL) left: processes in their h
     fi
     [[ "$prefix" =~ ^nl([0-9]+)x[0-9a-f]+$ ]] || continue
     owner=${BASH_REMATCH[1]}
-    kill -0 "$owner" 2>/dev/null && continue
+    [ -d "/proc/$owner" ] && continue  # (kill -0 would say no for another user's)
     echo "netlab: removing ${q#/proc/} ($cmd) of stale lab $prefix" >&2
     kill -KILL "${q#/proc/}" 2>/dev/null
-    rm -rf "${TMPDIR:-/tmp}/netlab-$prefix"
+  done
+  for q in "${TMPDIR:-/tmp}"/netlab-nl*; do
+    [ -f "$q/owner" ] || continue
+    [ -d "/proc/$(cat "$q/owner")" ] || rm -rf "$q"
   done
   return 0
 }
