@@ -55,16 +55,17 @@ in_ns() { local p; p=$(pid_of "$1") || exit 2; shift; nsenter --net="/proc/$p/ns
 ip_of() { local v="NETLAB_IP_$1"; [ -n "${!v:-}" ] || die "no host '$1' in this lab"; echo "${!v}"; }
 
 # --- making hosts -------------------------------------------------------------
-start_keeper() {  # name; prints the pid of a process alone in a new netns
-  local name="$1" fifo="$NETLAB_DIR/ready.$1"
+start_keeper() {  # name: starts a process alone in a new netns; its pid goes to pid.<name>
+  local name="$1" fifo="$NETLAB_DIR/ready.$1" pid
   mkfifo "$fifo" || return 1
+  exec 3<>"$fifo"  # read-write: opening cannot block if the keeper never starts
   # The keeper lives while its owner (this script) does, then exits, and the
   # namespace goes with the last process in it.
   unshare --net -- bash -c 'echo $$ >"$1"; while kill -0 "$2" 2>/dev/null; do sleep 0.5; done' \
     "$MARK-$NETLAB_PREFIX-$name" "$fifo" "$OWNER" </dev/null >/dev/null 2>&1 &
   disown $!
-  local pid
-  read -r -t 10 pid <"$fifo" || return 1
+  read -r -t 10 -u 3 pid || { exec 3<&-; return 1; }
+  exec 3<&-
   rm -f "$fifo"
   echo "$pid" >"$NETLAB_DIR/pid.$name"
 }
@@ -80,7 +81,7 @@ profile() {  # sets RATE, DELAY_US, LOSS from --profile and overrides
   LOSS=${LOSS:-0}
 }
 
-shape() {  # ns-name dev rate delay_us: the egress qdisc of dev
+shape() {  # ns-name dev rate delay_us: the egress qdisc of dev (so delay is per direction)
   local host="$1" dev="$2" rate="$3" delay="$4" burst
   in_ns "$host" tc qdisc del dev "$dev" root 2>/dev/null
   [ -z "$rate" ] && [ "$delay" = 0 ] && return 0
@@ -91,6 +92,10 @@ shape() {  # ns-name dev rate delay_us: the egress qdisc of dev
   # burst: at least one timer tick (1 ms) of traffic, and a 64 KiB GSO packet.
   burst=$(rate_bytes_per_ms "$rate"); [ "$burst" -lt 131072 ] && burst=131072
   in_ns "$host" tc qdisc add dev "$dev" root tbf rate "$rate" burst "$burst" latency 20ms
+}
+check_rate() {  # exits 2 naming a rate tc or rate_bytes_per_ms would not take
+  [[ "${1,,}" =~ ^[0-9]+(gbit|mbit|kbit|bit|gbps|mbps|kbps)?$ ]] ||
+    die "rate '$1': a whole number and a unit, such as 10gbit, 400mbit, 100mbps"
 }
 rate_bytes_per_ms() {  # tc rate (e.g. 10gbit, 400mbit, 100mbps) -> bytes per ms
   local r="${1,,}" n u
@@ -223,6 +228,7 @@ cmd_run() {
   [ -n "$HOSTS" ] || die "run: --hosts \"h1 h2 ...\" is required"
   [[ "$DELAY_US" =~ ^[0-9]*$ ]] || die "--delay '$DELAY_US': microseconds, e.g. 50"
   profile
+  [ -z "$RATE" ] || check_rate "$RATE"
   local h i=0 seen=" "
   for h in $HOSTS; do
     [[ "$h" =~ ^[a-z][a-z0-9_]{0,11}$ ]] || die "host name '$h': [a-z][a-z0-9_]*, at most 12 characters"
@@ -295,7 +301,7 @@ cmd_link() {
     down) in_ns bridge ip link set "$port" down ;;
     up) in_ns bridge ip link set "$port" up ;;
     loss) set_loss "$h" "${1:?loss PCT}" ;;
-    rate) shape "$h" eth0 "${1:?rate R}" "${NETLAB_DELAY_US:-0}" && shape bridge "$port" "$1" "${NETLAB_DELAY_US:-0}" ;;
+    rate) check_rate "${1:?rate R}"; shape "$h" eth0 "$1" "${NETLAB_DELAY_US:-0}" && shape bridge "$port" "$1" "${NETLAB_DELAY_US:-0}" ;;
     cut) set_cut "$h" "$@" ;;
     heal) side "$h" out flush chain $(table_of "$h" out) cut && side "$h" in flush chain $(table_of "$h" in) cut ;;
     *) die "link: unknown action '$what' (down, up, loss PCT, rate R, cut [PEER...], heal)" ;;

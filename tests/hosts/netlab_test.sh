@@ -27,6 +27,8 @@ out=$("$NL" run --hosts "a a" -- true 2>&1); rc=$?
 [ $rc -eq 2 ] && grep -q "host 'a' named twice" <<<"$out"; check "duplicate host: exit 2 ($out)" $?
 out=$("$NL" run --profile 5g --hosts a -- true 2>&1); rc=$?
 [ $rc -eq 2 ] && grep -q "unknown --profile '5g'" <<<"$out"; check "bad profile: exit 2 ($out)" $?
+out=$("$NL" run --profile custom --rate 1.5gbit --hosts a -- true 2>&1); rc=$?
+[ $rc -eq 2 ] && grep -q "rate '1.5gbit'" <<<"$out"; check "bad rate: exit 2 ($out)" $?
 out=$("$NL" exec a true 2>&1); rc=$?
 [ $rc -eq 2 ] && grep -q "NETLAB_DIR is not set" <<<"$out"; check "exec outside a lab: exit 2 ($out)" $?
 
@@ -90,6 +92,10 @@ echo "udp-received $now"
 echo "udp-dropped $("$NL" dropped node0 loss)"
 "$NL" link node0 loss 0
 "$NL" link nobody down 2>/dev/null; echo "unknown-host $?"
+rate() { "$NL" exec "$1" tc qdisc show dev "$2" | grep -o 'rate [0-9A-Za-z]*' | tr ' ' =; }
+echo "rate-1g $(rate node0 eth0) $(rate bridge p2)"
+"$NL" link node0 rate 200mbit
+echo "rate-200m $(rate node0 eth0) $(rate bridge p2)"
 echo "dir $NETLAB_DIR"
 exit 7
 EOF
@@ -109,6 +115,10 @@ got=$(field udp-received)
 [ -n "$got" ] && [ "$got" -gt 0 ] && [ "$got" -lt 2000 ]; check "5 % loss: $got of 2000 datagrams arrived" $?
 [ "$(field udp-dropped)" -ge $((2000 - got)) ]; check "the loss rules count $(field udp-dropped) dropped packets" $?
 [ "$(field unknown-host)" = 2 ]; check "unknown host: exit 2" $?
+[ "$(grep '^rate-1g ' <<<"$out")" = "rate-1g rate=1Gbit rate=1Gbit" ]
+check "profile 1g: tbf at 1 Gbit/s on node0's eth0 and its bridge port" $?
+[ "$(grep '^rate-200m ' <<<"$out")" = "rate-200m rate=200Mbit rate=200Mbit" ]
+check "link node0 rate 200mbit: both ends changed" $?
 dir=$(field dir)
 [ -n "$dir" ] && [ ! -e "$dir" ]; check "lab directory removed" $?
 left() { pgrep -f "zsnetlab-$1" | wc -l; }
