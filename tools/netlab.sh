@@ -138,9 +138,16 @@ host_tables() {  # host port: chains for loss and cuts; per-peer byte counts
     echo "}"
   } | in_ns bridge nft -f -
 }
-# nft on one side of host $1's link: "out" (leaving it) or "in" (coming to it).
-side() { local h="$1" d="$2"; shift 2; if [ "$d" = out ]; then in_ns bridge nft "$@"; else in_ns "$h" nft "$@"; fi; }
-table_of() { if [ "$2" = out ]; then echo "netdev $1"; else echo "netdev netlab"; fi; }
+# side HOST out|in add|flush|list CHAIN [RULE...]: nft on chain CHAIN of
+# one side of HOST's link, "out" (what leaves the host: its bridge port's
+# table) or "in" (what comes to it: the host's own table).
+side() {
+  local h="$1" d="$2" op="$3" chain="$4" ns="$1" table=netlab what=chain
+  shift 4
+  [ "$d" = out ] && { ns=bridge; table="$h"; }
+  [ "$op" = add ] && what=rule
+  in_ns "$ns" nft "$op" "$what" netdev "$table" "$chain" "$@"
+}
 
 set_loss() {  # host pct: drop pct % (up to 2 decimals) each way
   local h="$1" pct="$2" n d
@@ -148,20 +155,20 @@ set_loss() {  # host pct: drop pct % (up to 2 decimals) each way
   n=$(awk -v p="$pct" 'BEGIN { printf "%d", p * 100 + 0.5 }')
   [ "$n" -le 10000 ] || die "loss '$pct' is above 100"
   for d in out in; do
-    side "$h" $d flush chain $(table_of "$h" $d) loss || return 1
-    [ "$n" -eq 0 ] || side "$h" $d add rule $(table_of "$h" $d) loss numgen random mod 10000 "<" "$n" counter drop || return 1
+    side "$h" $d flush loss || return 1
+    [ "$n" -eq 0 ] || side "$h" $d add loss numgen random mod 10000 "<" "$n" counter drop || return 1
   done
 }
 
 set_cut() {  # host [peer...]: drop everything, or what goes to/comes from peers
   local h="$1" p; shift
   if [ $# -eq 0 ]; then
-    side "$h" out add rule $(table_of "$h" out) cut counter drop && side "$h" in add rule $(table_of "$h" in) cut counter drop
+    side "$h" out add cut counter drop && side "$h" in add cut counter drop
     return
   fi
   for p in "$@"; do
-    side "$h" out add rule $(table_of "$h" out) cut ip daddr "$(ip_of "$p")" counter drop || return 1
-    side "$h" in add rule $(table_of "$h" in) cut ip saddr "$(ip_of "$p")" counter drop || return 1
+    side "$h" out add cut ip daddr "$(ip_of "$p")" counter drop || return 1
+    side "$h" in add cut ip saddr "$(ip_of "$p")" counter drop || return 1
   done
 }
 
@@ -241,7 +248,8 @@ cmd_run() {
   cmd_clean >/dev/null 2>&1
 
   OWNER=$$
-  export NETLAB_PREFIX="nl$$x$(printf '%04x' $((RANDOM)))"
+  NETLAB_PREFIX="nl$$x$(printf '%04x' $((RANDOM)))"
+  export NETLAB_PREFIX
   export NETLAB_DIR="${TMPDIR:-/tmp}/netlab-$NETLAB_PREFIX"
   export NETLAB_HOSTS="$HOSTS" NETLAB_DEV=eth0 NETLAB_PROFILE="$PROFILE" NETLAB_RATE="$RATE"
   trap teardown EXIT
@@ -303,7 +311,7 @@ cmd_link() {
     loss) set_loss "$h" "${1:?loss PCT}" ;;
     rate) check_rate "${1:?rate R}"; shape "$h" eth0 "$1" "${NETLAB_DELAY_US:-0}" && shape bridge "$port" "$1" "${NETLAB_DELAY_US:-0}" ;;
     cut) set_cut "$h" "$@" ;;
-    heal) side "$h" out flush chain $(table_of "$h" out) cut && side "$h" in flush chain $(table_of "$h" in) cut ;;
+    heal) side "$h" out flush cut && side "$h" in flush cut ;;
     *) die "link: unknown action '$what' (down, up, loss PCT, rate R, cut [PEER...], heal)" ;;
   esac
 }
@@ -323,7 +331,7 @@ cmd_dropped() {  # host loss|cut: packets the rules dropped on both sides so far
   case "$c" in loss | cut) ;; *) die "dropped: 'loss' or 'cut', not '$c'" ;; esac
   [ -f "$NETLAB_DIR/port.$h" ] || die "no host '$h' in this lab"
   for d in out in; do
-    for k in $(side "$h" $d list chain $(table_of "$h" $d) "$c" | sed -n 's/.* packets \([0-9]*\) bytes.*/\1/p'); do
+    for k in $(side "$h" $d list "$c" | sed -n 's/.* packets \([0-9]*\) bytes.*/\1/p'); do
       n=$((n + k))
     done
   done

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034  # (MODEL, ... are for the sourcing script)
 # Harness of the host tests (sourced by tests/hosts/*_test.sh): places real
 # zeroshard-server and zeroshard-worker processes into the test hosts of
 # tools/netlab.sh, or onto loopback for a reference run.
@@ -134,7 +135,7 @@ start_workers() {
     if [ $r -eq 0 ]; then coord="$(addr "$place"):0"; else coord="$(addr "$(node_place "$mode" 0)"):$(cat "$dir/coord_port")"; fi
     local extra=(); [ $r -eq 0 ] && extra=(--port_file="$dir/coord_port")
     spawn "$place" env ZEROSHARD_RANK=$r ZEROSHARD_WORLD_SIZE=4 ZEROSHARD_LOCAL_RANK=$((r % 2)) \
-      ZEROSHARD_LOCAL_SIZE=2 ZEROSHARD_COORD="$coord" $(ucx_env "$mode") \
+      ZEROSHARD_LOCAL_SIZE=2 ZEROSHARD_COORD="$coord" "$(ucx_env "$mode")" \
       UCX_TLS="${HL_UCX_TLS:-tcp,self}" \
       "$WORKER" --insecure --servers="$SERVERS" --metrics_file="$dir/metrics-rank$r.jsonl" \
       "${extra[@]}" "$@" >"$dir/rank$r.log" 2>&1 &

@@ -23,11 +23,11 @@ CASE="${1:?case}"
 STEPS=24
 
 write_config "$T/ds.json"
-TRAIN=(--config="$T/ds.json" "${MODEL[@]}" --steps=$STEPS)
+TRAIN=(--config="$T/ds.json" "${MODEL[@]}" --steps="$STEPS")
 
 reference() {  # the same run on loopback -> $T/ref.bin
   start_servers loop "$T/ref" || return 1
-  start_workers loop "$T/ref" "${TRAIN[@]}" --save="$T/ref.bin" "$@" || return 1
+  start_workers loop "$T/ref" "${TRAIN[@]}" --save="$T/ref.bin" || return 1
   wait_workers "$T/ref"; local rc=$?
   stop_servers
   return $rc
@@ -133,7 +133,7 @@ case "$CASE" in
       start_servers "$mode" "$dir" --lease_ms=1500 --checkpoint_dir="$dir/ckpt" || return 1
       for w in 0 1 2 3; do
         place=$(node_place "$mode" $((w / 2)))
-        spawn "$place" env $(ucx_env "$mode") UCX_TLS=tcp,self "$WORKER" --insecure --servers="$SERVERS" \
+        spawn "$place" env "$(ucx_env "$mode")" UCX_TLS=tcp,self "$WORKER" --insecure --servers="$SERVERS" \
           --worker_name=w$w --save="$dir/final.bin" "${EL[@]}" "$@" >"$dir/w$w.log" 2>&1 &
         pid[$w]=$!
         for _ in $(seq 1200); do grep -q "joined job" "$dir/w$w.log" && break; sleep 0.05; done

@@ -3,6 +3,7 @@
 # one TCP stream of MB megabytes (default 500) from host a to host b; prints
 # "throughput a->b: X MB/s (Y Gbit/s)". A measurement for docs/netlab.md, not a test.
 set -euo pipefail
+: "${NETLAB_IP_a:?run me inside netlab.sh run --hosts \"a b\"}" "${NETLAB_IP_b:?}"
 NL="$(dirname "$0")/../../tools/netlab.sh"
 MB="${1:-500}"
 "$NL" exec b /usr/bin/python3 -c "
