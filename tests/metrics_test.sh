@@ -94,6 +94,13 @@ $PY "$R/tests/metrics_check.py" "$T/worker.prom" zeroshard_worker_step'>=3' \
   zeroshard_worker_received_bytes_total'>=1' zeroshard_worker_model_state_bytes'>=1' \
   grpc_client_handling_seconds'>=3' process_resident_memory_bytes'>=1'
 check "worker metrics: valid text, step >= 3, loss, bytes, client RPC latencies, memory" $?
+$PY "$R/tests/metrics_check.py" "$T/worker.prom" \
+  zeroshard_worker_step_duration_seconds:histogram'>=3' \
+  zeroshard_worker_steps_total:counter'>=3' zeroshard_worker_tokens_total:counter'>=1' \
+  zeroshard_worker_sent_bytes_total:counter'>=1'
+check "worker: step time as a histogram (>= 3 steps observed), steps and tokens as counters" $?
+grep -q 'zeroshard_worker_step_duration_seconds_bucket{phase="server_wait",le="+Inf"}' "$T/worker.prom"
+check "worker: a step-time histogram per phase" $?
 grep -q 'grpc_client_handling_seconds_count{grpc_service="zeroshard.v1.ShardService",grpc_method="PushGradients",grpc_code="OK"}' "$T/worker.prom"
 check "worker: PushGradients latency by method and code" $?
 
@@ -104,6 +111,10 @@ $PY "$R/tests/metrics_check.py" "$T/server1.prom" zeroshard_server_step'>=3' \
   zeroshard_server_owned_parameters'>=1' zeroshard_server_state_bytes'>=1' \
   grpc_server_handling_seconds'>=3'
 check "server metrics moved with training: steps, bytes in/out, optimizer throughput, RPC latencies" $?
+$PY "$R/tests/metrics_check.py" "$T/server1.prom" \
+  zeroshard_server_optimizer_parameters_total:counter'>=3' \
+  zeroshard_server_optimizer_steps_total:counter'>=3' grpc_server_handling_seconds:histogram'>=3'
+check "server: optimizer work and steps as counters, RPC (CommitStep = step) latencies as histograms" $?
 grep -q 'grpc_server_handling_seconds_bucket{grpc_service="zeroshard.v1.ShardService",grpc_method="CommitStep",grpc_code="OK",le="+Inf"}' "$T/server1.prom"
 check "server: CommitStep latency histogram" $?
 
