@@ -8,13 +8,16 @@ Train/Samples/loss_scale at step = global samples.
 
 The sections were already checked by the library's config parser (Config);
 this module only reads their values from the same JSON. Files are flushed
-after every step. Not thread-safe: the training thread calls write()."""
+after every step; a monitor whose write fails (OSError) is closed with one
+warning naming it, and training goes on. Not thread-safe: the training
+thread calls write()."""
 import csv
 import json
 import os
 import socket
 import struct
 import time
+import warnings
 
 _CRC_TABLE = []
 for _n in range(256):
@@ -109,11 +112,25 @@ class Monitors:
         if self.fp16:
             events.append(("Train/Samples/loss_scale", loss_scale))
         events.append(("Train/Samples/lr", lr))
+        try:
+            self._write_tensorboard(samples, events)
+        except OSError as e:
+            warnings.warn(f"tensorboard: {e}; closed", stacklevel=2)
+            self.tb = None
+        try:
+            self._write_csv(samples, events)
+        except OSError as e:
+            warnings.warn(f"csv_monitor: {e}; closed", stacklevel=2)
+            self.csv_dir = None
+
+    def _write_tensorboard(self, samples, events):
         if self.tb is not None:
             now = time.time()
             self.tb.write(b"".join(_record(_event(now, samples, tag, value))
                                    for tag, value in events))
             self.tb.flush()
+
+    def _write_csv(self, samples, events):
         if self.csv_dir is not None:
             for tag, value in events:
                 name = tag.replace("/", "_").replace(" ", "_")

@@ -2,14 +2,14 @@
 
 #include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
-#include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "common/crc32c.h"
 #include "common/hostname.h"
 #include "common/status_macros.h"
@@ -48,16 +48,6 @@ void PutBytes(int field, absl::string_view bytes, std::string* out) {
 constexpr int kWallTime = 1, kStep = 2, kFileVersion = 3, kSummary = 5;
 // Summary.value = 1; Summary.Value: tag = 1, simple_value = 2.
 
-absl::Status MakeDirs(const std::string& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "cannot create the monitor folder ", dir, ": ", ec.message()));
-  }
-  return absl::OkStatus();
-}
-
 // Python's repr of a float: the shortest decimal that reads back the same.
 std::string ShortestDouble(double v) {
   for (int digits = 6; digits < 17; ++digits) {
@@ -84,6 +74,21 @@ std::vector<MonitorEvent> StepEvents(const engine::StepStats& s, bool fp16,
     events.push_back({"Train/Samples/loss_scale", s.loss_scale, samples});
   events.push_back({"Train/Samples/lr", s.lr, samples});
   return events;
+}
+
+absl::Status CreateDirs(Env* env, const std::string& dir) {
+  std::string prefix;
+  for (absl::string_view part : absl::StrSplit(dir, '/', absl::SkipEmpty())) {
+    prefix = prefix.empty() && dir[0] != '/' ? std::string(part)
+                                             : absl::StrCat(prefix, "/", part);
+    absl::Status s = env->CreateDir(prefix);
+    if (!s.ok()) {
+      return absl::Status(
+          s.code(), absl::StrCat("cannot create the monitor folder ", dir, ": ",
+                                 s.message()));
+    }
+  }
+  return absl::OkStatus();
 }
 
 uint32_t MaskedCrc32c(absl::string_view data) {
@@ -126,36 +131,15 @@ std::string ScalarEvent(double wall_time, int64_t step, absl::string_view tag,
   return e;
 }
 
-absl::StatusOr<std::unique_ptr<AppendFile>> AppendFile::Open(
-    const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "ab");
-  if (f == nullptr) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("open ", path, ": ", std::strerror(errno)));
-  }
-  return std::unique_ptr<AppendFile>(new AppendFile(path, f));
-}
-
-AppendFile::~AppendFile() { std::fclose(f_); }
-
-absl::Status AppendFile::Append(absl::string_view bytes) {
-  if (std::fwrite(bytes.data(), 1, bytes.size(), f_) != bytes.size() ||
-      std::fflush(f_) != 0) {
-    return absl::DataLossError(
-        absl::StrCat("write ", path_, ": ", std::strerror(errno)));
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<std::unique_ptr<TensorBoardWriter>> TensorBoardWriter::Open(
-    const std::string& dir) {
-  ZS_RETURN_IF_ERROR(MakeDirs(dir));
+    const std::string& dir, Env* env) {
+  ZS_RETURN_IF_ERROR(CreateDirs(env, dir));
   const double now = WallTime();
   const std::string path =
       absl::StrFormat("%s/events.out.tfevents.%d.%s.%d", dir,
                       static_cast<int64_t>(now), LocalHostname(), getpid());
-  ZS_ASSIGN_OR_RETURN(std::unique_ptr<AppendFile> f, AppendFile::Open(path));
-  ZS_RETURN_IF_ERROR(f->Append(TfRecord(FileVersionEvent(now))));
+  ZS_ASSIGN_OR_RETURN(AppendableFile f, AppendableFile::Open(env, path));
+  ZS_RETURN_IF_ERROR(f.Append(TfRecord(FileVersionEvent(now))));
   return std::unique_ptr<TensorBoardWriter>(
       new TensorBoardWriter(std::move(f)));
 }
@@ -167,43 +151,46 @@ absl::Status TensorBoardWriter::Write(const std::vector<MonitorEvent>& events,
     records += TfRecord(
         ScalarEvent(wall_time, e.step, e.tag, static_cast<float>(e.value)));
   }
-  return file_->Append(records);
+  return file_.Append(records);
 }
 
 absl::StatusOr<std::unique_ptr<CsvMonitorWriter>> CsvMonitorWriter::Open(
-    const std::string& dir) {
-  ZS_RETURN_IF_ERROR(MakeDirs(dir));
-  return std::unique_ptr<CsvMonitorWriter>(new CsvMonitorWriter(dir));
+    const std::string& dir, Env* env) {
+  ZS_RETURN_IF_ERROR(CreateDirs(env, dir));
+  return std::unique_ptr<CsvMonitorWriter>(new CsvMonitorWriter(dir, env));
 }
 
 absl::Status CsvMonitorWriter::Write(const std::vector<MonitorEvent>& events) {
   for (const MonitorEvent& e : events) {
     const std::string name =
         absl::StrReplaceAll(e.tag, {{"/", "_"}, {" ", "_"}});
-    std::unique_ptr<AppendFile>& file = files_[name];
-    if (file == nullptr) {
+    auto it = files_.find(name);
+    if (it == files_.end()) {
       ZS_ASSIGN_OR_RETURN(
-          file, AppendFile::Open(absl::StrCat(dir_, "/", name, ".csv")));
+          AppendableFile file,
+          AppendableFile::Open(env_, absl::StrCat(dir_, "/", name, ".csv")));
       const size_t slash = e.tag.rfind('/');
       const std::string header =
           slash == std::string::npos ? e.tag : e.tag.substr(slash + 1);
-      ZS_RETURN_IF_ERROR(file->Append(absl::StrCat("step,", header, "\r\n")));
+      ZS_RETURN_IF_ERROR(file.Append(absl::StrCat("step,", header, "\r\n")));
+      it = files_.emplace(name, std::move(file)).first;
     }
-    ZS_RETURN_IF_ERROR(file->Append(
+    ZS_RETURN_IF_ERROR(it->second.Append(
         absl::StrCat(e.step, ",", ShortestDouble(e.value), "\r\n")));
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<FileMonitors>> FileMonitors::Open(
-    const config::MonitorConfig& config, bool fp16, int64_t train_batch_size) {
+    const config::MonitorConfig& config, bool fp16, int64_t train_batch_size,
+    Env* env) {
   std::unique_ptr<FileMonitors> m(new FileMonitors());
   m->fp16_ = fp16;
   m->batch_ = train_batch_size;
   if (config.tensorboard.enabled) {
     m->tb_dir_ = config.tensorboard.Dir();
     absl::StatusOr<std::unique_ptr<TensorBoardWriter>> tb =
-        TensorBoardWriter::Open(m->tb_dir_);
+        TensorBoardWriter::Open(m->tb_dir_, env);
     if (!tb.ok()) {
       return absl::Status(tb.status().code(),
                           absl::StrCat("tensorboard: ", tb.status().message()));
@@ -213,7 +200,7 @@ absl::StatusOr<std::unique_ptr<FileMonitors>> FileMonitors::Open(
   if (config.csv_monitor.enabled) {
     m->csv_dir_ = config.csv_monitor.Dir();
     absl::StatusOr<std::unique_ptr<CsvMonitorWriter>> csv =
-        CsvMonitorWriter::Open(m->csv_dir_);
+        CsvMonitorWriter::Open(m->csv_dir_, env);
     if (!csv.ok()) {
       return absl::Status(
           csv.status().code(),
@@ -226,25 +213,26 @@ absl::StatusOr<std::unique_ptr<FileMonitors>> FileMonitors::Open(
 
 absl::Status FileMonitors::OnStep(const engine::StepStats& s) {
   const std::vector<MonitorEvent> events = StepEvents(s, fp16_, batch_);
-  absl::Status result;
+  absl::Status result;  // the first error's code, every error's message
+  auto fail = [&result](const absl::Status& st, const std::string& what) {
+    const std::string text = absl::StrCat(what, st.message(), "; closed");
+    result = result.ok()
+                 ? absl::Status(st.code(), text)
+                 : absl::Status(result.code(),
+                                absl::StrCat(result.message(), "; ", text));
+  };
   if (tb_ != nullptr) {
     absl::Status st = tb_->Write(events, WallTime());
     if (!st.ok()) {
       tb_.reset();
-      result = absl::Status(
-          st.code(),
-          absl::StrCat("tensorboard: ", st.message(), "; no more events"));
+      fail(st, "tensorboard: ");
     }
   }
   if (csv_ != nullptr) {
     absl::Status st = csv_->Write(events);
     if (!st.ok()) {
       csv_.reset();
-      if (result.ok()) {
-        result = absl::Status(
-            st.code(),
-            absl::StrCat("csv_monitor: ", st.message(), "; no more rows"));
-      }
+      fail(st, "csv_monitor: ");
     }
   }
   return result;

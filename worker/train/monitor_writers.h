@@ -20,14 +20,13 @@
 //                                                          fp16, batch));
 //   monitors->OnStep(stats);   // after every optimizer step
 //
-// Every write is flushed at once (visible to a reader while training runs).
-// Threading: one thread at a time. Errors: the file system's, naming the
-// path.
+// Files go through the Env (common/env/files.h: AppendableFile); every write
+// reaches the OS at once (visible to a reader while training runs).
+// Threading: one thread at a time. Errors: the Env's, naming the path.
 #ifndef ZEROSHARD_WORKER_TRAIN_MONITOR_WRITERS_H_
 #define ZEROSHARD_WORKER_TRAIN_MONITOR_WRITERS_H_
 
 #include <cstdint>
-#include <cstdio>
 #include <map>
 #include <memory>
 #include <string>
@@ -35,6 +34,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/env/env.h"
+#include "common/env/files.h"
 #include "worker/config/monitor_config.h"
 #include "worker/engine/step_stats.h"
 
@@ -60,57 +61,49 @@ std::string FileVersionEvent(double wall_time);
 std::string ScalarEvent(double wall_time, int64_t step, absl::string_view tag,
                         float value);
 
-// A file appended to and flushed after every Append. Owns the FILE.
-class AppendFile {
- public:
-  static absl::StatusOr<std::unique_ptr<AppendFile>> Open(
-      const std::string& path);
-  ~AppendFile();
-  absl::Status Append(absl::string_view bytes);
-  const std::string& path() const { return path_; }
-
- private:
-  AppendFile(std::string path, std::FILE* f) : path_(std::move(path)), f_(f) {}
-  std::string path_;
-  std::FILE* f_;
-};
+// Creates `dir` and any missing parents through `env`.
+absl::Status CreateDirs(Env* env, const std::string& dir);
 
 class TensorBoardWriter {
  public:
-  // Creates `dir` (and its parents) and a new event file in it.
+  // Creates `dir` (and its parents) and a new event file in it. `env` must
+  // outlive the writer.
   static absl::StatusOr<std::unique_ptr<TensorBoardWriter>> Open(
-      const std::string& dir);
+      const std::string& dir, Env* env = DefaultEnv());
   absl::Status Write(const std::vector<MonitorEvent>& events, double wall_time);
-  const std::string& path() const { return file_->path(); }
+  const std::string& path() const { return file_.path(); }
 
  private:
-  explicit TensorBoardWriter(std::unique_ptr<AppendFile> f)
-      : file_(std::move(f)) {}
-  std::unique_ptr<AppendFile> file_;
+  explicit TensorBoardWriter(AppendableFile f) : file_(std::move(f)) {}
+  AppendableFile file_;
 };
 
 class CsvMonitorWriter {
  public:
   // Creates `dir` (and its parents). Like DeepSpeed, appends to files
-  // already there, starting each with a header line in this run.
+  // already there, starting each with a header line in this run. `env`
+  // must outlive the writer.
   static absl::StatusOr<std::unique_ptr<CsvMonitorWriter>> Open(
-      const std::string& dir);
+      const std::string& dir, Env* env = DefaultEnv());
   absl::Status Write(const std::vector<MonitorEvent>& events);
 
  private:
-  explicit CsvMonitorWriter(std::string dir) : dir_(std::move(dir)) {}
+  CsvMonitorWriter(std::string dir, Env* env)
+      : dir_(std::move(dir)), env_(env) {}
   std::string dir_;
-  std::map<std::string, std::unique_ptr<AppendFile>> files_;  // by file name
+  Env* env_;
+  std::map<std::string, AppendableFile> files_;  // by file name
 };
 
 // The enabled monitors of one run.
 class FileMonitors {
  public:
   static absl::StatusOr<std::unique_ptr<FileMonitors>> Open(
-      const config::MonitorConfig& config, bool fp16, int64_t train_batch_size);
-  // Writes the step's events to every monitor. After a write error the
-  // monitor that failed is closed (the error says which) and the others go
-  // on.
+      const config::MonitorConfig& config, bool fp16, int64_t train_batch_size,
+      Env* env = DefaultEnv());
+  // Writes the step's events to every monitor. A monitor whose write
+  // fails is closed and the others go on; the error names each that failed
+  // ("tensorboard: <Env error naming the file>; closed").
   absl::Status OnStep(const engine::StepStats& s);
   // "tensorboard: DIR, csv_monitor: DIR" for the log.
   std::string Describe() const;

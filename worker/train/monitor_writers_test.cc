@@ -6,6 +6,8 @@
 #include <sstream>
 
 #include "common/crc32c.h"
+#include "common/env/fault_env.h"
+#include "common/env/mem_env.h"
 #include "gtest/gtest.h"
 #include "worker/config/ds_config.h"
 
@@ -148,6 +150,33 @@ TEST(MonitorWritersTest, AFolderThatCannotBeMadeIsNamed) {
             absl::string_view::npos);
   EXPECT_NE(m.status().message().find(file), absl::string_view::npos)
       << m.status();
+}
+
+TEST(MonitorWritersTest, AWriteErrorClosesTheMonitorsAndNamesThem) {
+  MemEnv mem;
+  FaultEnv env(&mem);
+  config::MonitorConfig c;
+  c.tensorboard.enabled = c.csv_monitor.enabled = true;
+  c.tensorboard.output_path = "/runs/tb";
+  c.csv_monitor.output_path = "/runs/csv";
+  auto m = FileMonitors::Open(c, false, 2, &env);
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_TRUE((*m)->OnStep(Step(1, 3.5, 0.25, 1)).ok());
+  env.SetWriteBudget(0);  // the disk is full
+  absl::Status s = (*m)->OnStep(Step(2, 3.0, 0.25, 1));
+  EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
+  EXPECT_NE(s.message().find("tensorboard: "), absl::string_view::npos) << s;
+  EXPECT_NE(s.message().find("/runs/tb/DeepSpeedJobName/events.out.tfevents."),
+            absl::string_view::npos)
+      << s;
+  EXPECT_NE(s.message().find("; csv_monitor: "), absl::string_view::npos) << s;
+  env.ClearFaults();
+  // Both are closed: no more errors, no more rows.
+  EXPECT_TRUE((*m)->OnStep(Step(3, 2.5, 0.25, 1)).ok());
+  auto csv =
+      ReadSmallFile(&mem, "/runs/csv/DeepSpeedJobName/Train_Samples_lr.csv");
+  ASSERT_TRUE(csv.ok()) << csv.status();
+  EXPECT_EQ(*csv, "step,lr\r\n2,0.25\r\n");
 }
 
 }  // namespace
