@@ -1,5 +1,7 @@
 #include "worker/config/monitor_config.h"
 
+#include <initializer_list>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "worker/config/json_reader.h"

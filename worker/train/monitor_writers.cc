@@ -48,13 +48,19 @@ void PutBytes(int field, absl::string_view bytes, std::string* out) {
 constexpr int kWallTime = 1, kStep = 2, kFileVersion = 3, kSummary = 5;
 // Summary.value = 1; Summary.Value: tag = 1, simple_value = 2.
 
-// Python's repr of a float: the shortest decimal that reads back the same.
+// Python's repr of a float (what DeepSpeed's csv writer prints): the
+// shortest decimal that reads back the same, "256.0" for an integral one.
 std::string ShortestDouble(double v) {
-  for (int digits = 6; digits < 17; ++digits) {
-    const std::string s = absl::StrFormat("%.*g", digits, v);
-    if (std::strtod(s.c_str(), nullptr) == v) return s;
+  std::string s = absl::StrFormat("%.17g", v);
+  for (int digits = 1; digits < 17; ++digits) {
+    std::string t = absl::StrFormat("%.*g", digits, v);
+    if (std::strtod(t.c_str(), nullptr) == v) {
+      s = std::move(t);
+      break;
+    }
   }
-  return absl::StrFormat("%.17g", v);
+  if (s.find_first_of(".eninf") == std::string::npos) s += ".0";
+  return s;
 }
 
 double WallTime() {

@@ -120,6 +120,18 @@ TEST(MonitorWritersTest, CsvLayoutIsDeepSpeeds) {
   EXPECT_EQ(Slurp(dir + "/Train_Samples_lr.csv"),
             "step,lr\r\n8,0.001\r\n16,0.002\r\n");
   EXPECT_FALSE(std::filesystem::exists(dir + "/Train_Samples_loss_scale.csv"));
+  // Values as Python's repr writes them (DeepSpeed's csv.writer).
+  c.csv_monitor.job_name = "fp16";
+  auto f = FileMonitors::Open(c, /*fp16=*/true, 8);
+  ASSERT_TRUE(f.ok()) << f.status();
+  ASSERT_TRUE((*f)->OnStep(Step(1, 0.1, 1e-05, 65536)).ok());
+  const std::string fp16_dir = c.csv_monitor.output_path + "/fp16";
+  EXPECT_EQ(Slurp(fp16_dir + "/Train_Samples_loss_scale.csv"),
+            "step,loss_scale\r\n8,65536.0\r\n");
+  EXPECT_EQ(Slurp(fp16_dir + "/Train_Samples_lr.csv"),
+            "step,lr\r\n8,1e-05\r\n");
+  EXPECT_EQ(Slurp(fp16_dir + "/Train_Samples_train_loss.csv"),
+            "step,train_loss\r\n8,0.1\r\n");
 }
 
 TEST(MonitorWritersTest, EventFileStartsWithItsVersion) {
