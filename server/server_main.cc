@@ -76,7 +76,8 @@ int Main(int argc, char** argv) {
                 "zeroshard-server [flags]\n\n"
                 "Serves one shard of a job's fp32 master weights and AdamW "
                 "state over gRPC\n(service zeroshard.v1.ShardService, plus "
-                "grpc.health.v1.Health; shard 0 also\n"
+                "grpc.health.v1.Health (by\n"
+                "service name too) and server reflection; shard 0 also\n"
                 "zeroshard.v1.MembershipService).");
   flags.String("host", &host,
                "Address to listen on (0.0.0.0 for every interface).");
@@ -100,6 +101,11 @@ int Main(int argc, char** argv) {
   flags.Int64("health_port", &health_port,
               "Plaintext port on --host serving only grpc.health.v1.Health "
               "(Kubernetes gRPC probes cannot use TLS); -1: off.");
+  bool reflection = true;
+  flags.Bool("reflection", &reflection,
+             "Serve grpc.reflection.v1alpha.ServerReflection on --port (the "
+             "services' schema, for grpcurl-style tools); the health port "
+             "never does.");
   flags.Bool("shard_index_from_hostname", &shard_index_from_hostname,
              "Take --shard_index from the trailing -<ordinal> of the host "
              "name (a Kubernetes StatefulSet pod).");
@@ -344,6 +350,13 @@ int Main(int argc, char** argv) {
                            &bound_port);
   builder.RegisterService(&service);
   if (shard_index == 0) builder.RegisterService(&membership_service);
+  // Health by service name and reflection, so grpcurl-style tools work.
+  std::vector<std::string> service_names = {
+      v1::ShardService::service_full_name()};
+  if (shard_index == 0) {
+    service_names.push_back(v1::MembershipService::service_full_name());
+  }
+  SetServerReflection(&builder, reflection);
   // Interceptors run on every call, in this order, before any handler
   // (authentication, fault injection, ...); each feature appends its own.
   std::vector<
@@ -395,7 +408,8 @@ int Main(int argc, char** argv) {
   }
   std::unique_ptr<HealthPort> health;
   if (health_port >= 0) {
-    auto started = HealthPort::Start(host, static_cast<int>(health_port));
+    auto started =
+        HealthPort::Start(host, static_cast<int>(health_port), service_names);
     if (!started.ok()) {
       ExitWithError(flags.program(), std::string(started.status().message()),
                     1);
@@ -405,6 +419,7 @@ int Main(int argc, char** argv) {
     std::printf("zeroshard-server: health on %s:%d\n", host.c_str(),
                 health->port());
   }
+  AddHealthNames(server.get(), service_names, true);
   server->GetHealthCheckService()->SetServingStatus(true);
   if (!port_file.empty()) {
     absl::Status s = WriteFileAtomic(DefaultEnv(), port_file,

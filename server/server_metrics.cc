@@ -1,6 +1,7 @@
 #include "server/server_metrics.h"
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -85,9 +86,20 @@ void AddStoreMetrics(const ShardStore* store, uint32_t shard_index,
       setters.push_back([g](double v) { g->Set(v); });
     }
   }
-  r.AddCollector([store, setters] {
+  // The optimizer's work as a counter (rate() is its throughput): owned
+  // parameters for each optimizer step since the last scrape.
+  Counter* parameters = r.GetCounter(
+      "zeroshard_server_optimizer_parameters_total",
+      "Parameters updated by the optimizer (owned parameters per step).");
+  auto counted_steps = std::make_shared<uint64_t>(0);  // under Render's lock
+  r.AddCollector([store, setters, parameters, counted_steps] {
     const StoreStats s = store->Stats();
     for (size_t i = 0; i < setters.size(); ++i) setters[i](kMirrors[i].get(s));
+    if (s.optimizer_steps > *counted_steps) {
+      parameters->Add(double(s.optimizer_steps - *counted_steps) *
+                      double(s.owned.size()));
+    }
+    *counted_steps = s.optimizer_steps;
   });
 }
 

@@ -9,9 +9,14 @@
 //   zeroshard_server_contributions_applied_total,
 //   zeroshard_server_duplicates_ignored_total,
 //   zeroshard_server_requests_rejected_total
-//   zeroshard_server_last_step_seconds, and the optimizer's throughput
+//   zeroshard_server_optimizer_parameters_total (owned parameters per
+//   optimizer step: rate() is the optimizer's throughput)
+//   zeroshard_server_last_step_seconds and
 //   zeroshard_server_optimizer_parameters_per_second (owned parameters /
-//   last step's optimizer time; 0 before the first step)
+//   last step's optimizer time; 0 before the first step): the last step's,
+//   kept for dashboards that read them; the step-time histogram is the
+//   CommitStep latency, grpc_server_handling_seconds{grpc_method=
+//   "CommitStep"} (rpc_metrics.h)
 //   zeroshard_server_storage_read_bytes_total,
 //   zeroshard_server_storage_written_bytes_total,
 //   zeroshard_server_last_step_io_wait_seconds (NVMe tier; 0 in RAM)

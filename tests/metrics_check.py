@@ -1,12 +1,13 @@
 """Reads Prometheus text (from a file or stdin) and checks it.
 
-  metrics_check.py FILE [NAME[>=VALUE] ...]
+  metrics_check.py FILE [NAME[:TYPE][>=VALUE] ...]
 
 The text must parse with prometheus_client's parser (python3-prometheus-
 client) and, more strictly, every line must be "# HELP", "# TYPE" or a
 sample "name{labels} value"; every family needs HELP and TYPE before its
-samples. Each NAME must have a sample (histograms: NAME_count); with
->=VALUE, some sample of it must be at least VALUE. Prints the checked values;
+samples. Each NAME must have a sample (histograms: NAME_count); with :TYPE
+its family must be of that type (counter, gauge, histogram); with >=VALUE,
+some sample of it must be at least VALUE. Prints the checked values;
 exits 1 naming the first problem.
 """
 
@@ -48,6 +49,10 @@ def main():
         return 1
     for want in sys.argv[2:]:
         name, _, minimum = want.partition(">=")
+        name, _, kind = name.partition(":")
+        if kind and typed.get(name) != kind:
+            print(f"{name} is a {typed.get(name)}, want a {kind}")
+            return 1
         values = samples.get(name) or samples.get(name + "_count")
         if not values:
             print(f"missing metric {name}")

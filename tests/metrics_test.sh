@@ -4,7 +4,8 @@
 # training through it. Checks the text format (tests/metrics_check.py) and
 # the listed metrics: step, loss, bytes in/out, RPC latencies, optimizer
 # throughput, memory; that the values move with training; that the health
-# port answers grpc.health.v1 and closes when the server exits.
+# port answers grpc.health.v1 and closes when the server exits; that health
+# answers by service name and reflection lists the services (grpc_probe).
 set -uo pipefail
 R="${TEST_SRCDIR:-.}/zeroshard"
 T="${TEST_TMPDIR:-$(mktemp -d)}"
@@ -43,6 +44,27 @@ check "server metrics: valid text with the listed metrics" $?
 curl -sf "${smetrics%/metrics}/healthz" | grep -q '^ok$'; check "metrics port /healthz" $?
 "$R/ctl/zeroshard-ctl" health --servers="$health" >"$T/health.txt" 2>&1
 check "health port answers grpc.health.v1 (zeroshard-ctl health): $(tr '\n' ' ' <"$T/health.txt")" $?
+# grpcurl-style tools (tests/grpc_probe): health by service name on both
+# ports, server reflection on the shard port only.
+P="$R/tests/grpc_probe"
+for addr in "$saddr" "$health"; do
+  out=$("$P" health "$addr" zeroshard.v1.ShardService 2>&1)
+  [ "$out" = SERVING ]; check "$addr: health of zeroshard.v1.ShardService by name: $out" $?
+done
+out=$("$P" health "$saddr" zeroshard.v1.MembershipService 2>&1)
+[ "$out" = SERVING ]; check "shard 0: health of zeroshard.v1.MembershipService: $out" $?
+out=$("$P" health "$saddr" no.such.Service 2>&1)
+case "$out" in NOT_FOUND*) true ;; *) false ;; esac
+check "health of an unknown service: $out" $?
+"$P" list "$saddr" >"$T/services.txt" 2>&1
+grep -qx zeroshard.v1.ShardService "$T/services.txt" && grep -qx grpc.health.v1.Health "$T/services.txt"
+check "reflection lists the services: $(tr '\n' ' ' <"$T/services.txt")" $?
+"$P" describe "$saddr" zeroshard.v1.ShardService >"$T/describe.txt" 2>&1
+grep -qx 'method zeroshard.v1.ShardService.PushGradients' "$T/describe.txt"
+check "reflection describes zeroshard.v1.ShardService ($(grep -c '^method' "$T/describe.txt") methods)" $?
+out=$("$P" list "$health" 2>&1)
+case "$out" in UNIMPLEMENTED*) true ;; *) false ;; esac
+check "the health port has no reflection: $out" $?
 
 # One worker (W = 1, ZeRO-3) training through it.
 cat >"$T/ds.json" <<'JSON'
@@ -72,6 +94,13 @@ $PY "$R/tests/metrics_check.py" "$T/worker.prom" zeroshard_worker_step'>=3' \
   zeroshard_worker_received_bytes_total'>=1' zeroshard_worker_model_state_bytes'>=1' \
   grpc_client_handling_seconds'>=3' process_resident_memory_bytes'>=1'
 check "worker metrics: valid text, step >= 3, loss, bytes, client RPC latencies, memory" $?
+$PY "$R/tests/metrics_check.py" "$T/worker.prom" \
+  zeroshard_worker_step_duration_seconds:histogram'>=3' \
+  zeroshard_worker_steps_total:counter'>=3' zeroshard_worker_tokens_total:counter'>=1' \
+  zeroshard_worker_sent_bytes_total:counter'>=1'
+check "worker: step time as a histogram (>= 3 steps observed), steps and tokens as counters" $?
+grep -q 'zeroshard_worker_step_duration_seconds_bucket{phase="server_wait",le="+Inf"}' "$T/worker.prom"
+check "worker: a step-time histogram per phase" $?
 grep -q 'grpc_client_handling_seconds_count{grpc_service="zeroshard.v1.ShardService",grpc_method="PushGradients",grpc_code="OK"}' "$T/worker.prom"
 check "worker: PushGradients latency by method and code" $?
 
@@ -82,6 +111,10 @@ $PY "$R/tests/metrics_check.py" "$T/server1.prom" zeroshard_server_step'>=3' \
   zeroshard_server_owned_parameters'>=1' zeroshard_server_state_bytes'>=1' \
   grpc_server_handling_seconds'>=3'
 check "server metrics moved with training: steps, bytes in/out, optimizer throughput, RPC latencies" $?
+$PY "$R/tests/metrics_check.py" "$T/server1.prom" \
+  zeroshard_server_optimizer_parameters_total:counter'>=3' \
+  zeroshard_server_optimizer_steps_total:counter'>=3' grpc_server_handling_seconds:histogram'>=3'
+check "server: optimizer work and steps as counters, RPC (CommitStep = step) latencies as histograms" $?
 grep -q 'grpc_server_handling_seconds_bucket{grpc_service="zeroshard.v1.ShardService",grpc_method="CommitStep",grpc_code="OK",le="+Inf"}' "$T/server1.prom"
 check "server: CommitStep latency histogram" $?
 

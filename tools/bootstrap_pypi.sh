@@ -2,7 +2,9 @@
 # Installs the Python tools from PyPI that the deploy/ tests need, into one
 # virtual environment (Debian's python3 -m venv, so nothing touches the
 # system's packages): kubernetes-validate, which bundles the Kubernetes API
-# JSON schemas and so validates manifests offline. Called by
+# JSON schemas and so validates manifests offline; tensorboard, whose own
+# event-file reader checks the files of the ds_config "tensorboard" monitor
+# (tests/metrics_monitor_test.sh; TensorBoard only, no TensorFlow). Called by
 # tools/bootstrap.sh; idempotent (checks the pinned version first). The
 # environment lives in $ZEROSHARD_VENV (default /opt/zeroshard/venv, a fixed
 # path because Bazel tests do not see $HOME); tests/deploy_test.sh reads the
@@ -10,7 +12,7 @@
 set -euo pipefail
 
 VENV="${ZEROSHARD_VENV:-/opt/zeroshard/venv}"
-PYPI_PACKAGES=(kubernetes-validate==1.37.0)
+PYPI_PACKAGES=(kubernetes-validate==1.37.0 tensorboard==2.20.0)
 
 have() {
   local spec name version

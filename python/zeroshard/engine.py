@@ -34,6 +34,7 @@ from .config import Config
 from .dist import TorchGroup, init_distributed
 from .errors import Error
 from .gradients import GradientPipeline
+from .monitor import Monitors
 from .trainer import Trainer
 
 _FAILED_PRECONDITION = _lib.CODES["FAILED_PRECONDITION"]
@@ -113,6 +114,8 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None,
                              client_options=client_options, rank=rank,
                              world=world, local_rank=local_rank,
                              local_world=local_world, elastic=elastic)
+    if engine.rank == 0:  # DeepSpeed's tensorboard / csv_monitor files
+        engine.monitor = Monitors.open(config, cfg.precision == "fp16")
     loader = None
     if training_data is not None:
         loader = engine.deepspeed_io(training_data, collate_fn=collate_fn)
@@ -169,6 +172,9 @@ class _LrScheduler:
 
 
 class ZeroShardEngine(GradientPipeline, torch.nn.Module):
+    monitor = None  # rank 0's Monitors (monitor.py), when the config has any
+    _monitor_loss = 0.0  # this step's micro-batch losses, summed
+
     def __init__(self, model, cfg, *, model_parameters=None, servers=None,
                  job_id=None, client_options=None, rank=0, world=1,
                  local_rank=0, local_world=1, elastic=None):
@@ -402,6 +408,8 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
                 raise
             self._failed = e  # a peer died: step() forms a new group
             self._acting = False
+        if self.monitor is not None:
+            self._monitor_loss += float(loss.detach())
         self._micro += 1
         self._backward_done = True
         self.timings["backward"] += time.perf_counter() - start
@@ -471,6 +479,11 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
             self._skipped += 1
         self.last_decision = decision
         self._apply(outcome)
+        if self.monitor is not None:
+            self.monitor.write(self.global_samples,
+                               self._monitor_loss / self.gas, args["lr"],
+                               state["loss_scale"])
+            self._monitor_loss = 0.0
         self.timings["step"] += time.perf_counter() - start
         self._fetch()
 
@@ -559,6 +572,8 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
         self._pool.shutdown()
         self._pipe.shutdown()
         self._client.close()
+        if self.monitor is not None:
+            self.monitor.close()
 
     def deepspeed_io(self, dataset, collate_fn=None):
         sampler = None

@@ -85,6 +85,7 @@ absl::StatusOr<EngineConfig> Parse(absl::string_view json, int world_size,
   ZS_RETURN_IF_ERROR(internal::ParsePrecision(root, &config));
   ZS_RETURN_IF_ERROR(internal::ParseZero(root, &config.zero, log));
   ZS_RETURN_IF_ERROR(internal::ParseZeroShard(root, &config.zeroshard));
+  ZS_RETURN_IF_ERROR(internal::ParseMonitors(root, &config.monitor, log));
   internal::IgnoreUnusedTopLevel(root);
   root.WarnUnknown();
   config.auto_keys = log->auto_keys;

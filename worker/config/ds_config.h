@@ -61,6 +61,8 @@
 //              --checkpoint_dir (zeroshard train --checkpoint-dir). Turns on
 //              recovery: resume from the newest checkpoint, roll back when a
 //              server restarts.
+// - tensorboard, csv_monitor, wandb, comet: DeepSpeed's monitor sections
+//   (monitor_config.h).
 // - Numbers: integers may be written as floats when integral (5e8); a
 //   non-integral, negative (where sizes are meant) or wrongly typed value is
 //   an error naming its full path: "zero_optimization.reduce_bucket_size:
@@ -86,6 +88,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/env/env.h"
+#include "worker/config/monitor_config.h"
 #include "worker/engine/loss_scaler.h"
 #include "worker/engine/lr_schedule.h"
 #include "worker/engine/precision.h"
@@ -152,6 +155,7 @@ struct EngineConfig {
   ZeroConfig zero;
   ZeroShardConfig zeroshard;
   std::vector<std::string> auto_keys;  // paths given as "auto"
+  MonitorConfig monitor;               // tensorboard, csv_monitor, wandb, comet
 };
 
 // Parses a DeepSpeed JSON config for `world_size` data-parallel workers.

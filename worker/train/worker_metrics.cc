@@ -1,8 +1,18 @@
 #include "worker/train/worker_metrics.h"
 
 #include <string>
+#include <vector>
 
 namespace zeroshard::train {
+namespace {
+
+// Step and phase durations in seconds: 1 ms to 100 s, 1-2.5-5 per decade.
+std::vector<double> StepBounds() {
+  return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+          0.5,   1,      2.5,   5,    10,    25,   50,  100};
+}
+
+}  // namespace
 
 WorkerMetrics::WorkerMetrics(metrics::Registry* registry, int rank, int world,
                              int stage, int64_t target_steps) {
@@ -15,6 +25,9 @@ WorkerMetrics::WorkerMetrics(metrics::Registry* registry, int rank, int world,
   r.GetGauge("zeroshard_worker_target_steps", "Optimizer steps of the run.")
       ->Set(static_cast<double>(target_steps));
   step_ = r.GetGauge("zeroshard_worker_step", "Optimizer steps completed.");
+  steps_total_ = r.GetCounter(
+      "zeroshard_worker_steps_total",
+      "Optimizer steps run by this process (skipped ones included).");
   loss_ = r.GetGauge("zeroshard_worker_loss",
                      "Training loss of the last step (mean over all ranks).");
   rank_loss_ = r.GetGauge("zeroshard_worker_rank_loss",
@@ -32,8 +45,12 @@ WorkerMetrics::WorkerMetrics(metrics::Registry* registry, int rank, int world,
   const char* kPhases[] = {"step", "compute", "comm_wait", "server_wait"};
   for (int i = 0; i < 4; ++i) {
     seconds_[i] = r.GetGauge("zeroshard_worker_step_seconds",
-                             "Seconds of the last step, by phase.",
+                             "Seconds of the last step, by phase (see "
+                             "zeroshard_worker_step_duration_seconds).",
                              {{"phase", kPhases[i]}});
+    durations_[i] = r.GetHistogram("zeroshard_worker_step_duration_seconds",
+                                   "Seconds of every step, by phase.",
+                                   StepBounds(), {{"phase", kPhases[i]}});
   }
   const char* kPeers[] = {"collective", "server"};
   for (int i = 0; i < 2; ++i) {
@@ -67,7 +84,11 @@ void WorkerMetrics::OnStep(const engine::StepStats& s) {
   tokens_per_s_->Set(s.step_seconds > 0 ? s.tokens / s.step_seconds : 0);
   const double seconds[] = {s.step_seconds, s.compute_seconds,
                             s.comm_wait_seconds, s.server_wait_seconds};
-  for (int i = 0; i < 4; ++i) seconds_[i]->Set(seconds[i]);
+  for (int i = 0; i < 4; ++i) {
+    seconds_[i]->Set(seconds[i]);
+    durations_[i]->Observe(seconds[i]);
+  }
+  steps_total_->Add(1);
   const engine::Traffic* collectives[] = {&s.all_reduce, &s.reduce_scatter,
                                           &s.all_gather, &s.broadcast};
   const engine::Traffic* server[] = {&s.server_push, &s.server_gather,

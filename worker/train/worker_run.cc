@@ -24,6 +24,7 @@
 #include "worker/io/model_file.h"
 #include "worker/train/eval_loss.h"
 #include "worker/train/metrics_log.h"
+#include "worker/train/monitor_writers.h"
 #include "worker/train/run_metrics.h"
 #include "worker/train/worker_metrics.h"
 
@@ -163,10 +164,25 @@ absl::Status RunWorker(const WorkerOptions& o, const WorkerHooks& hooks) {
                  progress_now.rank, s.ToString().c_str());
     metrics.reset();
   };
+  // DeepSpeed's tensorboard / csv_monitor files, written by rank 0; a
+  // write error is reported once and that monitor closed.
+  std::unique_ptr<FileMonitors> monitors;
+  if (rank == 0 && config.monitor.any_file_monitor()) {
+    ZS_ASSIGN_OR_RETURN(
+        monitors,
+        FileMonitors::Open(config.monitor,
+                           config.precision == engine::Precision::kFp16,
+                           config.batch.train_batch_size));
+    std::printf("rank 0: monitors: %s\n", monitors->Describe().c_str());
+  }
   auto on_step = [&](const engine::StepStats& s) {
     const int rank = progress_now.rank;
     worker_metrics.OnStep(s);
     append(StepRecord(s));
+    if (monitors != nullptr) {
+      absl::Status m = monitors->OnStep(s);
+      if (!m.ok()) std::fprintf(stderr, "rank 0: %s\n", m.ToString().c_str());
+    }
     if (o.stats) {
       std::printf("rank %d: %s\n", rank, engine::DescribeStepStats(s).c_str());
     }

@@ -20,6 +20,8 @@
 // (--elastic: the worker name). --metrics_port P (0: a free one) serves
 // Prometheus metrics on --metrics_host:P (worker_metrics.h) while the rank
 // trains and prints "rank R: metrics on http://HOST:PORT/metrics".
+// The config's tensorboard / csv_monitor sections: rank 0 writes
+// DeepSpeed's event and CSV files after every step (monitor_writers.h).
 //
 // Threading: RunWorker trains on the calling thread (and starts gRPC's,
 // UCX's and the metrics server's threads).
