@@ -224,6 +224,8 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
             max_workers=4, thread_name_prefix="zeroshard-push")
         self._pipe = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="zeroshard-reduce")
+        self._post = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="zeroshard-post")
         self._pending = []  # futures of this step's reduce/push work
         self._lock = threading.Lock()
         self._micro = 0           # micro-batches done in this step
@@ -607,6 +609,7 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
             self._elastic.close()
         self._pool.shutdown()
         self._pipe.shutdown()
+        self._post.shutdown()
         self._client.close()
 
     def deepspeed_io(self, dataset, collate_fn=None):
