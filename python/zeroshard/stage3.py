@@ -11,8 +11,10 @@ gathered in its forward pre-hook and released after its forward, gathered
 again for its backward (an autograd function on its outputs, since torch
 1.13 has no module backward pre-hooks) and released once its gradients are
 taken. Between steps a rank holds its slice of the flat space (the range
-zs_slice gives it) and gathers a unit by an all-gather among the ranks; with
-offload_param the rank holds nothing and gathers units from the servers.
+zs_slice gives it); on the CPU it loads a unit's part in that slice from
+there and the rest from the servers (no collective: the ranks do not meet
+per unit), on CUDA by an all-gather among the ranks; with offload_param
+the rank holds nothing and gathers units from the servers.
 Units no larger than stage3_param_persistence_threshold elements stay whole
 on every rank. The first forward runs with every unit gathered and learns
 the order the units run in (the next ones are prefetched, in forward and
