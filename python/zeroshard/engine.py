@@ -14,7 +14,10 @@ One step (stages 1 and 2; stage 3 in stage3.py adds the parameter window):
                   the decision (global norm, clip, skip on overflow), the
                   leader's commit with this update's lr, checkpoints, a
                   roll back when a server failed; then the updated
-                  parameters are gathered into the module's tensors.
+                  parameters are gathered into the module's tensors:
+                  without recovery behind the next forward (behind.py),
+                  which waits for each parameter as it reads it; with
+                  recovery before step() returns.
 
 Threading: one thread drives the engine; pushes and the bucket pipeline run
 on the engine's own threads. Errors: zeroshard.Error (the servers', the
@@ -29,6 +32,7 @@ import warnings
 import torch
 
 from . import _lib, layout
+from .behind import BehindFetch, owners as param_owners
 from .client import Client
 from .config import Config
 from .dist import TorchGroup, init_distributed
@@ -226,6 +230,8 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
             max_workers=4, thread_name_prefix="zeroshard-push")
         self._pipe = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="zeroshard-reduce")
+        self._post = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="zeroshard-post")
         self._pending = []  # futures of this step's reduce/push work
         self._lock = threading.Lock()
         self._micro = 0           # micro-batches done in this step
@@ -233,6 +239,9 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
         self._micro_steps = 0     # DeepSpeed's micro_steps
         self._skipped = 0
         self._params = self._make_params()
+        self._behind = None  # a fetch in flight behind the forward
+        self._owners = param_owners(model, entries) \
+            if self.stage != 3 else None
         self._setup_grads()
         self._params.after_hooks()  # stage 3: now the parameters go
         self._trainer = None
@@ -299,6 +308,7 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
             self._trainer.close()
         interval = self.config.checkpoint_interval
         recover = resume or self._elastic is not None
+        self._recovery = bool(interval) or recover
         self._trainer = Trainer(
             self._client, self._group,
             checkpoint_interval=interval or (1 << 30 if recover else 0),
@@ -381,6 +391,7 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
         if self._backward_done:
             raise Error(_FAILED_PRECONDITION, "backward called twice for one "
                         "micro-batch: call step() after each backward()")
+        self.wait_parameters()
         start = time.perf_counter()
         last = self.is_gradient_accumulation_boundary()
         if self._micro == 0 or self.aggregation:
@@ -461,6 +472,7 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
                 self._reform(self._world_epoch)
 
     def _optimizer_step(self, start):
+        self.wait_parameters()
         push_status = self._wait_pending()
         state = dict(self._state)
         args = {"step": state["step"], "push_status": push_status,
@@ -485,7 +497,7 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
                                state["loss_scale"])
             self._monitor_loss = 0.0
         self.timings["step"] += time.perf_counter() - start
-        self._fetch()
+        self._fetch(behind=True)
 
     # ------------------------------------------------- parameters back
     def _apply(self, outcome):
@@ -529,14 +541,45 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
         self._backward_done = False
         self._start()
 
-    def _fetch(self):
+    def wait_parameters(self):
+        """Waits for the parameters the last step() started gathering
+        (the next forward, backward() and step() do it themselves; a
+        caller reading the module's tensors between step() and the next
+        forward through references it kept needs this)."""
+        if self._behind is not None:
+            self._behind.wait_all()
+        self._params.wait_part()
+
+    def _can_fetch_behind(self):
+        flat = getattr(self._params, "flat", None)
+        want = torch.float32 if self.precision == "fp32" else \
+            _16BIT[self.precision]
+        return (self._owners is not None and not self._recovery and
+                flat is not None and flat.device.type == "cpu" and
+                flat.dtype == want)
+
+    def _end_behind(self, status, waited):
+        self._behind = None
+        self.timings["fetch"] += waited
+        outcome = self._trainer.after_fetch(status)  # local: no recovery
+        if outcome.moved:
+            self._apply(outcome)
+        if outcome.kind != "ok":
+            self._fetch()
+
+    def _fetch(self, behind=False):
         """Gathers the parameters until every rank's fetch went well,
-        following roll backs (the state moves)."""
+        following roll backs (the state moves); behind: starts the gather
+        behind the next forward where that is possible (behind.py)."""
+        if behind and self._can_fetch_behind():
+            self._behind = BehindFetch(self, self._params.flat,
+                                       self._owners, self._end_behind)
+            return
         start = time.perf_counter()
         while True:
             status = 0
             try:
-                self._params.fetch()
+                self._params.fetch(behind=behind and not self._recovery)
             except Error as e:
                 status = e.code
             outcome = self._trainer.after_fetch(status)
@@ -553,6 +596,7 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
         their --checkpoint_dir) and records in save_dir/tag which step it
         is, with client_state. Collective."""
         from . import checkpoint
+        self.wait_parameters()
         return checkpoint.save(self, save_dir, tag, client_state, save_latest)
 
     def load_checkpoint(self, load_dir, tag=None, **_ignored):
@@ -560,9 +604,16 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
         reloads the module's parameters. Returns (load_dir/tag,
         client_state). Collective."""
         from . import checkpoint
+        self.wait_parameters()
         return checkpoint.load(self, load_dir, tag)
 
     def close(self):
+        try:
+            self.wait_parameters()
+        finally:
+            self._close()
+
+    def _close(self):
         self._drain() if self.left else self._wait_pending()
         if self._trainer is not None:
             self._trainer.close()
@@ -571,6 +622,7 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
             self._elastic.close()
         self._pool.shutdown()
         self._pipe.shutdown()
+        self._post.shutdown()
         self._client.close()
         if self.monitor is not None:
             self.monitor.close()

@@ -15,8 +15,11 @@ on the push pool (ctypes releases the GIL). With server aggregation every
 micro-batch's buckets are pushed whole and the servers sum them.
 
 A mixin of ZeroShardEngine: the methods use the engine's fields.
-Threading: hooks and collectives on the thread running backward; the
-reduce waits, scaling and pushes on the engine's threads.
+Threading: hooks on the thread running backward; gloo's sends and
+receives posted on the engine's post thread (in bucket order; posting a
+send copies the bucket into the socket, which took the thread running
+backward 1-5 ms per bucket), NCCL's all-reduce on the thread running
+backward; the reduce waits, scaling and pushes on the engine's threads.
 """
 import time
 
@@ -83,7 +86,11 @@ class GradientPipeline:
         begin, end = self._buckets[k]
         work = None
         if self.world > 1 and not self.aggregation:
-            work = self._reduce_scatter(k, begin, end)
+            if dist.get_backend() == "gloo":
+                # Posting a send copies into the socket: off this thread.
+                work = self._post.submit(self._reduce_scatter, k, begin, end)
+            else:
+                work = self._reduce_scatter(k, begin, end)
         slot = (self._micro_index() * self.world + self.rank
                 if self.aggregation else 0)
         self._pending.append(self._pipe.submit(
@@ -138,6 +145,8 @@ class GradientPipeline:
         begin, end = self._buckets[k]
         if work is not None:
             t = time.perf_counter()
+            if not isinstance(work, tuple):
+                work = work.result()  # posted on the post thread
             self._wait_reduction(work)
             self.timings["reduce_wait"] += time.perf_counter() - t
         inv = 1.0 / (self.world * self.gas)

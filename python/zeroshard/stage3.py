@@ -11,8 +11,10 @@ gathered in its forward pre-hook and released after its forward, gathered
 again for its backward (an autograd function on its outputs, since torch
 1.13 has no module backward pre-hooks) and released once its gradients are
 taken. Between steps a rank holds its slice of the flat space (the range
-zs_slice gives it) and gathers a unit by an all-gather among the ranks; with
-offload_param the rank holds nothing and gathers units from the servers.
+zs_slice gives it); on the CPU it loads a unit's part in that slice from
+there and the rest from the servers (no collective: the ranks do not meet
+per unit), on CUDA by an all-gather among the ranks; with offload_param
+the rank holds nothing and gathers units from the servers.
 Units no larger than stage3_param_persistence_threshold elements stay whole
 on every rank. The first forward runs with every unit gathered and learns
 the order the units run in (the next ones are prefetched, in forward and
@@ -93,9 +95,12 @@ class FlatParams:
     def initial(self):
         return self.flat.detach().float().cpu().contiguous()
 
-    def fetch(self):
+    def fetch(self, behind=False):  # noqa: ARG002 - see behind.py
         _gather_into(self.engine, [(0, self.engine.numel)], self.flat,
                      self.engine._pool)
+
+    def wait_part(self):
+        pass
 
     def after_hooks(self):
         pass
@@ -213,6 +218,7 @@ class PartitionedParams:
         lo, hi = self.slices[self.rank]
         self.part = torch.empty(0 if self.offload else hi - lo,
                                 dtype=engine.dtype)
+        self._part_jobs = []  # the slice's gathers in flight (behind)
         self.trace, self.tracing = [], True
         self.live_elements = 0
         self.pending_elements = 0  # prefetched, not yet materialised
@@ -328,7 +334,11 @@ class PartitionedParams:
         out, self._initial = self._initial, None
         return out
 
-    def fetch(self):
+    def fetch(self, behind=False):
+        """This rank's slice and the persistent units from the servers.
+        behind (the engine has no recovery): the slice's gathers are only
+        started; what reads the slice waits for them (wait_part), and
+        their error is raised there."""
         # A prefetch of a unit whose module did not run holds values from
         # before the step (and an all-gather must still be completed).
         for u in self.units:
@@ -336,9 +346,21 @@ class PartitionedParams:
                 u.pending.result()
                 u.pending = None
         self.pending_elements = 0
+        self.wait_part()
+        self._part_jobs = []
         if not self.offload:
             lo, hi = self.slices[self.rank]
-            if hi > lo:
+            want = torch.float32 if self.engine.precision == "fp32" else \
+                _SERVING[self.engine.precision]
+            if hi > lo and behind and self.world > 1 and \
+                    self.part.dtype == want:
+                self._part_jobs = [
+                    self.engine._pool.submit(self.engine._client.gather,
+                                             r[0], self.part[r[0] - lo:
+                                                             r[1] - lo])
+                    for r in (layout.intersect((lo, hi), sr)
+                              for sr in self.engine._server_ranges) if r]
+            elif hi > lo:
                 _gather_into(self.engine, [(lo, hi)], self.part,
                              self.engine._pool)
         for u in self.units:
@@ -363,7 +385,14 @@ class PartitionedParams:
                 q += e - b
             self._materialise(u, out)
 
+    def wait_part(self):
+        """Waits for the slice's gathers started by fetch(behind=True)
+        (any thread; raises their error)."""
+        for job in self._part_jobs:
+            job.result()
+
     def _copy_from_part(self, ranges, out):
+        self.wait_part()
         lo = self.slices[self.rank][0]
         pos = 0
         for b, e in ranges:
@@ -372,8 +401,11 @@ class PartitionedParams:
 
     def _start_load(self, unit):
         """Starts loading the unit's flat values (its ranges concatenated):
-        from this rank's slice (one rank), the servers (offload, on the
-        prefetch pool) or an all-gather among the ranks (issued now)."""
+        from this rank's slice (one rank); from the servers (offload, on
+        the prefetch pool); on the CPU, what is in this rank's slice from
+        there and the rest from the servers (on the prefetch pool: no
+        collective, so no rank waits for another's forward); on a GPU an
+        all-gather among the ranks (issued now)."""
         out = torch.empty(unit.numel, dtype=self.engine.dtype)
         if self.world == 1 and not self.offload:
             self._copy_from_part(unit.ranges, out)
@@ -382,6 +414,9 @@ class PartitionedParams:
             return self._pool.submit(
                 lambda: (_gather_into(self.engine, unit.ranges, out,
                                       self.engine._pool), out)[1])
+        if self.engine.device.type == "cpu":
+            return self._pool.submit(self._load_mixed, unit.ranges, out)
+        self.wait_part()
         steps, pos = [], 0
         lo = self.slices[self.rank][0]
         for b, e in unit.ranges:
@@ -400,6 +435,27 @@ class PartitionedParams:
             steps.append((work, recv, where))
             pos += e - b
         return _Gathering(out, steps)
+
+    def _load_mixed(self, ranges, out):
+        """On the prefetch pool: `ranges` into `out` (their
+        concatenation), this rank's slice's part copied from it, the rest
+        gathered from the servers."""
+        self.wait_part()
+        lo, hi = self.slices[self.rank]
+        remote, pos = [], 0
+        for b, e in ranges:
+            mine = layout.intersect((b, e), (lo, hi))
+            if mine is not None:
+                at = pos + mine[0] - b
+                out[at:at + mine[1] - mine[0]].copy_(
+                    self.part[mine[0] - lo:mine[1] - lo])
+            for r in ((b, min(e, lo)), (max(b, hi), e)):
+                if r[0] < r[1]:
+                    remote.append((r, out[pos + r[0] - b:pos + r[1] - b]))
+            pos += e - b
+        for r, view in remote:
+            _gather_into(self.engine, [r], view, self.engine._pool)
+        return out
 
     def _materialise(self, unit, values=None):
         if unit.live or not unit.entries:

@@ -3,15 +3,23 @@ stage 3, W = 2 processes over gloo, K = 2 real servers each) against
 DistributedDataParallel + torch.optim.AdamW on the same model and data, in
 the same run, variants alternated round by round, medians.
 
-  bazel run //tests/python:torch_bench [-- --rounds=5 --steps=10]
+  bazel run //tests/python:torch_bench [-- --rounds=15 --steps=4]
+  bazel run //tests/python:torch_bench -- --baseline=/path/to/python
+
+(--baseline: also runs stage 2 and stage 3 through the `zeroshard`
+package in that directory, e.g. another checkout's python/, as variants
+zero2_base and zero3_base alternated with the others, and prints the step
+time ratios against them: a before/after in one run.)
 
 Last line: RESULT torch_zero2_vs_ddp=<ratio> torch_zero3_vs_ddp=<ratio>
 torch_zero3_offload_vs_ddp=<ratio> (step time over DDP's; below 1 is
 faster; zero3: the ranks all-gather the units, zero3 offload: the units
 come from the servers)."""
 import argparse
+import contextlib
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -30,13 +38,26 @@ def free_port():
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--baseline", default="",
+                    help="a directory holding another zeroshard package")
     a = ap.parse_args()
+    base = ""
+    if a.baseline:
+        src = os.path.join(os.path.abspath(a.baseline), "zeroshard")
+        if not os.path.isfile(os.path.join(src, "__init__.py")):
+            sys.exit(f"torch_bench: --baseline: no package at {src}")
+        # Under another name, so that both import in one process (the
+        # package imports itself relatively).
+        base = tempfile.mkdtemp(prefix="torch_bench_base")
+        shutil.copytree(src, os.path.join(base, "zeroshard_base"),
+                        ignore=shutil.ignore_patterns("*.so", "__pycache__"))
     out = os.path.join(tempfile.mkdtemp(prefix="torch_bench"), "out.json")
     port = free_port()
-    with zeroshard.LocalFleet(2) as f2, zeroshard.LocalFleet(2) as f3, \
-            zeroshard.LocalFleet(2) as f3o:
+    with contextlib.ExitStack() as stack:
+        fleets = [stack.enter_context(zeroshard.LocalFleet(2))
+                  for _ in range(5 if base else 3)]
         procs = []
         for rank in range(2):
             env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2",
@@ -45,9 +66,8 @@ def main():
                        OMP_NUM_THREADS="1")
             procs.append(subprocess.Popen(
                 [sys.executable, os.path.join(HERE, "torch_bench_worker.py"),
-                 out, f2.address_string, f3.address_string,
-                 f3o.address_string, str(a.rounds),
-                 str(a.steps)], env=env))
+                 out, ";".join(f.address_string for f in fleets),
+                 str(a.rounds), str(a.steps), base], env=env))
         codes = [p.wait() for p in procs]
     if any(codes):
         sys.exit(f"torch_bench: a rank failed: exit codes {codes}")
@@ -57,14 +77,23 @@ def main():
     print(f"model: {r['params']} parameters, W = 2 processes (gloo, "
           f"1 thread each), K = 2 servers per zeroshard variant; "
           f"{a.rounds} rounds x {a.steps} steps, alternated")
-    for name in ("ddp", "zero2", "zero3", "zero3o"):
+    for name in med:
         lo, hi = r["spread"][name]
         print(f"  {name:6s} median {1e3 * med[name]:8.2f} ms/step "
               f"(rounds {1e3 * lo:.2f} .. {1e3 * hi:.2f})")
-    for name in ("zero2", "zero3", "zero3o"):
+    for name in r["split"]:
         split = ", ".join(f"{k} {1e3 * v:.2f}"
                           for k, v in r["split"][name].items())
         print(f"  {name} time split per step (ms): {split}")
+    if base:
+        print(f"  against the baseline package ({a.baseline}): stage 2 "
+              f"{med['zero2'] / med['zero2_base']:.3f}, stage 3 "
+              f"{med['zero3'] / med['zero3_base']:.3f} of its step time; "
+              f"the baseline vs DDP: stage 2 "
+              f"{med['zero2_base'] / med['ddp']:.3f}, stage 3 "
+              f"{med['zero3_base'] / med['ddp']:.3f}")
+    print(f"load average (1 min) at the end: {os.getloadavg()[0]:.2f} on "
+          f"{os.cpu_count()} cores")
     print(f"RESULT torch_zero2_vs_ddp={med['zero2'] / med['ddp']:.3f} "
           f"torch_zero3_vs_ddp={med['zero3'] / med['ddp']:.3f} "
           f"torch_zero3_offload_vs_ddp={med['zero3o'] / med['ddp']:.3f}")

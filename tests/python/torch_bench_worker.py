@@ -3,9 +3,11 @@ trained by DDP + torch.optim.AdamW, by zeroshard at stage 2 and at stage 3,
 variants alternated round by round; rank 0 writes the per-step times and
 the engines' time split to OUT as JSON.
 
-  torch_bench_worker.py OUT SERVERS_2 SERVERS_3 SERVERS_3O ROUNDS STEPS
+  torch_bench_worker.py OUT SERVERS ROUNDS STEPS [BASE]
 
-(3o: stage 3 with offload_param to the servers).
+SERVERS: the fleets' addresses joined by ";" (stage 2, stage 3, stage 3
+with offload_param to the servers, then with BASE stage 2 and stage 3
+through the package zeroshard_base in the directory BASE).
 """
 import json
 import statistics
@@ -45,8 +47,10 @@ def config(stage, offload=False):
 
 
 def main():
-    out, servers2, servers3, servers3o = sys.argv[1:5]
-    rounds, steps = int(sys.argv[5]), int(sys.argv[6])
+    out, servers = sys.argv[1], sys.argv[2].split(";")
+    rounds, steps = int(sys.argv[3]), int(sys.argv[4])
+    base = sys.argv[5] if len(sys.argv) > 5 else ""
+    servers2, servers3, servers3o = servers[:3]
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     net = model()
@@ -59,6 +63,15 @@ def main():
     e3o, _, _, _ = zeroshard.initialize(model=model(),
                                         config=config(3, offload=True),
                                         servers=servers3o, job_id="bench3o")
+    engines = {"zero2": e2, "zero3": e3, "zero3o": e3o}
+    if base:
+        sys.path.insert(0, base)
+        import zeroshard_base
+        for name, stage, sv in (("zero2_base", 2, servers[3]),
+                                ("zero3_base", 3, servers[4])):
+            engines[name], _, _, _ = zeroshard_base.initialize(
+                model=model(), config=config(stage), servers=sv,
+                job_id=name)
     loss_fn = torch.nn.functional.cross_entropy
 
     def ddp_step(step):
@@ -74,7 +87,6 @@ def main():
             engine.step()
         return run
 
-    engines = {"zero2": e2, "zero3": e3, "zero3o": e3o}
     variants = {"ddp": ddp_step}
     variants.update((k, engine_step(e)) for k, e in engines.items())
     times = {name: [] for name in variants}

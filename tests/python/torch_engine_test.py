@@ -107,6 +107,43 @@ def same_bits(a, b):
 
 
 class SingleRankTest(unittest.TestCase):
+    def test_parameters_gathered_behind_the_forward(self):
+        """Stage 2 without recovery: step() returns with the gather in
+        flight and the modules' parameter dicts standing in; reading a
+        parameter (module.weight) waits for its part, and every value read
+        is the servers' after the step; then the modules have their own
+        dicts back and the fetch is over. With a checkpoint interval
+        (recovery) step() returns with the parameters in place."""
+        from zeroshard.behind import _Waiting, owners
+        for interval in (0, 2):
+            with zeroshard.LocalFleet(2, checkpoint_dir=tempfile.mkdtemp(
+                    prefix="behind")) as fleet:
+                net = tm.model()
+                engine, _, _, _ = zeroshard.initialize(
+                    model=net, config=config(2, zeroshard={
+                        "checkpoint_interval": interval}) if interval
+                    else config(2),
+                    servers=fleet.addresses, job_id=f"behind{interval}")
+                where = owners(net, engine.entries)
+                for step in range(3):
+                    x, y = tm.batch(step, 0, 0)
+                    engine.backward(tm.loss_of(engine, x, y, step))
+                    engine.step()
+                    swapped = [isinstance(m._parameters, _Waiting)
+                               for m, _ in where]
+                    self.assertEqual(all(swapped), interval == 0, swapped)
+                    servers = torch.empty(engine.numel)
+                    engine._client.gather(0, servers)
+                    for m, ranges in where:
+                        for name, (b, e) in ranges.items():
+                            self.assertTrue(torch.equal(
+                                getattr(m, name).detach().reshape(-1),
+                                servers[b:e]), name)
+                    self.assertFalse(any(isinstance(m._parameters, _Waiting)
+                                         for m, _ in where))
+                    self.assertIsNone(engine._behind)
+                engine.close()
+
     def test_twenty_steps_against_torch_adamw(self):
         with zeroshard.LocalFleet(2) as fleet:
             ref = tm.model()
