@@ -24,6 +24,7 @@
 #include "worker/io/model_file.h"
 #include "worker/train/eval_loss.h"
 #include "worker/train/metrics_log.h"
+#include "worker/train/rank_env.h"
 #include "worker/train/run_metrics.h"
 #include "worker/train/worker_metrics.h"
 
@@ -99,7 +100,7 @@ absl::Status RunWorker(const WorkerOptions& o, const WorkerHooks& hooks) {
   if (o.elastic.elastic) {
     cc.world_size = ElasticConfigWorld(o.elastic);
   } else {
-    ZS_ASSIGN_OR_RETURN(cc, collective::UcxCommunicatorConfig::FromEnv());
+    ZS_ASSIGN_OR_RETURN(cc, RankConfigFromEnv());
   }
   std::vector<std::string> warnings;
   ZS_ASSIGN_OR_RETURN(config::EngineConfig config,

@@ -3,10 +3,12 @@
 // servers, configured by a DeepSpeed JSON config (ds_options.h) and the
 // shared training flags (train_flags.h).
 //
-// Rank, world and node layout come from the launcher's environment
-// (ucx_communicator.h: ZEROSHARD_RANK, ZEROSHARD_WORLD_SIZE,
-// ZEROSHARD_LOCAL_RANK, ZEROSHARD_LOCAL_SIZE, ZEROSHARD_COORD), or from the
-// membership with --elastic (elastic_worker.h); rank 0 may listen on port
+// Rank, world and node layout come from the environment (rank_env.h: the
+// launcher's ZEROSHARD_RANK, ZEROSHARD_WORLD_SIZE, ZEROSHARD_LOCAL_RANK,
+// ZEROSHARD_LOCAL_SIZE, ZEROSHARD_COORD, or torchrun's and PyTorchJob's
+// RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT),
+// or from the membership with --elastic (elastic_worker.h); rank 0 may
+// listen on port
 // 0 and report the port through --port_file. Servers: --servers, else the
 // config's zeroshard.servers addresses (stages 1-3).
 //
