@@ -17,8 +17,10 @@
 // (--stats: every rank also prints its step_stats.h line). Rank 0 (at the
 // end) writes the final parameters to --save. With --metrics_file every
 // rank writes JSON lines (run_metrics.h, metrics_log.h) there: a "start"
-// record, one "step" record per step and, on rank 0, an "end" record with
-// the eval loss (eval_loss.h). A "%r" in the path is replaced by the rank
+// record, one "step" record per step and, on rank 0, "eval" records every
+// --eval_every steps (on --val_data's held-out tokens, else the first
+// batch of the training data; eval_loss.h) and an "end" record with the
+// eval loss of the final parameters. A "%r" in the path is replaced by the rank
 // (--elastic: the worker name). --metrics_port P (0: a free one) serves
 // Prometheus metrics on --metrics_host:P (worker_metrics.h) while the rank
 // trains and prints "rank R: metrics on http://HOST:PORT/metrics".
