@@ -192,9 +192,20 @@ absl::Status RunWorker(const WorkerOptions& o, const WorkerHooks& hooks) {
     if (!eval_set.has_value() || !IsEvalStep(s.step, spec.steps, eval_period)) {
       return absl::OkStatus();
     }
+    // An eval watches the run and never ends it: one that fails (the
+    // servers' parameters unreadable while one restarts) is skipped.
     std::vector<float> params(engine.layout().num_params());
-    ZS_RETURN_IF_ERROR(engine.ReadParameters(absl::MakeSpan(params)));
-    ZS_ASSIGN_OR_RETURN(EvalResult e, EvalLoss(spec, *eval_set, params));
+    absl::Status read = engine.ReadParameters(absl::MakeSpan(params));
+    absl::StatusOr<EvalResult> result =
+        read.ok() ? EvalLoss(spec, *eval_set, params) : read;
+    if (!result.ok()) {
+      std::printf("eval at step %lld skipped: %s\n",
+                  static_cast<long long>(s.step),
+                  result.status().ToString().c_str());
+      std::fflush(stdout);
+      return absl::OkStatus();
+    }
+    const EvalResult& e = *result;
     std::printf("eval loss %.6f at step %lld (%s, %lld tokens)\n", e.loss,
                 static_cast<long long>(s.step),
                 e.held_out ? "held-out" : "training data",
