@@ -92,8 +92,8 @@ std::string ResolvedConfigTable(const TrainOptions& o) {
                       o.train.model_file.empty()
                           ? absl::StrCat(", seeded (seed ", o.train.seed, ")")
                           : ", from " + o.train.model_file));
-  row("batch", absl::StrFormat("micro-batch B=%d x T=%d, %d accumulation "
-                               "steps, %u workers (%u node%s)",
+  row("batch", absl::StrFormat("micro-batch B=%d x T=%d, gradient "
+                               "accumulation %d, %u workers (%u node%s)",
                                o.spec.zero.micro_batch, o.spec.zero.seq_len,
                                o.spec.zero.gradient_accumulation_steps,
                                o.workers, o.nodes, o.nodes > 1 ? "s" : ""));
