@@ -30,6 +30,7 @@
 #include "common/flags.h"
 #include "common/malloc_tuning.h"
 #include "common/model_spec.h"
+#include "common/version.h"
 #include "ctl/checkpoint_commands.h"
 #include "ctl/model_commands.h"
 #include "fleet/local_fleet.h"
@@ -345,4 +346,7 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace zeroshard
 
-int main(int argc, char** argv) { return zeroshard::Main(argc, argv); }
+int main(int argc, char** argv) {
+  zeroshard::ExitIfVersionFlag(argc, argv, "zeroshard-ctl");
+  return zeroshard::Main(argc, argv);
+}

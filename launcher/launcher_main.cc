@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/flags.h"
+#include "common/version.h"
 #include "launcher/train.h"
 
 namespace zeroshard {
@@ -37,4 +38,7 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace zeroshard
 
-int main(int argc, char** argv) { return zeroshard::Main(argc, argv); }
+int main(int argc, char** argv) {
+  zeroshard::ExitIfVersionFlag(argc, argv, "zeroshard");
+  return zeroshard::Main(argc, argv);
+}

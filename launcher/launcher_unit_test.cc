@@ -1,5 +1,6 @@
 // The launcher's pieces without processes: progress text and modes, log
 // following, the metrics records round trip, the SVG and the report.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +14,7 @@
 #include "launcher/log_tail.h"
 #include "launcher/progress.h"
 #include "launcher/report.h"
+#include "worker/train/eval_loss.h"
 #include "worker/train/run_metrics.h"
 
 namespace zeroshard {
@@ -21,6 +23,15 @@ namespace {
 std::string TempDir() {
   const char* d = std::getenv("TEST_TMPDIR");
   return d != nullptr ? d : "/tmp";
+}
+
+int CountOf(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos;
+       at = text.find(what, at + 1)) {
+    ++n;
+  }
+  return n;
 }
 
 std::string ReadAll(const std::string& path) {
@@ -230,6 +241,76 @@ TEST(ReportTest, WritesMergedMetricsSvgAndSummary) {
   EXPECT_TRUE(
       absl::StrContains(ReadAll(dir + "/report.md"), "![loss](loss.svg)"));
   EXPECT_FALSE(WriteRunReport(dir, 3).ok());  // no rank-2 file
+}
+
+// A run stopped by a signal: the report says "stopped at step N of M",
+// records the version, command line and configuration, and the SVG
+// carries the eval points and the lr panel; metrics.jsonl has the eval
+// loss on the evaluated steps only.
+TEST(ReportTest, StoppedRunWithEvalsAndContext) {
+  const std::string dir = TempDir() + "/report_stopped";
+  std::system(("mkdir -p " + dir).c_str());
+  for (int r = 0; r < 2; ++r) {
+    std::ofstream out(absl::StrCat(dir, "/metrics-rank", r, ".jsonl"));
+    train::RunInfo info;
+    info.rank = r;
+    info.world = 2;
+    info.stage = 3;
+    info.params = 1000;
+    info.steps = 100;
+    out << train::StartRecord(info) << "\n";
+    for (int step = 1; step <= 7 - r; ++step) {  // rank 1 was one behind
+      engine::StepStats s;
+      s.step = step;
+      s.global_loss = 5.0 / step;
+      s.lr = 1e-3 * step;
+      s.tokens = 100;
+      s.step_seconds = 0.1;
+      out << train::StepRecord(s) << "\n";
+      if (r == 0 && step % 3 == 0) {
+        train::EvalResult e;
+        e.loss = 4.0 / step;
+        e.tokens = 64;
+        e.held_out = true;
+        out << train::EvalRecord(step, e) << "\n";
+      }
+    }
+    if (r == 1) out << "{\"event\":\"step\",\"step\":7,\"lo";  // cut short
+  }
+  RunContext c;
+  c.version = "zeroshard 0.1.0 (revision abc)";
+  c.command_line = "zeroshard train --steps=100";
+  c.config_table = "| setting | value |\n|---|---|\n| steps | 100 |\n";
+  c.planned_steps = 100;
+  c.stopped_by = "SIGTERM";
+  auto summary = WriteRunReport(dir, 2, c);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_TRUE(
+      absl::StrContains(*summary, "stopped at step 7 of 100 by SIGTERM"))
+      << *summary;
+  EXPECT_TRUE(absl::StrContains(
+      *summary,
+      "| eval loss (held-out, 64 tokens) | 1.3333 at step 3 → 0.6667 at step "
+      "6 (2 evals) |"))
+      << *summary;
+  const std::string md = ReadAll(dir + "/report.md");
+  for (const char* want : {"**Stopped at step 7 of 100** (SIGTERM)",
+                           "| version | zeroshard 0.1.0 "
+                           "(revision abc) |",
+                           "| command | `zeroshard train --steps=100` |",
+                           "## Configuration", "| steps | 100 |"}) {
+    EXPECT_TRUE(absl::StrContains(md, want)) << want << " not in:\n" << md;
+  }
+  const std::string jsonl = ReadAll(dir + "/metrics.jsonl");
+  EXPECT_EQ(std::count(jsonl.begin(), jsonl.end(), '\n'), 7);
+  EXPECT_EQ(CountOf(jsonl, "\"eval_loss\""), 2) << jsonl;
+  EXPECT_TRUE(absl::StrContains(jsonl, "\"eval_loss\":1.333333}\n{\"step\":4,"))
+      << jsonl;
+  EXPECT_TRUE(absl::StrContains(jsonl, "\"eval_loss\":0.6666667}")) << jsonl;
+  const std::string svg = ReadAll(dir + "/loss.svg");
+  EXPECT_EQ(CountOf(svg, "<circle class=\"eval\""), 2);
+  EXPECT_TRUE(absl::StrContains(svg, "class=\"lr\"")) << svg;
+  EXPECT_TRUE(absl::StrContains(svg, "stopped at step 7 of 100")) << svg;
 }
 
 TEST(ReportTest, SvgOfNoPointsIsStillAnSvg) {

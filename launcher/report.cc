@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -23,6 +24,7 @@ using train::JsonNumber;
 struct RankRecords {
   std::string start, end;
   std::vector<std::string> steps;  // in step order
+  std::vector<std::string> evals;  // rank 0's "eval" records, in order
 };
 
 // A long run's records (~300 bytes a step) may pass ReadSmallFile's usual
@@ -39,10 +41,13 @@ absl::StatusOr<RankRecords> ReadRank(Env* env, const std::string& path) {
   RankRecords r;
   for (absl::string_view view : absl::StrSplit(*text, '\n')) {
     const std::string line(view);
+    // A line cut short (a worker killed while writing it) is skipped.
+    if (line.empty() || line.back() != '}') continue;
     const std::string event = JsonEvent(line);
     if (event == "start") r.start = line;
     if (event == "end") r.end = line;
     if (event == "step") r.steps.push_back(line);
+    if (event == "eval") r.evals.push_back(line);
   }
   if (r.start.empty() || r.steps.empty()) {
     return absl::DataLossError(path + ": no start or step records");
@@ -71,7 +76,8 @@ double TickStep(double range, int ticks) {
   return 10 * p;
 }
 
-std::string Summary(const std::vector<RankRecords>& ranks) {
+std::string Summary(const std::vector<RankRecords>& ranks,
+                    const RunContext& context) {
   const RankRecords& r0 = ranks[0];
   const int world = static_cast<int>(ranks.size());
   const double psi = Num(r0.start, "params");
@@ -108,12 +114,29 @@ std::string Summary(const std::vector<RankRecords>& ranks) {
   const size_t k = std::min<size_t>(n, 10);
   for (size_t i = n - k; i < n; ++i) tail += Num(r0.steps[i], "loss");
   std::string out = "| metric | value |\n|---|---|\n";
+  const double last_step = Num(r0.steps.back(), "step");
+  std::string steps_text = absl::StrCat(n, " steps");
+  if (!context.stopped_by.empty()) {
+    steps_text = absl::StrFormat("stopped at step %.0f of %d by %s", last_step,
+                                 context.planned_steps, context.stopped_by);
+  }
   absl::StrAppendFormat(
-      &out, "| run | stage %d%s, %d workers, %.0f parameters, %d steps |\n",
-      stage, offload ? " + offload_param=server" : "", world, psi, n);
+      &out, "| run | stage %d%s, %d workers, %.0f parameters, %s |\n", stage,
+      offload ? " + offload_param=server" : "", world, psi, steps_text);
   absl::StrAppendFormat(
       &out, "| loss | %.4f → %.4f (mean of the last %d steps %.4f) |\n", first,
       last, k, tail / k);
+  if (!r0.evals.empty()) {
+    const std::string& a = r0.evals.front();
+    const std::string& b = r0.evals.back();
+    absl::StrAppendFormat(
+        &out,
+        "| eval loss (%s, %.0f tokens) | %.4f at step %.0f → %.4f at step %.0f "
+        "(%d evals) |\n",
+        Num(b, "held_out") == 1 ? "held-out" : "training data",
+        Num(b, "tokens"), Num(a, "loss"), Num(a, "step"), Num(b, "loss"),
+        Num(b, "step"), r0.evals.size());
+  }
   if (!r0.end.empty()) {
     absl::StrAppendFormat(
         &out, "| eval loss of the final model | %.4f (%.0f tokens) |\n",
@@ -134,28 +157,104 @@ std::string Summary(const std::vector<RankRecords>& ranks) {
 
 }  // namespace
 
-std::string LossCurveSvg(const std::vector<LossPoint>& points,
-                         const std::string& title) {
-  const double W = 640, H = 400, left = 60, right = 20, top = 40, bottom = 50;
-  double x0 = 0, x1 = 1, y0 = 0, y1 = 1;
-  if (!points.empty()) {
-    x0 = points.front().step;
-    x1 = std::max(points.back().step, x0 + 1);
-    y0 = y1 = points.front().loss;
-    for (const LossPoint& p : points) {
+namespace {
+
+// One chart panel: its box on the page and its data ranges.
+struct Panel {
+  double left, top, width, height;
+  double x0, x1, y0, y1;
+  double X(double v) const { return left + (v - x0) / (x1 - x0) * width; }
+  double Y(double v) const {
+    return top + height - (v - y0) / (y1 - y0) * height;
+  }
+};
+
+// [lo, hi] of the finite y values of `series`, or nullopt.
+bool YRange(const std::vector<const std::vector<LossPoint>*>& series,
+            double* lo, double* hi) {
+  bool any = false;
+  for (const auto* points : series) {
+    for (const LossPoint& p : *points) {
       if (!std::isfinite(p.loss)) continue;
-      y0 = std::min(y0, p.loss);
-      y1 = std::max(y1, p.loss);
+      *lo = any ? std::min(*lo, p.loss) : p.loss;
+      *hi = any ? std::max(*hi, p.loss) : p.loss;
+      any = true;
     }
+  }
+  return any;
+}
+
+// Grid lines, tick labels, the frame and the axis titles of `p`.
+void DrawAxes(const Panel& p, bool x_labels, const std::string& y_title,
+              std::string* svg) {
+  const double xs = TickStep(p.x1 - p.x0, 8), ys = TickStep(p.y1 - p.y0, 5);
+  const double bottom = p.top + p.height, right = p.left + p.width;
+  for (double v = std::ceil(p.x0 / xs) * xs; v <= p.x1 + 1e-9; v += xs) {
+    absl::StrAppendFormat(svg,
+                          "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" "
+                          "y2=\"%.1f\" stroke=\"#ddd\"/>",
+                          p.X(v), p.top, p.X(v), bottom);
+    if (x_labels) {
+      absl::StrAppendFormat(
+          svg, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>",
+          p.X(v), bottom + 16, v);
+    }
+    svg->append("\n");
+  }
+  for (double v = std::ceil(p.y0 / ys - 1e-9) * ys; v <= p.y1 + ys * 1e-6;
+       v += ys) {
+    absl::StrAppendFormat(
+        svg,
+        "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+        "stroke=\"#ddd\"/>"
+        "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n",
+        p.left, p.Y(v), right, p.Y(v), p.left - 6, p.Y(v) + 4,
+        std::abs(v) < ys * 1e-6 ? 0.0 : v);  // never "-0"
+  }
+  const double mid = p.top + p.height / 2;
+  absl::StrAppendFormat(
+      svg,
+      "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" "
+      "fill=\"none\" stroke=\"black\"/>\n"
+      "<text x=\"16\" y=\"%.0f\" text-anchor=\"middle\" "
+      "transform=\"rotate(-90 16 %.0f)\">%s</text>\n",
+      p.left, p.top, p.width, p.height, mid, mid, y_title);
+}
+
+std::string Polyline(const Panel& p, const std::vector<LossPoint>& points,
+                     const char* color, const char* cls) {
+  std::string pts;
+  for (const LossPoint& q : points) {
+    if (std::isfinite(q.loss)) {
+      absl::StrAppendFormat(&pts, "%.1f,%.1f ", p.X(q.step), p.Y(q.loss));
+    }
+  }
+  return absl::StrFormat(
+      "<polyline class=\"%s\" fill=\"none\" stroke=\"%s\" "
+      "stroke-width=\"1.5\" points=\"%s\"/>\n",
+      cls, color, pts);
+}
+
+}  // namespace
+
+std::string TrainingCurvesSvg(const std::vector<LossPoint>& loss,
+                              const std::vector<LossPoint>& eval,
+                              const std::vector<LossPoint>& lr,
+                              const std::string& title) {
+  const double W = 640, left = 70, right = 20, top = 40;
+  const double loss_h = 310, gap = 20, lr_h = lr.empty() ? 0 : 110;
+  const double H = top + loss_h + (lr.empty() ? 0 : gap + lr_h) + 50;
+  double x0 = 0, x1 = 1;
+  if (!loss.empty()) {
+    x0 = loss.front().step;
+    x1 = std::max(loss.back().step, x0 + 1);
+  }
+  double y0 = 0, y1 = 1;
+  if (YRange({&loss, &eval}, &y0, &y1)) {
     y0 = std::max(0.0, std::floor(y0));
     y1 = std::max(std::ceil(y1), y0 + 1);
   }
-  auto X = [&](double v) {
-    return left + (v - x0) / (x1 - x0) * (W - left - right);
-  };
-  auto Y = [&](double v) {
-    return H - bottom - (v - y0) / (y1 - y0) * (H - top - bottom);
-  };
+  const Panel lp{left, top, W - left - right, loss_h, x0, x1, y0, y1};
   std::string svg = absl::StrFormat(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" "
       "height=\"%.0f\" font-family=\"sans-serif\" font-size=\"12\">\n"
@@ -163,46 +262,86 @@ std::string LossCurveSvg(const std::vector<LossPoint>& points,
       "<text x=\"%.0f\" y=\"24\" text-anchor=\"middle\" "
       "font-size=\"15\">%s</text>\n",
       W, H, W / 2, title);
-  const double xs = TickStep(x1 - x0, 8), ys = TickStep(y1 - y0, 6);
-  for (double v = std::ceil(x0 / xs) * xs; v <= x1 + 1e-9; v += xs) {
-    absl::StrAppendFormat(
-        &svg,
-        "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
-        "stroke=\"#ddd\"/>"
-        "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>\n",
-        X(v), top, X(v), H - bottom, X(v), H - bottom + 16, v);
+  DrawAxes(lp, lr.empty(), "loss", &svg);
+  svg += Polyline(lp, loss, "#1f77b4", "loss");
+  for (const LossPoint& e : eval) {
+    if (std::isfinite(e.loss) && e.step >= x0 && e.step <= x1) {
+      absl::StrAppendFormat(&svg,
+                            "<circle class=\"eval\" cx=\"%.1f\" cy=\"%.1f\" "
+                            "r=\"3.5\" fill=\"#ff7f0e\"/>\n",
+                            lp.X(e.step), lp.Y(e.loss));
+    }
   }
-  for (double v = std::ceil(y0 / ys) * ys; v <= y1 + 1e-9; v += ys) {
-    absl::StrAppendFormat(
-        &svg,
-        "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
-        "stroke=\"#ddd\"/>"
-        "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n",
-        left, Y(v), W - right, Y(v), left - 6, Y(v) + 4, v);
+  // Legend, top right of the loss panel.
+  const double lx = left + lp.width - 150;
+  absl::StrAppendFormat(
+      &svg,
+      "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" "
+      "stroke=\"#1f77b4\" stroke-width=\"2\"/><text x=\"%.0f\" "
+      "y=\"%.0f\">training loss</text>\n",
+      lx, top + 16, lx + 20, top + 16, lx + 26, top + 20);
+  if (!eval.empty()) {
+    absl::StrAppendFormat(&svg,
+                          "<circle cx=\"%.0f\" cy=\"%.0f\" r=\"3.5\" "
+                          "fill=\"#ff7f0e\"/><text x=\"%.0f\" "
+                          "y=\"%.0f\">eval loss</text>\n",
+                          lx + 10, top + 34, lx + 26, top + 38);
+  }
+  double bottom = top + loss_h;
+  if (!lr.empty()) {
+    double r0 = 0, r1 = 1;
+    if (YRange({&lr}, &r0, &r1)) {
+      r0 = 0;
+      r1 = r1 > 0 ? r1 * 1.05 : 1;
+    }
+    const Panel rp{left, bottom + gap, W - left - right, lr_h, x0, x1, r0, r1};
+    DrawAxes(rp, true, "lr", &svg);
+    svg += Polyline(rp, lr, "#2ca02c", "lr");
+    bottom = rp.top + rp.height;
   }
   absl::StrAppendFormat(
       &svg,
-      "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" "
-      "fill=\"none\" stroke=\"black\"/>\n"
       "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">step</text>\n"
-      "<text x=\"16\" y=\"%.0f\" text-anchor=\"middle\" "
-      "transform=\"rotate(-90 16 %.0f)\">loss</text>\n",
-      left, top, W - left - right, H - top - bottom, (left + W - right) / 2,
-      H - 12, (top + H - bottom) / 2, (top + H - bottom) / 2);
-  std::string pts;
-  for (const LossPoint& p : points) {
-    if (std::isfinite(p.loss)) {
-      absl::StrAppendFormat(&pts, "%.1f,%.1f ", X(p.step), Y(p.loss));
-    }
-  }
-  absl::StrAppendFormat(&svg,
-                        "<polyline fill=\"none\" stroke=\"#1f77b4\" "
-                        "stroke-width=\"1.5\" points=\"%s\"/>\n</svg>\n",
-                        pts);
+      "</svg>\n",
+      left + (W - left - right) / 2, bottom + 34);
   return svg;
 }
 
+std::string LossCurveSvg(const std::vector<LossPoint>& points,
+                         const std::string& title) {
+  return TrainingCurvesSvg(points, {}, {}, title);
+}
+
+// The report's second half: how the run was stopped, what ran it, and
+// what it was configured to do.
+std::string ContextMarkdown(const RunContext& c, double last_step) {
+  std::string out;
+  if (!c.version.empty() || !c.command_line.empty()) {
+    out += "\n## Run\n\n| | |\n|---|---|\n";
+    if (!c.stopped_by.empty()) {
+      absl::StrAppendFormat(&out,
+                            "| ended | stopped at step %.0f of %d by %s |\n",
+                            last_step, c.planned_steps, c.stopped_by);
+    }
+    if (!c.version.empty())
+      absl::StrAppend(&out, "| version | ", c.version, " |\n");
+    if (!c.command_line.empty()) {
+      absl::StrAppend(&out, "| command | `", c.command_line, "` |\n");
+    }
+  }
+  if (!c.config_table.empty()) {
+    absl::StrAppend(&out, "\n## Configuration\n\n", c.config_table);
+  }
+  return out;
+}
+
 absl::StatusOr<std::string> WriteRunReport(const std::string& dir, int world,
+                                           Env* env) {
+  return WriteRunReport(dir, world, RunContext{}, env);
+}
+
+absl::StatusOr<std::string> WriteRunReport(const std::string& dir, int world,
+                                           const RunContext& context,
                                            Env* env) {
   std::vector<RankRecords> ranks;
   for (int r = 0; r < world; ++r) {
@@ -213,7 +352,12 @@ absl::StatusOr<std::string> WriteRunReport(const std::string& dir, int world,
   const RankRecords& r0 = ranks[0];
   ZS_ASSIGN_OR_RETURN(AtomicFileWriter jsonl,
                       AtomicFileWriter::Create(env, dir + "/metrics.jsonl"));
-  std::vector<LossPoint> curve;
+  std::vector<LossPoint> curve, eval, lr;
+  std::map<int64_t, double> eval_at;  // step -> eval loss (the last one)
+  for (const std::string& e : r0.evals) {
+    eval.push_back({Num(e, "step"), Num(e, "loss")});
+    eval_at[static_cast<int64_t>(Num(e, "step"))] = Num(e, "loss");
+  }
   for (size_t i = 0; i < r0.steps.size(); ++i) {
     const std::string& s = r0.steps[i];
     std::vector<std::string> state, moved;
@@ -225,29 +369,48 @@ absl::StatusOr<std::string> WriteRunReport(const std::string& dir, int world,
       moved.push_back(
           JsonFixed(line ? Num(*line, "bytes_moved") : std::nan(""), 0));
     }
+    auto e = eval_at.find(static_cast<int64_t>(Num(s, "step")));
+    const std::string eval_field =
+        e == eval_at.end()
+            ? ""
+            : absl::StrCat(",\"eval_loss\":", JsonDouble(e->second, 7));
     ZS_RETURN_IF_ERROR(jsonl.Append(absl::StrFormat(
         "{\"step\":%s,\"loss\":%s,\"lr\":%s,\"grad_norm\":%s,"
         "\"loss_scale\":%s,\"tokens_per_s\":%s,"
         "\"bytes_moved\":%s,\"model_state_bytes_per_worker\":[%s],"
-        "\"bytes_moved_per_worker\":[%s]}\n",
+        "\"bytes_moved_per_worker\":[%s]%s}\n",
         JsonFixed(Num(s, "step"), 0), JsonDouble(Num(s, "loss"), 7),
         JsonDouble(Num(s, "lr"), 6), JsonDouble(Num(s, "grad_norm"), 6),
         JsonFixed(Num(s, "loss_scale"), 0),
         JsonFixed(Num(s, "tokens_per_s"), 1),
         JsonFixed(Num(s, "bytes_moved"), 0), absl::StrJoin(state, ","),
-        absl::StrJoin(moved, ","))));
+        absl::StrJoin(moved, ","), eval_field)));
     curve.push_back({Num(s, "step"), Num(s, "loss")});
+    lr.push_back({Num(s, "step"), Num(s, "lr")});
   }
   ZS_RETURN_IF_ERROR(jsonl.Commit());
+  const double last_step = Num(r0.steps.back(), "step");
+  std::string title =
+      absl::StrFormat("zeroshard train: loss, %d workers", world);
+  if (!context.stopped_by.empty()) {
+    absl::StrAppendFormat(&title, " (stopped at step %.0f of %d)", last_step,
+                          context.planned_steps);
+  }
   ZS_RETURN_IF_ERROR(WriteFileAtomic(
-      env, dir + "/loss.svg",
-      LossCurveSvg(
-          curve, absl::StrFormat("zeroshard train: loss, %d workers", world))));
-  const std::string summary = Summary(ranks);
-  ZS_RETURN_IF_ERROR(WriteFileAtomic(
-      env, dir + "/report.md",
-      absl::StrCat("# zeroshard train report\n\n![loss](loss.svg)\n\n",
-                   summary)));
+      env, dir + "/loss.svg", TrainingCurvesSvg(curve, eval, lr, title)));
+  const std::string summary = Summary(ranks, context);
+  std::string head = "# zeroshard train report\n\n";
+  if (!context.stopped_by.empty()) {
+    absl::StrAppendFormat(&head,
+                          "**Stopped at step %.0f of %d** (%s): the metrics, "
+                          "the curves and the figures below cover the steps "
+                          "run.\n\n",
+                          last_step, context.planned_steps, context.stopped_by);
+  }
+  ZS_RETURN_IF_ERROR(
+      WriteFileAtomic(env, dir + "/report.md",
+                      absl::StrCat(head, "![loss](loss.svg)\n\n", summary,
+                                   ContextMarkdown(context, last_step))));
   return summary;
 }
 

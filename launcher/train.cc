@@ -14,18 +14,22 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 #include "client/shard_client.h"
 #include "common/env/env.h"
 #include "common/flags.h"
 #include "common/status_macros.h"
 #include "common/subprocess.h"
+#include "common/version.h"
 #include "fleet/local_fleet.h"
 #include "launcher/log_tail.h"
 #include "launcher/progress.h"
 #include "launcher/report.h"
 #include "launcher/train_options.h"
+#include "worker/train/eval_loss.h"
 #include "worker/train/run_metrics.h"
 
 namespace zeroshard {
@@ -55,6 +59,73 @@ absl::Status MakeWritableDir(Env* env, const std::string& path) {
   return env->RemoveFile(probe);
 }
 
+// argv as a shell would take it back: words with anything but
+// [A-Za-z0-9_./=:,+-] in single quotes.
+std::string ShellQuote(int argc, char** argv) {
+  std::vector<std::string> words;
+  for (int i = 0; i < argc; ++i) {
+    std::string w = argv[i];
+    const bool plain = !w.empty() && w.find_first_not_of(
+                                         "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghij"
+                                         "klmnopqrstuvwxyz0123456789_./=:,+-"
+                                         "@%") == std::string::npos;
+    words.push_back(
+        plain ? w : "'" + absl::StrReplaceAll(w, {{"'", "'\\''"}}) + "'");
+  }
+  return absl::StrJoin(words, " ");
+}
+
+// The configuration this run resolved, as a markdown table for report.md.
+// One function so that a fuller rendering (every DeepSpeed key and where
+// its value came from) can take its place.
+std::string ResolvedConfigTable(const TrainOptions& o) {
+  const gpt2::Config& m = o.spec.config;
+  std::string t = "| setting | value |\n|---|---|\n";
+  auto row = [&t](const std::string& k, const std::string& v) {
+    absl::StrAppend(&t, "| ", k, " | ", v, " |\n");
+  };
+  row("config", o.train.config);
+  row("engine", config::DescribeEngineConfig(o.engine));
+  row("model",
+      absl::StrFormat("GPT-2 L=%d H=%d C=%d V=%d maxT=%d%s", m.num_layers,
+                      m.num_heads, m.channels, m.vocab_size, m.max_seq_len,
+                      o.train.model_file.empty()
+                          ? absl::StrCat(", seeded (seed ", o.train.seed, ")")
+                          : ", from " + o.train.model_file));
+  row("batch", absl::StrFormat("micro-batch B=%d x T=%d, gradient "
+                               "accumulation %d, %u workers (%u node%s)",
+                               o.spec.zero.micro_batch, o.spec.zero.seq_len,
+                               o.spec.zero.gradient_accumulation_steps,
+                               o.workers, o.nodes, o.nodes > 1 ? "s" : ""));
+  row("steps", absl::StrCat(o.train.steps));
+  row("data", absl::StrJoin(o.data_files, ", "));
+  const int64_t period = train::EvalPeriod(o.train.eval_every, o.train.steps);
+  row("eval", o.train.val_data.empty()
+                  ? absl::StrCat("every ", period,
+                                 " steps on the first batch of the training "
+                                 "data (no --val_data)")
+                  : absl::StrCat("every ", period, " steps on held-out ",
+                                 o.train.val_data));
+  row("servers", o.num_servers > 0
+                     ? absl::StrCat(o.num_servers, " started by the launcher")
+                 : o.server_addresses.empty()
+                     ? "none (stage 0)"
+                     : absl::StrJoin(o.server_addresses, ","));
+  if (!o.checkpoint_dir.empty()) {
+    row("checkpoints", absl::StrCat(o.checkpoint_dir, " every ",
+                                    o.spec.zero.checkpoint_interval, " steps"));
+  }
+  if (!o.train.save.empty()) row("save", o.train.save);
+  return t;
+}
+
+// "SIGTERM" for SIGTERM, and so on.
+std::string SignalName(int signo) {
+  if (signo == SIGINT) return "SIGINT (Ctrl-C)";
+  if (signo == SIGTERM) return "SIGTERM";
+  return absl::StrCat("signal ", signo);
+}
+
 // Removes `path` if it is there.
 void RemoveStale(Env* env, const std::string& path) {
   absl::Status s = env->RemoveFile(path);
@@ -66,9 +137,10 @@ void RemoveStale(Env* env, const std::string& path) {
 // One running job: its processes, logs and progress.
 class Job {
  public:
-  Job(const TrainOptions& o, std::string worker_bin)
+  Job(const TrainOptions& o, std::string worker_bin, RunContext context)
       : o_(o),
         worker_bin_(std::move(worker_bin)),
+        context_(std::move(context)),
         progress_(stdout, isatty(STDOUT_FILENO) == 1, o.train.steps,
                   o.print_every),
         metrics_(o.work_dir + "/metrics-rank0.jsonl") {}
@@ -87,11 +159,14 @@ class Job {
   // does not end in a peer's UNAVAILABLE error, else the first.
   int FailWorkers(const std::vector<size_t>& failed);
   void StopAll();
+  // After a stop signal: the report up to the last step every rank wrote.
+  void WriteStoppedReport(int signo);
   void Say(const std::string& line) { progress_.Print(line); }
 
   Env* const env_ = DefaultEnv();
   const TrainOptions& o_;
   const std::string worker_bin_;
+  RunContext context_;
   Progress progress_;
   std::unique_ptr<LocalFleet> fleet_;
   std::unique_ptr<ShardClient> client_;
@@ -201,6 +276,27 @@ void Job::StopAll() {
   if (fleet_) (void)fleet_->Stop(kGrace);
 }
 
+void Job::WriteStoppedReport(int signo) {
+  RunContext c = context_;
+  c.stopped_by = SignalName(signo);
+  const int world = static_cast<int>(workers_.size());
+  absl::StatusOr<std::string> summary =
+      world == static_cast<int>(o_.workers)
+          ? WriteRunReport(o_.work_dir, world, c)
+          : absl::FailedPreconditionError("not every worker had started");
+  if (!summary.ok()) {
+    std::fprintf(stderr, "%s: no report (%s)\n", kProg,
+                 std::string(summary.status().message()).c_str());
+    return;
+  }
+  std::printf(
+      "\n%s\nmetrics %s/metrics.jsonl, loss curve %s/loss.svg, report "
+      "%s/report.md\n",
+      summary->c_str(), o_.work_dir.c_str(), o_.work_dir.c_str(),
+      o_.work_dir.c_str());
+  std::fflush(stdout);
+}
+
 int Job::Fail(const std::string& what, const std::string& log) {
   EchoLogs();
   progress_.Finish();
@@ -239,6 +335,7 @@ std::optional<int> Job::Poll() {
     std::fprintf(stderr, "%s: got %s; stopping the job\n", kProg,
                  strsignal(g_signal.load()));
     StopAll();
+    WriteStoppedReport(g_signal.load());
     return 128 + g_signal.load();
   }
   std::vector<size_t> failed;
@@ -336,7 +433,8 @@ int Job::Run() {
       return 1;
     }
   }
-  auto summary = WriteRunReport(o_.work_dir, static_cast<int>(o_.workers));
+  auto summary =
+      WriteRunReport(o_.work_dir, static_cast<int>(o_.workers), context_);
   if (!summary.ok()) {
     std::fprintf(stderr, "%s: report: %s\n", kProg,
                  std::string(summary.status().message()).c_str());
@@ -379,9 +477,21 @@ int RunTrain(int argc, char** argv) {
         kProg, absl::StrCat("--work_dir ", options->work_dir,
                             " is not a writable directory: ", dir.message()));
   }
+  if (!options->train.val_data.empty()) {  // before anything starts
+    auto eval_set = train::OpenEvalSet(options->spec, options->train.val_data);
+    if (!eval_set.ok()) {
+      ExitWithError(kProg, absl::StrCat("train: ", eval_set.status().message(),
+                                        " (zeroshard train --help)"));
+    }
+  }
+  RunContext context;
+  context.version = VersionLine(kProg);
+  context.command_line = ShellQuote(argc, argv);
+  context.config_table = ResolvedConfigTable(*options);
+  context.planned_steps = options->train.steps;
   signal(SIGINT, OnSignal);
   signal(SIGTERM, OnSignal);
-  Job job(*options, *worker_bin);
+  Job job(*options, *worker_bin, std::move(context));
   return job.Run();
 }
 

@@ -16,7 +16,10 @@
 // P) failed with exit code N" and the end of its log. When peers fail too
 // (UNAVAILABLE: the rank is unreachable), the one whose log does not end
 // in that error is named first. SIGINT/SIGTERM to the launcher stop every
-// process the same way (exit 128 + signal). Children also get SIGTERM if the
+// process the same way (exit 128 + signal) and still write the report up
+// to the last step every rank recorded ("stopped at step N of M").
+// report.md also records the version and source revision, the command
+// line and the resolved configuration. Children also get SIGTERM if the
 // launcher dies (common/subprocess.h), so no process outlives it.
 #ifndef ZEROSHARD_LAUNCHER_TRAIN_H_
 #define ZEROSHARD_LAUNCHER_TRAIN_H_

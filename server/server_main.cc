@@ -42,6 +42,7 @@
 #include "common/metrics/process_metrics.h"
 #include "common/metrics/rpc_metrics.h"
 #include "common/model_spec.h"
+#include "common/version.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/support/server_interceptor.h"
@@ -480,4 +481,7 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace zeroshard
 
-int main(int argc, char** argv) { return zeroshard::Main(argc, argv); }
+int main(int argc, char** argv) {
+  zeroshard::ExitIfVersionFlag(argc, argv, "zeroshard-server");
+  return zeroshard::Main(argc, argv);
+}

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/flags.h"
+#include "common/version.h"
 #include "worker/io/byte_tokenizer.h"
 
 namespace {
@@ -17,6 +18,7 @@ double MiB(uint64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
 }  // namespace
 
 int main(int argc, char** argv) {
+  zeroshard::ExitIfVersionFlag(argc, argv, "zeroshard-tokenize");
   zeroshard::io::TokenizeOptions o;
   zeroshard::FlagSet flags(
       "zeroshard-tokenize",

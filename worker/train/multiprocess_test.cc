@@ -4,11 +4,16 @@
 // server-side aggregation),
 // configured by a DeepSpeed JSON config and
 // reading a token file, must end with the bits of the in-process run of the
-// same spec (threads, flat collectives, testing.h).
+// same spec (threads, flat collectives, testing.h). The ranks learn their
+// place from the launcher's ZEROSHARD_* variables, or from torchrun's
+// (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR/PORT) alone;
+// a worker with neither fails naming both and --elastic.
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <chrono>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -41,10 +46,30 @@ TrainSpec Spec(int stage, bool offload, bool aggregate) {
   return s;
 }
 
+// The environment of rank `r`: the launcher's names or torchrun's.
+std::vector<std::string> RankEnv(bool torchrun, int r, int world, int local,
+                                 const std::string& coord) {
+  if (!torchrun) {
+    return {absl::StrCat("ZEROSHARD_RANK=", r),
+            absl::StrCat("ZEROSHARD_WORLD_SIZE=", world),
+            absl::StrCat("ZEROSHARD_LOCAL_RANK=", r % local),
+            absl::StrCat("ZEROSHARD_LOCAL_SIZE=", local),
+            "ZEROSHARD_COORD=" + coord};
+  }
+  const size_t colon = coord.rfind(':');
+  return {absl::StrCat("RANK=", r),
+          absl::StrCat("WORLD_SIZE=", world),
+          absl::StrCat("LOCAL_RANK=", r % local),
+          absl::StrCat("LOCAL_WORLD_SIZE=", local),
+          "MASTER_ADDR=" + coord.substr(0, colon),
+          "MASTER_PORT=" + coord.substr(colon + 1)};
+}
+
 // Runs the spec in `world` processes (`local` ranks per node); returns the
 // final parameters rank 0 wrote.
 std::vector<float> RunProcesses(const TrainSpec& spec, int world, int local,
-                                const std::string& name) {
+                                const std::string& name,
+                                bool torchrun = false) {
   auto worker = WorkspaceBinary("worker/train/zeroshard-worker");
   EXPECT_TRUE(worker.ok()) << worker.status();
   auto server = WorkspaceBinary("server/zeroshard-server");
@@ -74,11 +99,7 @@ std::vector<float> RunProcesses(const TrainSpec& spec, int world, int local,
       o.argv.push_back("--port_file=" + port_file);
       o.argv.push_back("--save=" + out);
     }
-    o.env = {absl::StrCat("ZEROSHARD_RANK=", r),
-             absl::StrCat("ZEROSHARD_WORLD_SIZE=", world),
-             absl::StrCat("ZEROSHARD_LOCAL_RANK=", r % local),
-             absl::StrCat("ZEROSHARD_LOCAL_SIZE=", local),
-             "ZEROSHARD_COORD=" + coord};
+    o.env = RankEnv(torchrun, r, world, local, coord);
     o.log_path = absl::StrCat(dir, "/rank", r, ".log");
     auto p = Subprocess::Spawn(o);
     EXPECT_TRUE(p.ok()) << p.status();
@@ -114,6 +135,7 @@ struct Case {
   int stage = 3;
   bool aggregate = false;
   engine::Precision precision = engine::Precision::kFp32;
+  bool torchrun = false;  // torchrun's variables instead of ZEROSHARD_*
 };
 
 class MultiprocessTest : public ::testing::TestWithParam<Case> {};
@@ -136,7 +158,8 @@ TEST_P(MultiprocessTest, ProcessesMatchTheInProcessRun) {
     for (const engine::StepStats& st : (*want)[0].stats) skipped += st.skipped;
     EXPECT_GT(skipped, 0) << "no fp16 overflow to skip";
   }
-  const std::vector<float> got = RunProcesses(spec, c.world, c.local, c.name);
+  const std::vector<float> got =
+      RunProcesses(spec, c.world, c.local, c.name, c.torchrun);
   ASSERT_EQ(got.size(), (*want)[0].params.size());
   EXPECT_EQ(engine::FirstDifference(got, (*want)[0].params), -1);
 }
@@ -148,8 +171,51 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"w4_two_nodes", 4, 2, false},
                       Case{"w4_aggregated", 4, 2, false, 2, true},
                       Case{"w4_fp16", 4, 2, false, 3, false,
-                           engine::Precision::kFp16}),
+                           engine::Precision::kFp16},
+                      Case{"w4_torchrun_env", 4, 2, false, 3, false,
+                           engine::Precision::kFp32, true}),
     [](const auto& info) { return std::string(info.param.name); });
+
+// Without ZEROSHARD_* or torchrun's variables (and without --elastic) a
+// worker exits 1 naming both sets and --elastic; with both disagreeing it
+// names the pair.
+TEST(WorkerEnvTest, MissingOrDisagreeingRankIsAnError) {
+  auto worker = WorkspaceBinary("worker/train/zeroshard-worker");
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  const std::string dir = TempDir() + "/env_errors";
+  mkdir(dir.c_str(), 0755);
+  const TrainSpec spec = Spec(3, false, false);
+  struct Try {
+    std::vector<std::string> env, words;
+  };
+  const std::vector<Try> tries = {
+      {{}, {"ZEROSHARD_RANK", "MASTER_ADDR", "MASTER_PORT", "--elastic"}},
+      {{"RANK=1", "ZEROSHARD_RANK=0", "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1",
+        "MASTER_PORT=1"},
+       {"ZEROSHARD_RANK=0 and RANK=1 disagree"}}};
+  for (size_t i = 0; i < tries.size(); ++i) {
+    SpawnOptions o;
+    o.argv = {*worker, "--servers=127.0.0.1:1"};
+    for (const std::string& f :
+         engine::TrainWorkerFlags(spec, dir + "/ds_config.json")) {
+      o.argv.push_back(f);
+    }
+    o.env = tries[i].env;
+    o.log_path = absl::StrCat(dir, "/try", i, ".log");
+    auto p = Subprocess::Spawn(o);
+    ASSERT_TRUE(p.ok()) << p.status();
+    auto status = p->Wait(std::chrono::seconds(60));
+    ASSERT_TRUE(status.ok()) << "worker hangs";
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1)
+        << DescribeWaitStatus(*status);
+    std::ifstream in(o.log_path);
+    const std::string log((std::istreambuf_iterator<char>(in)),
+                          std::istreambuf_iterator<char>());
+    for (const std::string& w : tries[i].words) {
+      EXPECT_NE(log.find(w), std::string::npos) << w << " not in: " << log;
+    }
+  }
+}
 
 }  // namespace
 }  // namespace zeroshard::train

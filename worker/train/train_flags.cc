@@ -68,7 +68,8 @@ bool operator==(const TrainFlags& a, const TrainFlags& b) {
          a.steps == b.steps && a.seed == b.seed && a.threads == b.threads &&
          a.init_std == b.init_std && a.save == b.save &&
          a.checkpoint_interval == b.checkpoint_interval &&
-         a.job_id == b.job_id && s.tls_ca == t.tls_ca &&
+         a.job_id == b.job_id && a.val_data == b.val_data &&
+         a.eval_every == b.eval_every && s.tls_ca == t.tls_ca &&
          s.tls_cert == t.tls_cert && s.tls_key == t.tls_key &&
          s.token_file == t.token_file && s.insecure == t.insecure;
 }
@@ -106,6 +107,14 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
                "--checkpoint_dir); resumes from the newest checkpoint and "
                "rolls back when a server restarts");
   flags->String("job_id", &f->job_id, "job id on the servers");
+  flags->String("val_data", &f->val_data,
+                "held-out token files or patterns, comma-separated (e.g. "
+                "zeroshard-tokenize --val_fraction's --val_output): rank 0 "
+                "evaluates on up to 8 batches of its first file; empty: on "
+                "the first batch of the training data");
+  flags->Int64("eval_every", &f->eval_every,
+               "eval loss every N steps and at the last (0: about 20 evals "
+               "per run; -1: only at the end)");
   AddClientSecurityFlags(flags, &f->security);
 }
 
@@ -121,6 +130,7 @@ absl::Status ValidateTrainFlags(const TrainFlags& f) {
                                 " must be a finite number >= 0"));
   }
   if (f.job_id.empty()) return Invalid("--job_id must not be empty");
+  ZS_RETURN_IF_ERROR(InRange("eval_every", f.eval_every, -1, kIntMax));
   if (f.model_file.empty()) ZS_RETURN_IF_ERROR(ValidateShape(f));
   return absl::OkStatus();
 }
@@ -200,6 +210,8 @@ std::vector<std::string> TrainFlagsArgv(const TrainFlags& f) {
   text("save", f.save, d.save);
   number("checkpoint_interval", f.checkpoint_interval, d.checkpoint_interval);
   text("job_id", f.job_id, d.job_id);
+  text("val_data", f.val_data, d.val_data);
+  number("eval_every", f.eval_every, d.eval_every);
   for (std::string& a : ClientSecurityArgs(f.security)) {
     argv.push_back(std::move(a));
   }

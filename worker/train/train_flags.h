@@ -6,7 +6,8 @@
 //   --config ds.json --data 'tok_*.bin' [--model_file init.bin |
 //   --layers L --heads H --channels C --vocab V [--max_seq_len M]]
 //   --seq_len T --steps S --seed N --init_std X --threads N --save out.bin
-//   --checkpoint_interval N --job_id ID [--tls_ca ... --insecure]
+//   --checkpoint_interval N --job_id ID --val_data val.bin --eval_every N
+//   [--tls_ca ... --insecure]
 //
 // Flags that belong to one side stay there: the launcher's (--servers
 // count, --workers, --nodes, --work_dir, ...) in launcher/train_options.h,
@@ -50,6 +51,10 @@ struct TrainFlags {
   std::string save;                  // rank 0 writes the final model
   int64_t checkpoint_interval = -1;  // -1: the config's
   std::string job_id = "zero";
+  // Eval (eval_loss.h): held-out token files (empty: the first batch of
+  // the training data) and the period (0: about 20 per run; -1: the end).
+  std::string val_data;
+  int64_t eval_every = 0;
   ClientSecurityFlags security;  // client/security.h
 };
 

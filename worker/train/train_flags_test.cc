@@ -27,12 +27,17 @@ absl::StatusOr<TrainFlags> Parse(const std::vector<std::string>& args) {
 TEST(TrainFlagsTest, ParseToArgvParseGivesTheSameFlags) {
   const std::vector<std::vector<std::string>> cases = {
       {},
-      {"--config=ds.json", "--data=a_*.bin,b.bin", "--layers=3", "--heads=2",
-       "--channels=48", "--vocab=64", "--max-seq-len=32", "--seq_len=16",
-       "--steps=7", "--seed=-3", "--threads=4", "--init_std=0.0123456789012345",
-       "--save=out.bin", "--checkpoint_interval=0",
-       "--job_id=", "--tls_ca=ca.pem", "--tls_cert=c.pem", "--tls_key=c.key",
-       "--token_file=t"},
+      {"--config=ds.json", "--data=a_*.bin,b.bin",
+       "--layers=3",       "--heads=2",
+       "--channels=48",    "--vocab=64",
+       "--max-seq-len=32", "--seq_len=16",
+       "--steps=7",        "--seed=-3",
+       "--threads=4",      "--init_std=0.0123456789012345",
+       "--save=out.bin",   "--checkpoint_interval=0",
+       "--job_id=",        "--tls_ca=ca.pem",
+       "--tls_cert=c.pem", "--tls_key=c.key",
+       "--token_file=t",   "--val_data=val_*.bin",
+       "--eval_every=-1"},
       {"--config", "ds.json", "--model_file", "init.bin", "--insecure",
        "--checkpoint-interval", "5", "--job-id=j1"},
   };
@@ -89,6 +94,7 @@ TEST(TrainFlagsTest, BadValuesNameTheFlag) {
       {{"--vocab=3000000000"}, "--vocab"},
       {{"--max_seq_len=8"}, "--max_seq_len"},  // below --seq_len 64
       {{"--job_id="}, "--job_id"},
+      {{"--eval_every=-2"}, "--eval_every"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = c.args;

@@ -166,7 +166,8 @@ absl::StatusOr<TrainResult> RunTraining(const TrainSpec& spec,
                                         collective::Communicator* comm,
                                         ShardClient* client,
                                         const StepCallback& on_step,
-                                        TrainProgress* progress) {
+                                        TrainProgress* progress,
+                                        const EngineStepCallback& after_step) {
   std::vector<float> init;
   if (spec.zero.stage == 0 || comm->rank() == 0) {
     ZS_ASSIGN_OR_RETURN(init, InitialParams(spec));
@@ -181,9 +182,21 @@ absl::StatusOr<TrainResult> RunTraining(const TrainSpec& spec,
   if (progress == nullptr) progress = &scratch;
   TrainResult result;
   int64_t first = -1;
+  // An after_step error stops the loop (leave) and is returned.
+  absl::Status after_status;
+  StepCallback step_cb = on_step;
+  std::function<bool()> leave;
+  if (after_step) {
+    step_cb = [&](const engine::StepStats& s) {
+      if (on_step) on_step(s);
+      if (after_status.ok()) after_status = after_step(s, *engine);
+    };
+    leave = [&after_status] { return !after_status.ok(); };
+  }
   ZS_RETURN_IF_ERROR(RunSteps(spec, *engine,
-                              loader.has_value() ? &*loader : nullptr, on_step,
-                              progress, &result, &first));
+                              loader.has_value() ? &*loader : nullptr, step_cb,
+                              progress, &result, &first, leave));
+  ZS_RETURN_IF_ERROR(after_status);
   result.rollbacks = engine->rollbacks();
   result.params.assign(engine->layout().num_params(), 0.0f);
   ZS_RETURN_IF_ERROR(engine->ReadParameters(absl::MakeSpan(result.params)));

@@ -112,11 +112,16 @@ absl::StatusOr<engine::ModelDef> TrainModel(const TrainSpec& spec);
 absl::StatusOr<std::optional<io::DataLoader>> OpenLoader(
     const TrainSpec& spec, const collective::Communicator& comm);
 
-absl::StatusOr<TrainResult> RunTraining(const TrainSpec& spec,
-                                        collective::Communicator* comm,
-                                        ShardClient* client,
-                                        const StepCallback& on_step = nullptr,
-                                        TrainProgress* progress = nullptr);
+// Called after on_step, on the same thread, with the engine (to read its
+// parameters, e.g. for a periodic eval: ZeroEngine::ReadParameters is not
+// collective). An error ends the run with it.
+using EngineStepCallback =
+    std::function<absl::Status(const engine::StepStats&, engine::ZeroEngine&)>;
+
+absl::StatusOr<TrainResult> RunTraining(
+    const TrainSpec& spec, collective::Communicator* comm, ShardClient* client,
+    const StepCallback& on_step = nullptr, TrainProgress* progress = nullptr,
+    const EngineStepCallback& after_step = nullptr);
 
 }  // namespace zeroshard::train
 

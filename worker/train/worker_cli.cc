@@ -8,6 +8,7 @@
 #include "common/fault/fault_spec.h"
 #include "common/flags.h"
 #include "common/malloc_tuning.h"
+#include "common/version.h"
 
 namespace zeroshard::train {
 namespace {
@@ -39,12 +40,16 @@ void AddWorkerFlags(FlagSet* flags, WorkerOptions* o, std::string* fault_spec) {
 }  // namespace
 
 int WorkerMain(int argc, char** argv, const WorkerHooks& hooks) {
+  ExitIfVersionFlag(argc, argv, kProgram);
   TuneMallocForTransfers();
   WorkerOptions o;
   std::string fault_spec;
   FlagSet flags(kProgram,
                 "zeroshard-worker --config ds_config.json [flags]\n\nOne rank "
-                "of a ZeRO run of GPT-2 (rank from ZEROSHARD_RANK etc.).");
+                "of a ZeRO run of GPT-2. Rank from ZEROSHARD_RANK, "
+                "ZEROSHARD_WORLD_SIZE, ZEROSHARD_COORD (as zeroshard train "
+                "sets them) or RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT "
+                "(torchrun, PyTorchJob); --elastic: from the servers.");
   AddTrainFlags(&flags, &o.train);
   AddWorkerFlags(&flags, &o, &fault_spec);
   std::vector<std::string> rest = flags.ParseOrExit(argc, argv);

@@ -25,6 +25,7 @@
 #include "worker/train/eval_loss.h"
 #include "worker/train/metrics_log.h"
 #include "worker/train/monitor_writers.h"
+#include "worker/train/rank_env.h"
 #include "worker/train/run_metrics.h"
 #include "worker/train/worker_metrics.h"
 
@@ -100,7 +101,7 @@ absl::Status RunWorker(const WorkerOptions& o, const WorkerHooks& hooks) {
   if (o.elastic.elastic) {
     cc.world_size = ElasticConfigWorld(o.elastic);
   } else {
-    ZS_ASSIGN_OR_RETURN(cc, collective::UcxCommunicatorConfig::FromEnv());
+    ZS_ASSIGN_OR_RETURN(cc, RankConfigFromEnv());
   }
   std::vector<std::string> warnings;
   ZS_ASSIGN_OR_RETURN(config::EngineConfig config,
@@ -175,6 +176,58 @@ absl::Status RunWorker(const WorkerOptions& o, const WorkerHooks& hooks) {
                            config.batch.train_batch_size));
     std::printf("rank 0: monitors: %s\n", monitors->Describe().c_str());
   }
+  // Rank 0 evaluates every --eval_every steps (eval_loss.h); elastic
+  // workers only at the end (their rank 0 changes).
+  std::optional<EvalSet> eval_set;
+  std::optional<EvalResult> last_eval;  // and the step it was taken at
+  int64_t last_eval_step = -1;
+  const int64_t eval_period = EvalPeriod(o.train.eval_every, spec.steps);
+  if (rank == 0 && !o.elastic.elastic) {
+    ZS_ASSIGN_OR_RETURN(eval_set, OpenEvalSet(spec, o.train.val_data));
+    if (eval_set.has_value() && eval_set->held_out) {
+      std::printf(
+          "eval: every %lld steps on %zu batches (%lld tokens) of "
+          "held-out %s\n",
+          static_cast<long long>(eval_period), eval_set->inputs.size(),
+          static_cast<long long>(eval_set->tokens()), eval_set->file.c_str());
+    } else if (eval_set.has_value()) {
+      std::printf(
+          "eval: no --val_data, so the eval loss is on the first "
+          "%lld training tokens (zeroshard-tokenize --val_fraction "
+          "writes a held-out file)\n",
+          static_cast<long long>(eval_set->tokens()));
+    }
+    std::fflush(stdout);
+  }
+  auto after_step = [&](const engine::StepStats& s,
+                        engine::ZeroEngine& engine) -> absl::Status {
+    if (!eval_set.has_value() || !IsEvalStep(s.step, spec.steps, eval_period)) {
+      return absl::OkStatus();
+    }
+    // An eval watches the run and never ends it: one that fails (the
+    // servers' parameters unreadable while one restarts) is skipped.
+    std::vector<float> params(engine.layout().num_params());
+    absl::Status read = engine.ReadParameters(absl::MakeSpan(params));
+    absl::StatusOr<EvalResult> result =
+        read.ok() ? EvalLoss(spec, *eval_set, params) : read;
+    if (!result.ok()) {
+      std::printf("eval at step %lld skipped: %s\n",
+                  static_cast<long long>(s.step),
+                  result.status().ToString().c_str());
+      std::fflush(stdout);
+      return absl::OkStatus();
+    }
+    const EvalResult& e = *result;
+    std::printf("eval loss %.6f at step %lld (%s, %lld tokens)\n", e.loss,
+                static_cast<long long>(s.step),
+                e.held_out ? "held-out" : "training data",
+                static_cast<long long>(e.tokens));
+    std::fflush(stdout);
+    append(EvalRecord(s.step, e));
+    last_eval = e;
+    last_eval_step = s.step;
+    return absl::OkStatus();
+  };
   auto on_step = [&](const engine::StepStats& s) {
     const int rank = progress_now.rank;
     worker_metrics.OnStep(s);
@@ -198,8 +251,8 @@ absl::Status RunWorker(const WorkerOptions& o, const WorkerHooks& hooks) {
     if (!er.has_value()) return absl::OkStatus();  // left the job
     r = *std::move(er);
   } else {
-    ZS_ASSIGN_OR_RETURN(
-        r, RunTraining(spec, comm.get(), client.get(), on_step, &progress_now));
+    ZS_ASSIGN_OR_RETURN(r, RunTraining(spec, comm.get(), client.get(), on_step,
+                                       &progress_now, after_step));
   }
   if (!o.faults.empty()) {
     std::printf("rank %d: %s\n", rank, faults->Summary().c_str());
@@ -213,11 +266,19 @@ absl::Status RunWorker(const WorkerOptions& o, const WorkerHooks& hooks) {
         io::WriteModelFile(o.train.save, layout, r.params.data()));
   }
   if (final_rank0 && metrics.has_value()) {
-    ZS_ASSIGN_OR_RETURN(std::optional<EvalResult> eval,
-                        EvalLoss(spec, r.params));
+    // The last step's eval was of these parameters; else evaluate them.
+    std::optional<EvalResult> eval;
+    if (last_eval_step == spec.steps) eval = last_eval;
+    if (!eval.has_value() && !eval_set.has_value()) {
+      ZS_ASSIGN_OR_RETURN(eval_set, OpenEvalSet(spec, o.train.val_data));
+    }
+    if (!eval.has_value() && eval_set.has_value()) {
+      ZS_ASSIGN_OR_RETURN(eval, EvalLoss(spec, *eval_set, r.params));
+    }
     if (eval.has_value()) {
-      std::printf("eval loss %.6f (final parameters, first %lld tokens)\n",
-                  eval->loss, static_cast<long long>(eval->tokens));
+      std::printf("eval loss %.6f (final parameters, %lld %s tokens)\n",
+                  eval->loss, static_cast<long long>(eval->tokens),
+                  eval->held_out ? "held-out" : "training");
       append(EndRecord(eval->loss, eval->tokens));
     }
   }

@@ -3,10 +3,12 @@
 // servers, configured by a DeepSpeed JSON config (ds_options.h) and the
 // shared training flags (train_flags.h).
 //
-// Rank, world and node layout come from the launcher's environment
-// (ucx_communicator.h: ZEROSHARD_RANK, ZEROSHARD_WORLD_SIZE,
-// ZEROSHARD_LOCAL_RANK, ZEROSHARD_LOCAL_SIZE, ZEROSHARD_COORD), or from the
-// membership with --elastic (elastic_worker.h); rank 0 may listen on port
+// Rank, world and node layout come from the environment (rank_env.h: the
+// launcher's ZEROSHARD_RANK, ZEROSHARD_WORLD_SIZE, ZEROSHARD_LOCAL_RANK,
+// ZEROSHARD_LOCAL_SIZE, ZEROSHARD_COORD, or torchrun's and PyTorchJob's
+// RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT),
+// or from the membership with --elastic (elastic_worker.h); rank 0 may
+// listen on port
 // 0 and report the port through --port_file. Servers: --servers, else the
 // config's zeroshard.servers addresses (stages 1-3).
 //
@@ -15,8 +17,10 @@
 // (--stats: every rank also prints its step_stats.h line). Rank 0 (at the
 // end) writes the final parameters to --save. With --metrics_file every
 // rank writes JSON lines (run_metrics.h, metrics_log.h) there: a "start"
-// record, one "step" record per step and, on rank 0, an "end" record with
-// the eval loss (eval_loss.h). A "%r" in the path is replaced by the rank
+// record, one "step" record per step and, on rank 0, "eval" records every
+// --eval_every steps (on --val_data's held-out tokens, else the first
+// batch of the training data; eval_loss.h) and an "end" record with the
+// eval loss of the final parameters. A "%r" in the path is replaced by the rank
 // (--elastic: the worker name). --metrics_port P (0: a free one) serves
 // Prometheus metrics on --metrics_host:P (worker_metrics.h) while the rank
 // trains and prints "rank R: metrics on http://HOST:PORT/metrics".
