@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -26,6 +27,7 @@
 #include "launcher/progress.h"
 #include "launcher/report.h"
 #include "launcher/train_options.h"
+#include "worker/config/resolved_table.h"
 #include "worker/train/run_metrics.h"
 
 namespace zeroshard {
@@ -34,6 +36,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kGrace{3000};
 const char kProg[] = "zeroshard";
+// How the launcher and zeroshard-worker print a config warning.
+const char kConfigWarning[] = "config warning: ";
 
 std::atomic<int> g_signal{0};
 void OnSignal(int signo) { g_signal = signo; }
@@ -120,6 +124,7 @@ absl::Status Job::StartServers() {
     if (!o_.checkpoint_dir.empty()) {
       fo.extra_args.push_back("--checkpoint_dir=" + o_.checkpoint_dir);
     }
+    for (const std::string& f : o_.server_flags) fo.extra_args.push_back(f);
     auto fleet = LocalFleet::Start(fo);
     if (!fleet.ok()) return fleet.status();
     fleet_ = *std::move(fleet);
@@ -164,6 +169,12 @@ void Job::EchoLogs() {
     for (const std::string& line : logs_[r].ReadNewLines()) {
       // Rank 0's per-step lines are what the progress line shows.
       if (r == 0 && absl::StartsWith(line, "step ")) continue;
+      // The config's warnings were shown once, before the job started.
+      if (absl::StartsWith(line, kConfigWarning) &&
+          std::count(o_.config_warnings.begin(), o_.config_warnings.end(),
+                     line.substr(sizeof(kConfigWarning) - 1)) > 0) {
+        continue;
+      }
       Say(absl::StrCat("[rank ", r, "] ", line));
     }
   }
@@ -363,8 +374,25 @@ int RunTrain(int argc, char** argv) {
     ExitWithError(kProg, absl::StrCat("train: ", options.status().message(),
                                       " (zeroshard train --help)"));
   }
+  const std::string advice = config::NvmeAdvice(options->engine);
   for (const std::string& w : options->config_warnings) {
-    std::printf("config warning: %s\n", w.c_str());
+    // The servers started here get the flags the advice names.
+    if (!advice.empty() && absl::EndsWith(w, advice) &&
+        !options->server_flags.empty()) {
+      continue;
+    }
+    std::printf("%s%s\n", kConfigWarning, w.c_str());
+  }
+  if (!options->server_flags.empty()) {
+    std::printf("config: the servers start with %s (from %s)\n",
+                absl::StrJoin(options->server_flags, " ").c_str(),
+                options->engine.zero.nvme.requested_by.c_str());
+  }
+  const std::string autos =
+      config::RenderResolvedTable(options->engine.resolved, true);
+  if (!autos.empty()) {
+    std::printf("config \"auto\" values (%s):\n%s",
+                options->train.config.c_str(), autos.c_str());
   }
   absl::StatusOr<std::string> worker_bin = options->worker_binary;
   if (options->worker_binary.empty()) {

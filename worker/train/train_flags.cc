@@ -70,7 +70,8 @@ bool operator==(const TrainFlags& a, const TrainFlags& b) {
          a.checkpoint_interval == b.checkpoint_interval &&
          a.job_id == b.job_id && s.tls_ca == t.tls_ca &&
          s.tls_cert == t.tls_cert && s.tls_key == t.tls_key &&
-         s.token_file == t.token_file && s.insecure == t.insecure;
+         s.token_file == t.token_file && s.insecure == t.insecure &&
+         a.autos == b.autos;
 }
 
 void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
@@ -107,6 +108,7 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
                "rolls back when a server restarts");
   flags->String("job_id", &f->job_id, "job id on the servers");
   AddClientSecurityFlags(flags, &f->security);
+  config::AddAutoFlags(flags, &f->autos);
 }
 
 absl::Status ValidateTrainFlags(const TrainFlags& f) {
@@ -138,6 +140,20 @@ absl::StatusOr<gpt2::Config> ModelFromFlags(const TrainFlags& f) {
                                 info.config.max_seq_len));
   }
   return info.config;
+}
+
+absl::StatusOr<config::EngineConfig> ParseConfigForFlags(
+    const TrainFlags& f, int world_size, std::vector<std::string>* warnings) {
+  config::AutoInputs in = f.autos;
+  in.steps = f.steps;
+  // The hidden size, when the model is readable (else its own error
+  // comes later, from TrainSpecFromFlags).
+  absl::StatusOr<gpt2::Config> model = ModelFromFlags(f);
+  if (model.ok()) {
+    in.hidden_size = model->channels;
+    in.hidden_size_from = f.model_file.empty() ? "--channels" : "--model_file";
+  }
+  return config::ParseDeepSpeedConfigFile(f.config, world_size, in, warnings);
 }
 
 absl::StatusOr<TrainSpec> TrainSpecFromFlags(
@@ -201,6 +217,9 @@ std::vector<std::string> TrainFlagsArgv(const TrainFlags& f) {
   number("checkpoint_interval", f.checkpoint_interval, d.checkpoint_interval);
   text("job_id", f.job_id, d.job_id);
   for (std::string& a : ClientSecurityArgs(f.security)) {
+    argv.push_back(std::move(a));
+  }
+  for (std::string& a : config::AutoFlagsArgv(f.autos)) {
     argv.push_back(std::move(a));
   }
   return argv;
