@@ -564,6 +564,25 @@ int zs_config_parse(const char* json, int world_size, zs_train_config* out,
 int zs_config_parse_file(const char* path, int world_size, zs_train_config* out,
                          char* warnings, size_t warnings_size,
                          size_t* warnings_length);
+/* Resolves a DeepSpeed config as zs_config_parse (json) or
+ * zs_config_parse_file (path) do — exactly one of json and path non-NULL —
+ * filling its "auto" values (as Hugging Face's Trainer writes them) from
+ * `inputs`: flags in one string, as zeroshard train takes them, e.g.
+ * "--learning_rate=3e-4 --precision=bf16 --per_device_train_batch_size=4
+ * --steps=1000 --hidden_size=768" (NULL or "": none; the rules are
+ * worker/config/auto_inputs.h's). report[0..report_size) receives a JSON
+ * object (NUL-terminated, cut to fit; report may be NULL when report_size
+ * is 0; its full length in *report_length, which may be NULL):
+ *   {"warnings": ["..."], "resolved": [{"key": "optimizer.params.lr",
+ *    "value": "0.0003", "source": "auto←--learning_rate"}, ...],
+ *    "table": "<the same as an aligned text table>",
+ *    "server_flags": ["--storage=nvme", ...]}
+ * ("resolved", "table" and "server_flags" only on success). Errors as
+ * zs_config_parse; an "auto" that nothing fills, or a bad input, is
+ * INVALID_ARGUMENT naming the key or flag; *out untouched. */
+int zs_config_resolve(const char* json, const char* path, int world_size,
+                      const char* inputs, zs_train_config* out, char* report,
+                      size_t report_size, size_t* report_length);
 /* The engine's one-line description ("stage 3 (offload_param=server), bf16,
  * batch 32 = 4 x 4 x 2 workers, AdamW lr 0.0006 wd 0.1, WarmupCosineLR,
  * clip 1, 2 servers") into buf[0..size) (NUL-terminated, cut to fit; buf

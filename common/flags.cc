@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
@@ -58,6 +59,43 @@ FlagSet::Flag* FlagSet::Find(const std::string& name) {
     if (f.name == name) return &f;
   }
   return nullptr;
+}
+
+namespace {
+
+// Edit distance with unit costs; a swap of neighbours counts 1.
+size_t Distance(const std::string& a, const std::string& b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1,
+                                     std::vector<size_t>(b.size() + 1, 0));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = static_cast<size_t>(i);
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = static_cast<size_t>(j);
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const int cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] =
+          std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);  // transposition
+      }
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+}  // namespace
+
+std::string FlagSet::Nearest(const std::string& name) const {
+  const size_t limit = name.size() >= 8 ? 2 : name.size() >= 4 ? 1 : 0;
+  std::string best;
+  size_t best_distance = limit + 1;
+  for (const Flag& f : flags_) {
+    const size_t d = Distance(name, f.name);
+    if (d < best_distance) {
+      best_distance = d;
+      best = f.name;
+    }
+  }
+  return best;
 }
 
 bool FlagSet::WasSet(const char* name) const {
@@ -143,7 +181,11 @@ absl::StatusOr<std::vector<std::string>> FlagSet::Parse(int argc, char** argv,
       }
     }
     if (flag == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", typed));
+      const std::string nearest = Nearest(name);
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown flag --", typed,
+          nearest.empty() ? ""
+                          : absl::StrCat(" (did you mean --", nearest, "?)")));
     }
     if (!has_value) {
       if (flag->kind == Kind::kBool) {

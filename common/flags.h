@@ -36,8 +36,10 @@ class FlagSet {
   void Bool(const char* name, bool* value, const char* help);
 
   // Parses argv[first..argc). Returns the positional arguments, or
-  // INVALID_ARGUMENT naming the flag and the problem. Sets help_requested()
-  // on --help / -h (and returns no error).
+  // INVALID_ARGUMENT naming the flag and the problem; an unknown flag near
+  // a declared one (edit distance 1, or 2 for names of 8+ characters) adds
+  // the suggestion: "unknown flag --stpes (did you mean --steps?)". Sets
+  // help_requested() on --help / -h (and returns no error).
   absl::StatusOr<std::vector<std::string>> Parse(int argc, char** argv,
                                                  int first = 1);
   bool help_requested() const { return help_requested_; }
@@ -63,6 +65,8 @@ class FlagSet {
   };
   void Add(const char* name, Kind kind, void* value, const char* help);
   Flag* Find(const std::string& name);
+  // The declared flag nearest to `name` if near enough, else "".
+  std::string Nearest(const std::string& name) const;
   static absl::Status Assign(Flag& flag, const std::string& text);
 
   std::string program_;

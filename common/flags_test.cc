@@ -64,6 +64,20 @@ TEST(FlagsTest, DashesInNamesReadAsUnderscores) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("unknown flag --model-fil"),
             std::string::npos);
+  // A near miss names the flag meant; a far one does not guess.
+  EXPECT_NE(bad.status().message().find("(did you mean --model_file?)"),
+            std::string::npos)
+      << bad.status();
+  Args c({"prog", "--sqe_len=3"});
+  auto swapped = f.Parse(c.argc(), c.argv.data());
+  ASSERT_FALSE(swapped.ok());
+  EXPECT_NE(swapped.status().message().find("(did you mean --seq_len?)"),
+            std::string::npos)
+      << swapped.status();
+  Args d({"prog", "--learning_rate=3"});
+  auto far = f.Parse(d.argc(), d.argv.data());
+  ASSERT_FALSE(far.ok());
+  EXPECT_EQ(far.status().message(), "unknown flag --learning_rate");
 }
 
 TEST(FlagsTest, RejectsBadFlagsNamingThem) {

@@ -1,6 +1,7 @@
 // zeroshard: runs a job on this machine.
 //
 //   zeroshard train --config ds_config.json --data tokens.bin [flags]
+//   zeroshard config check ds_config.json [flags]
 //
 // `train` (train.h) trains GPT-2 with ZeRO: shard servers, W
 // zeroshard-worker processes, progress, metrics and a report.
@@ -12,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/flags.h"
 #include "common/version.h"
+#include "launcher/config_check.h"
 #include "launcher/train.h"
 
 namespace zeroshard {
@@ -31,6 +33,7 @@ int Main(int argc, char** argv) {
   }
   const std::string command = argv[1];
   if (command == "train") return RunTrain(argc, argv);
+  if (command == "config") return RunConfigCommand(argc, argv);
   ExitWithError("zeroshard",
                 absl::StrCat("unknown command '", command, "'\n", usage));
 }

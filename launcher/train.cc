@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -30,6 +31,7 @@
 #include "launcher/report.h"
 #include "launcher/train_options.h"
 #include "worker/train/eval_loss.h"
+#include "worker/config/resolved_table.h"
 #include "worker/train/run_metrics.h"
 
 namespace zeroshard {
@@ -38,6 +40,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kGrace{3000};
 const char kProg[] = "zeroshard";
+// How the launcher and zeroshard-worker print a config warning.
+const char kConfigWarning[] = "config warning: ";
 
 std::atomic<int> g_signal{0};
 void OnSignal(int signo) { g_signal = signo; }
@@ -75,9 +79,8 @@ std::string ShellQuote(int argc, char** argv) {
   return absl::StrJoin(words, " ");
 }
 
-// The configuration this run resolved, as a markdown table for report.md.
-// One function so that a fuller rendering (every DeepSpeed key and where
-// its value came from) can take its place.
+// The configuration this run resolved, for report.md: a markdown table of
+// the run's settings, then every DeepSpeed key with its value and source.
 std::string ResolvedConfigTable(const TrainOptions& o) {
   const gpt2::Config& m = o.spec.config;
   std::string t = "| setting | value |\n|---|---|\n";
@@ -116,6 +119,11 @@ std::string ResolvedConfigTable(const TrainOptions& o) {
                                     o.spec.zero.checkpoint_interval, " steps"));
   }
   if (!o.train.save.empty()) row("save", o.train.save);
+  // Every DeepSpeed key read, its value and where it came from.
+  absl::StrAppend(&t, "\nThe DeepSpeed config as resolved:\n\n```\n",
+                  config::RenderResolvedTable(o.engine.resolved,
+                                              /*autos_only=*/false),
+                  "```\n");
   return t;
 }
 
@@ -195,6 +203,7 @@ absl::Status Job::StartServers() {
     if (!o_.checkpoint_dir.empty()) {
       fo.extra_args.push_back("--checkpoint_dir=" + o_.checkpoint_dir);
     }
+    for (const std::string& f : o_.server_flags) fo.extra_args.push_back(f);
     auto fleet = LocalFleet::Start(fo);
     if (!fleet.ok()) return fleet.status();
     fleet_ = *std::move(fleet);
@@ -239,6 +248,12 @@ void Job::EchoLogs() {
     for (const std::string& line : logs_[r].ReadNewLines()) {
       // Rank 0's per-step lines are what the progress line shows.
       if (r == 0 && absl::StartsWith(line, "step ")) continue;
+      // The config's warnings were shown once, before the job started.
+      if (absl::StartsWith(line, kConfigWarning) &&
+          std::count(o_.config_warnings.begin(), o_.config_warnings.end(),
+                     line.substr(sizeof(kConfigWarning) - 1)) > 0) {
+        continue;
+      }
       Say(absl::StrCat("[rank ", r, "] ", line));
     }
   }
@@ -461,8 +476,25 @@ int RunTrain(int argc, char** argv) {
     ExitWithError(kProg, absl::StrCat("train: ", options.status().message(),
                                       " (zeroshard train --help)"));
   }
+  const std::string advice = config::NvmeAdvice(options->engine);
   for (const std::string& w : options->config_warnings) {
-    std::printf("config warning: %s\n", w.c_str());
+    // The servers started here get the flags the advice names.
+    if (!advice.empty() && absl::EndsWith(w, advice) &&
+        !options->server_flags.empty()) {
+      continue;
+    }
+    std::printf("%s%s\n", kConfigWarning, w.c_str());
+  }
+  if (!options->server_flags.empty()) {
+    std::printf("config: the servers start with %s (from %s)\n",
+                absl::StrJoin(options->server_flags, " ").c_str(),
+                options->engine.zero.nvme.requested_by.c_str());
+  }
+  const std::string autos =
+      config::RenderResolvedTable(options->engine.resolved, true);
+  if (!autos.empty()) {
+    std::printf("config \"auto\" values (%s):\n%s",
+                options->train.config.c_str(), autos.c_str());
   }
   absl::StatusOr<std::string> worker_bin = options->worker_binary;
   if (options->worker_binary.empty()) {

@@ -100,6 +100,9 @@ absl::Status CheckServers(TrainOptions& o) {
         "--checkpoint_dir is for the servers the launcher starts; start "
         "yours with zeroshard-server --checkpoint_dir");
   }
+  if (o.num_servers > 0) {
+    o.server_flags = config::NvmeServerFlags(o.engine);
+  }
   if (o.num_servers > 0 && !ClientSecurityArgs(o.train.security).empty()) {
     return Invalid(
         "--tls_*, --token_file and --insecure are for --server_addrs; the "
@@ -122,9 +125,9 @@ absl::Status Check(TrainOptions& o) {
         absl::StrCat("--worker_binary ", o.worker_binary, " does not exist"));
   }
   ZS_RETURN_IF_ERROR(CheckData(o));
-  ZS_ASSIGN_OR_RETURN(o.engine, config::ParseDeepSpeedConfigFile(
-                                    o.train.config, static_cast<int>(o.workers),
-                                    &o.config_warnings));
+  ZS_ASSIGN_OR_RETURN(
+      o.engine, train::ParseConfigForFlags(o.train, static_cast<int>(o.workers),
+                                           &o.config_warnings));
   ZS_RETURN_IF_ERROR(CheckCheckpoints(o));
   ZS_ASSIGN_OR_RETURN(o.spec,
                       train::TrainSpecFromFlags(o.train, o.engine, nullptr));

@@ -7,7 +7,9 @@
 //       [--work_dir DIR] [--print_every N] [--threads N] [--seed N]
 //
 // The training options (--config, --data, the model, --seq_len, --steps,
-// --save, --checkpoint_interval, --job_id, the client security flags, ...)
+// --save, --checkpoint_interval, --job_id, the client security flags, the
+// flags that fill the config's "auto" values such as --learning_rate and
+// --precision (worker/config/auto_inputs.h), ...)
 // are zeroshard-worker's, declared once in worker/train/train_flags.h and
 // handed to every worker as they are; the rest are the launcher's own.
 // Flags may be spelled with '-' or '_' (--model-file = --model_file).
@@ -54,6 +56,9 @@ struct TrainOptions {
   // with num_servers > 0: the launcher starts that many.
   std::vector<std::string> server_addresses;
   uint32_t num_servers = 0;  // 0 for stage 0 (no servers)
+  // Flags for the servers the launcher starts, from the config's NVMe
+  // offload (config::NvmeServerFlags): "--storage=nvme", ...
+  std::vector<std::string> server_flags;
 };
 
 // Parses argv[2..) (argv[1] is "train"). --help prints the usage and exits

@@ -13,38 +13,64 @@ from .errors import Error
 class Config:
     """The resolved config for `world_size` workers. Fields are the
     C API's zs_train_config (`cfg.stage`, `cfg.reduce_bucket_size`, ...);
-    `warnings` lists what the parser warned about."""
+    `warnings` lists what the parser warned about.
 
-    def __init__(self, config, world_size):
+    `inputs` fill the config's "auto" values (as Hugging Face's Trainer
+    writes them), named as zeroshard train's flags: learning_rate,
+    per_device_train_batch_size, gradient_accumulation_steps, adam_beta1,
+    adam_beta2, adam_epsilon, weight_decay, warmup_steps, max_grad_norm,
+    precision ("fp32", "fp16", "bf16"), steps and hidden_size, e.g.
+    Config("hf_zero3.json", 2, learning_rate=3e-4, precision="bf16",
+    per_device_train_batch_size=4, steps=1000, hidden_size=768). The
+    library resolves them (worker/config/auto_inputs.h); `resolved` lists
+    every key as {"key", "value", "source"}, `table` is the same as text,
+    `server_flags` the zeroshard-server flags an NVMe offload needs."""
+
+    def __init__(self, config, world_size, **inputs):
         lib = _lib.load()
         self._c = _lib.TrainConfig()
-        cap = 1 << 16
-        warn = ctypes.create_string_buffer(cap)
-        length = _lib.size_t()
+        json_text, path = None, None
         if isinstance(config, (str, os.PathLike)) and not str(
                 config).lstrip().startswith("{"):
-            code = lib.zs_config_parse_file(enc(os.fspath(config)),
-                                            int(world_size),
-                                            ctypes.byref(self._c), warn, cap,
-                                            ctypes.byref(length))
+            path = enc(os.fspath(config))
+        elif isinstance(config, dict):
+            try:
+                json_text = enc(json.dumps(config, allow_nan=False))
+            except (TypeError, ValueError) as e:
+                raise ValueError(f"config: not JSON-serialisable: {e}") \
+                    from None
+        elif isinstance(config, str):
+            json_text = enc(config)
         else:
-            if isinstance(config, dict):
-                try:
-                    text = json.dumps(config, allow_nan=False)
-                except (TypeError, ValueError) as e:
-                    raise ValueError(f"config: not JSON-serialisable: {e}") \
-                        from None
-            elif isinstance(config, str):
-                text = config
-            else:
-                raise ValueError("config: expected a dict, a JSON string or "
-                                 f"a file path, got {type(config).__name__}")
-            code = lib.zs_config_parse(enc(text), int(world_size),
-                                       ctypes.byref(self._c), warn, cap,
-                                       ctypes.byref(length))
+            raise ValueError("config: expected a dict, a JSON string or "
+                             f"a file path, got {type(config).__name__}")
+        args = []
+        for name, value in inputs.items():
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(
+                    value, (int, float, str)) or " " in str(value):
+                raise ValueError(f"config input {name}: expected a number "
+                                 f"or a word, got {value!r}")
+            args.append(f"--{name}={value!r}" if isinstance(value, float)
+                        else f"--{name}={value}")
+        cap = 1 << 16
+        while True:
+            report = ctypes.create_string_buffer(cap)
+            length = _lib.size_t()
+            code = lib.zs_config_resolve(json_text, path, int(world_size),
+                                         enc(" ".join(args)),
+                                         ctypes.byref(self._c), report, cap,
+                                         ctypes.byref(length))
+            if length.value < cap:
+                break
+            cap = length.value + 1  # the report was cut: again, whole
         check(code)
-        text = warn.value.decode("utf-8", "replace")
-        self.warnings = [line for line in text.split("\n") if line]
+        out = json.loads(report.value.decode("utf-8", "replace"))
+        self.warnings = list(out.get("warnings", []))
+        self.resolved = list(out.get("resolved", []))
+        self.table = out.get("table", "")
+        self.server_flags = list(out.get("server_flags", []))
         self._lib = lib
 
     def __getattr__(self, name):

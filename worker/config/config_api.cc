@@ -16,6 +16,10 @@
 #include "absl/strings/str_split.h"
 #include "client/capi/handles.h"
 #include "common/status_macros.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "worker/config/auto_inputs.h"
+#include "worker/config/resolved_table.h"
 #include "worker/engine/loss_scaler.h"
 #include "worker/engine/lr_schedule.h"
 #include "worker/engine/precision.h"
@@ -303,6 +307,34 @@ absl::Status ParseInto(int world_size, zs_train_config* out, char* warnings,
   return absl::OkStatus();
 }
 
+// zs_config_resolve's report: a JSON object (see client/zeroshard.h).
+std::string ResolveReport(const std::vector<std::string>& warnings,
+                          const EngineConfig* c) {
+  google::protobuf::Struct report;
+  auto& fields = *report.mutable_fields();
+  auto* list = fields["warnings"].mutable_list_value();
+  for (const std::string& w : warnings) list->add_values()->set_string_value(w);
+  if (c != nullptr) {
+    auto* rows = fields["resolved"].mutable_list_value();
+    for (const ResolvedKey& r : c->resolved) {
+      auto& row = *rows->add_values()->mutable_struct_value()->mutable_fields();
+      row["key"].set_string_value(r.key);
+      row["value"].set_string_value(r.value);
+      row["source"].set_string_value(r.source);
+    }
+    fields["table"].set_string_value(RenderResolvedTable(c->resolved, false));
+    auto* flags = fields["server_flags"].mutable_list_value();
+    for (const std::string& f : NvmeServerFlags(*c)) {
+      flags->add_values()->set_string_value(f);
+    }
+  }
+  std::string out;
+  if (!google::protobuf::util::MessageToJsonString(report, &out).ok()) {
+    return "{}";
+  }
+  return out;
+}
+
 // The scaler options of `config` the engine would use (fp16's, else a
 // static scale 1).
 absl::StatusOr<LossScalerOptions> ScalerOptionsOf(
@@ -440,6 +472,47 @@ int zs_config_parse_file(const char* path, int world_size, zs_train_config* out,
                                return config::ParseDeepSpeedConfigFile(
                                    path, world_size, w);
                              });
+  });
+}
+
+int zs_config_resolve(const char* json, const char* path, int world_size,
+                      const char* inputs, zs_train_config* out, char* report,
+                      size_t report_size, size_t* report_length) {
+  return Run("zs_config_resolve", [&](Blame*) -> absl::Status {
+    if ((json == nullptr) == (path == nullptr)) {
+      return absl::InvalidArgumentError(
+          "give exactly one of json and path (the other NULL)");
+    }
+    ZS_RETURN_IF_ERROR(NotNull(out, "out"));
+    if (report == nullptr && report_size > 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("report is NULL with report_size ", report_size));
+    }
+    if (world_size < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("world_size must be >= 1, got ", world_size));
+    }
+    std::vector<std::string> warnings;
+    absl::StatusOr<config::EngineConfig> c = absl::UnknownError("unset");
+    absl::StatusOr<config::AutoInputs> in =
+        config::ParseAutoInputs(inputs == nullptr ? "" : inputs);
+    if (!in.ok()) {
+      c = in.status();
+    } else if (json != nullptr) {
+      c = config::ParseDeepSpeedConfig(json, world_size, *in, &warnings);
+    } else {
+      c = config::ParseDeepSpeedConfigFile(path, world_size, *in, &warnings);
+    }
+    absl::StatusOr<zs_train_config> t =
+        c.ok() ? config::ToTrainConfig(*c) : c.status();
+    const std::string text =
+        config::ResolveReport(warnings, t.ok() ? &*c : nullptr);
+    const size_t length =
+        zeroshard::capi::CopyString(text, report, report_size);
+    if (report_length != nullptr) *report_length = length;
+    if (!t.ok()) return t.status();
+    *out = *t;
+    return absl::OkStatus();
   });
 }
 

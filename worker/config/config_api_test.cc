@@ -34,9 +34,10 @@ std::string TestData(const std::string& name) {
   return "worker/config/testdata/" + name;
 }
 
+// hf_auto.json needs inputs for its "auto" values: ResolveFillsAutos.
 const char* const kFiles[] = {"ds_config_zero2_fp16.json",
-                              "ds_config_zero3.json", "hf_auto.json",
-                              "invalid_syntax.json", "minimal.json"};
+                              "ds_config_zero3.json", "invalid_syntax.json",
+                              "minimal.json"};
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
@@ -560,6 +561,58 @@ TEST(ConfigApiTest, BadArgumentsChangeNothing) {
   }
   EXPECT_EQ(zs_config_lr(&good, 3, &lr), ZS_OK);
   EXPECT_STREQ(LastError(), "");
+}
+
+// zs_config_resolve: the parser with inputs for "auto", a JSON report.
+TEST(ConfigApiTest, ResolveFillsAutos) {
+  const std::string path = TestData("hf_auto.json");
+  zs_train_config c = Garbage();
+  char report[1 << 14];
+  size_t length = 0;
+  ASSERT_EQ(zs_config_resolve(nullptr, path.c_str(), 2,
+                              "--learning_rate=2e-4 --precision=bf16 "
+                              "--hidden_size=16",
+                              &c, report, sizeof(report), &length),
+            ZS_OK)
+      << LastError();
+  EXPECT_EQ(c.lr, 2e-4);
+  EXPECT_EQ(c.precision, ZS_PRECISION_BF16);
+  EXPECT_EQ(c.reduce_bucket_size, 256);
+  EXPECT_EQ(length, std::strlen(report));
+  const std::string r = report;
+  // (The JSON object's keys come in no fixed order.)
+  EXPECT_THAT(r, HasSubstr(R"("key":"optimizer.params.lr")"));
+  EXPECT_THAT(r, HasSubstr(R"("value":"0.0002")"));
+  EXPECT_THAT(r, HasSubstr(R"("source":"auto←--learning_rate")"));
+  EXPECT_THAT(r, HasSubstr(R"("warnings":[])"));
+  EXPECT_THAT(r, HasSubstr(R"("server_flags":[])"));
+  EXPECT_THAT(r, HasSubstr(R"("table":")"));
+  // The same text: same answer.
+  zs_train_config d = Garbage();
+  const std::string json = ReadFile(path);
+  ASSERT_EQ(zs_config_resolve(json.c_str(), nullptr, 2,
+                              "--learning_rate=2e-4 --precision=bf16 "
+                              "--hidden_size=16",
+                              &d, nullptr, 0, nullptr),
+            ZS_OK);
+  EXPECT_EQ(std::memcmp(&c, &d, sizeof(c)), 0);
+  // Nothing fills lr: the key and the input named, *out untouched.
+  zs_train_config e = Garbage();
+  EXPECT_EQ(zs_config_resolve(nullptr, path.c_str(), 2, "--precision=fp16", &e,
+                              report, sizeof(report), nullptr),
+            ZS_INVALID_ARGUMENT);
+  EXPECT_THAT(LastError(), HasSubstr("optimizer.params.lr"));
+  EXPECT_THAT(LastError(), HasSubstr("--learning_rate"));
+  const zs_train_config garbage = Garbage();
+  EXPECT_EQ(std::memcmp(&e, &garbage, sizeof(e)), 0);
+  // Bad uses.
+  EXPECT_EQ(zs_config_resolve(json.c_str(), path.c_str(), 2, "", &e, nullptr, 0,
+                              nullptr),
+            ZS_INVALID_ARGUMENT);
+  EXPECT_EQ(zs_config_resolve(nullptr, path.c_str(), 2, "--lerning_rate=1", &e,
+                              nullptr, 0, nullptr),
+            ZS_INVALID_ARGUMENT);
+  EXPECT_THAT(LastError(), HasSubstr("did you mean --learning_rate"));
 }
 
 }  // namespace

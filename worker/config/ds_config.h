@@ -44,9 +44,19 @@
 //   stage3_max_reuse_distance 1e9, stage3_param_persistence_threshold 1e5,
 //   sub_group_size 1e9 (elements; non-negative integers).
 //   offload_param.device: "none" or "server" ("cpu" is read as "server",
-//   with a warning; "nvme" is an error); "server" requires stage 3.
-//   offload_optimizer is ignored with a warning: optimizer state always
-//   lives on the shard servers.
+//   with a warning; "nvme" means "server" with the servers' NVMe tier);
+//   "server" requires stage 3. offload_optimizer.device "cpu" or "none" is
+//   ignored with a warning (optimizer state always lives on the shard
+//   servers); "nvme" puts that state on the servers' NVMe tier.
+// - NVMe ("device": "nvme" in either offload section, with its nvme_path,
+//   and the top-level "aio" section: block_size, queue_depth, thread_count
+//   or intra_op_parallelism; single_submit and overlap_events are not used)
+//   becomes NvmeConfig: the zeroshard-server flags --storage=nvme
+//   --nvme_path --aio_block_size --aio_queue_depth
+//   --aio_intra_op_parallelism (NvmeServerFlags). zeroshard train passes
+//   them to the servers it starts; otherwise the parser's warning names
+//   them (NvmeAdvice). nvme_path is required; two different paths are an
+//   error.
 // - zeroshard (this project's section):
 //     servers: an array of distinct "host:port" strings (an existing fleet),
 //              or a positive count K (the launcher starts K servers on this
@@ -67,10 +77,18 @@
 //   non-integral, negative (where sizes are meant) or wrongly typed value is
 //   an error naming its full path: "zero_optimization.reduce_bucket_size:
 //   must be a non-negative integer, got -1".
-// - "auto" (as written by Hugging Face integrations) and null mean "not
-//   given": the default, or derived for batch sizes. Their paths are listed
-//   in EngineConfig::auto_keys.
-// - Unknown keys at any level: a warning "unknown key <path> ignored".
+// - null means "not given". "auto" (as written by Hugging Face's Trainer)
+//   is filled from AutoInputs (auto_inputs.h: the command line and the
+//   model); an "auto" nothing fills is an error naming the key and the
+//   flag that would. Their paths are listed in EngineConfig::auto_keys;
+//   every key's value and source in EngineConfig::resolved.
+// - With AutoInputs::steps known, a WarmupDecayLR/WarmupCosineLR
+//   total_num_steps written in the file that differs from it draws a
+//   warning.
+// - JSON is read as Python's json.load reads it (json_parse.h).
+// - Unknown keys at any level: a warning "unknown key <path> ignored";
+//   a near miss of a known key is an error "unknown key zero_optimisation
+//   (did you mean zero_optimization?)".
 //   DeepSpeed keys that zeroshard has no use for (steps_per_print,
 //   round_robin_gradients, ...): a warning "<path>: not used by zeroshard
 //   (<why>); ignored". Duplicate keys are an error.
@@ -89,6 +107,8 @@
 #include "absl/strings/string_view.h"
 #include "common/env/env.h"
 #include "worker/config/monitor_config.h"
+#include "worker/config/auto_inputs.h"
+#include "worker/config/resolved_table.h"
 #include "worker/engine/loss_scaler.h"
 #include "worker/engine/lr_schedule.h"
 #include "worker/engine/precision.h"
@@ -122,6 +142,15 @@ struct AdamWConfig {
 
 enum class OffloadDevice { kNone, kServer };
 
+// The servers' NVMe tier, asked for by an offload section's "nvme".
+struct NvmeConfig {
+  bool enabled = false;
+  std::string nvme_path;
+  std::string requested_by;  // "zero_optimization.offload_optimizer.device"
+  // From the aio section; -1: not given (the server's default).
+  int64_t block_size = -1, queue_depth = -1, intra_op_parallelism = -1;
+};
+
 struct ZeroConfig {
   int stage = 0;
   bool overlap_comm = false;
@@ -135,6 +164,7 @@ struct ZeroConfig {
   int64_t stage3_param_persistence_threshold = 100000;
   int64_t sub_group_size = 1000000000;
   OffloadDevice offload_param = OffloadDevice::kNone;
+  NvmeConfig nvme;
 };
 
 struct ZeroShardConfig {
@@ -156,13 +186,19 @@ struct EngineConfig {
   ZeroShardConfig zeroshard;
   std::vector<std::string> auto_keys;  // paths given as "auto"
   MonitorConfig monitor;               // tensorboard, csv_monitor, wandb, comet
+  std::vector<ResolvedKey> resolved;   // every key read: value and source
 };
 
-// Parses a DeepSpeed JSON config for `world_size` data-parallel workers.
+// Parses a DeepSpeed JSON config for `world_size` data-parallel workers,
+// filling "auto" values from `inputs`.
 // Appends warnings (unknown or unused keys, DeepSpeed's own warnings) to
 // `warnings` when it is not null. Invalid JSON is an error with the line
 // and column: "invalid JSON at line 3, column 5: Expected , or } after
 // key:value pair.".
+absl::StatusOr<EngineConfig> ParseDeepSpeedConfig(
+    absl::string_view json, int world_size, const AutoInputs& inputs,
+    std::vector<std::string>* warnings);
+// The same with no inputs (an "auto" that needs one is an error).
 absl::StatusOr<EngineConfig> ParseDeepSpeedConfig(
     absl::string_view json, int world_size, std::vector<std::string>* warnings);
 
@@ -170,8 +206,23 @@ absl::StatusOr<EngineConfig> ParseDeepSpeedConfig(
 // with "<path>: "; a file that cannot be read is the Env's error, naming it
 // too ("open <path>: No such file or directory": NOT_FOUND).
 absl::StatusOr<EngineConfig> ParseDeepSpeedConfigFile(
+    const std::string& path, int world_size, const AutoInputs& inputs,
+    std::vector<std::string>* warnings, Env* env = DefaultEnv());
+absl::StatusOr<EngineConfig> ParseDeepSpeedConfigFile(
     const std::string& path, int world_size, std::vector<std::string>* warnings,
     Env* env = DefaultEnv());
+
+// The zeroshard-server flags that give the config's NVMe offload
+// ({"--storage=nvme", "--nvme_path=/local_nvme", "--aio_block_size=1048576",
+// ...}); empty without one.
+std::vector<std::string> NvmeServerFlags(const EngineConfig& config);
+
+// The sentence that tells a user who starts the servers which flags give
+// the config's NVMe offload ("" without one): "<key> \"nvme\": the shard
+// servers keep the optimizer state on NVMe when each runs with
+// --storage=nvme --nvme_path=... (zeroshard train passes these to the
+// servers it starts)". The parser adds it to the warnings.
+std::string NvmeAdvice(const EngineConfig& config);
 
 // One line for logs: "stage 3 (offload_param=server), bf16, batch 32 = 4 x 2
 // x 4 workers, AdamW lr 0.0003 wd 0.1, WarmupCosineLR, clip 1, 2 servers".

@@ -43,7 +43,6 @@ constexpr Unused kUnusedTopLevel[] = {
 };
 
 constexpr Unused kUnusedZero[] = {
-    {"offload_optimizer", "optimizer state always lives on the shard servers"},
     {"allgather_partitions", "a DeepSpeed implementation detail"},
     {"load_from_fp32_weights", "the servers keep fp32 master weights"},
     {"elastic_checkpoint", "the servers own the optimizer state"},
@@ -72,7 +71,18 @@ constexpr Unused kUnusedOffloadParam[] = {
     {"buffer_count", "a DeepSpeed implementation detail"},
     {"buffer_size", "a DeepSpeed implementation detail"},
     {"max_in_cpu", "a DeepSpeed implementation detail"},
-    {"nvme_path", "parameters are offloaded to servers, not NVMe"},
+};
+
+constexpr Unused kUnusedOffloadNvme[] = {
+    {"pin_memory", "a DeepSpeed implementation detail"},
+    {"buffer_count", "a DeepSpeed implementation detail"},
+    {"buffer_size", "a DeepSpeed implementation detail"},
+    {"max_in_cpu", "a DeepSpeed implementation detail"},
+    {"fast_init", "a DeepSpeed implementation detail"},
+    {"ratio", "the servers hold all of the optimizer state"},
+    {"pipeline", "the servers pipeline their NVMe I/O always"},
+    {"pipeline_read", "the servers pipeline their NVMe I/O always"},
+    {"pipeline_write", "the servers pipeline their NVMe I/O always"},
 };
 
 template <size_t N>
@@ -93,10 +103,19 @@ absl::StatusOr<engine::WarmupType> ParseWarmupType(ObjectReader& params) {
 // DeepSpeed's warning when it is shorter than the warmup.
 absl::Status ParseTotalSteps(ObjectReader& params, const std::string& type,
                              engine::LrSchedule* s, ReadLog* log) {
+  std::string source;
   ZS_ASSIGN_OR_RETURN(s->total_num_steps,
-                      params.IntOrUnset("total_num_steps", 1));
+                      params.IntOrUnset("total_num_steps", 1, &source));
   if (s->total_num_steps < 0) {
     return params.Error("total_num_steps", absl::StrCat("required by ", type));
+  }
+  params.Note("total_num_steps", absl::StrCat(s->total_num_steps), source);
+  if (source == "file" && log->steps > 0 && s->total_num_steps != log->steps) {
+    log->warnings.push_back(
+        absl::StrCat(params.PathOf("total_num_steps"), " (", s->total_num_steps,
+                     ") differs from --steps (", log->steps, "): the ", type,
+                     " schedule assumes ", s->total_num_steps,
+                     " steps; write \"auto\" to follow --steps"));
   }
   if (s->total_num_steps < engine::EffectiveWarmupSteps(*s)) {
     log->warnings.push_back(
@@ -128,10 +147,67 @@ absl::Status ParseFp16(ObjectReader& fp16, engine::LossScalerOptions* out) {
   return absl::OkStatus();
 }
 
+// An "nvme" offload section: the servers' NVMe tier at its nvme_path.
+absl::Status UseNvme(ObjectReader& offload, ZeroConfig* out) {
+  ZS_ASSIGN_OR_RETURN(std::string path, offload.String("nvme_path", ""));
+  if (path.empty()) {
+    return offload.Error("nvme_path", "required with \"device\": \"nvme\"");
+  }
+  NvmeConfig& nvme = out->nvme;
+  if (nvme.enabled && nvme.nvme_path != path) {
+    return offload.Error(
+        "nvme_path",
+        absl::StrCat("\"", path, "\" differs from \"", nvme.nvme_path, "\" of ",
+                     nvme.requested_by, " (the servers have one NVMe path)"));
+  }
+  if (!nvme.enabled) nvme.requested_by = offload.PathOf("device");
+  nvme.enabled = true;
+  nvme.nvme_path = path;
+  if (out->stage == 0) {
+    return offload.Error("device",
+                         "\"nvme\" needs zero_optimization.stage 1-3 (stage "
+                         "0 has no shard servers)");
+  }
+  IgnoreAll(offload, kUnusedOffloadNvme);
+  return absl::OkStatus();
+}
+
+// offload_optimizer: "nvme" is the servers' NVMe tier; "cpu" and "none"
+// are what zeroshard always does (the state lives on the servers).
+absl::Status ParseOffloadOptimizer(ObjectReader& zero, ZeroConfig* out,
+                                   ReadLog* log) {
+  ZS_ASSIGN_OR_RETURN(ObjectReader offload, zero.Object("offload_optimizer"));
+  if (!offload.present()) return absl::OkStatus();
+  const google::protobuf::Value* device = offload.Raw("device");
+  if (device == nullptr ||
+      device->kind_case() != google::protobuf::Value::kStringValue ||
+      device->string_value() != "nvme") {
+    if (device != nullptr &&
+        device->kind_case() == google::protobuf::Value::kStringValue &&
+        device->string_value() != "cpu" && device->string_value() != "none") {
+      return offload.Error(
+          "device", absl::StrCat("must be \"none\", \"cpu\" or \"nvme\", "
+                                 "got \"",
+                                 device->string_value(), "\""));
+    }
+    log->warnings.push_back(
+        absl::StrCat(zero.PathOf("offload_optimizer"),
+                     ": not used by zeroshard (optimizer state always lives "
+                     "on the shard servers); ignored"));
+    return absl::OkStatus();
+  }
+  offload.Note("device", "\"nvme\"", "file");
+  ZS_RETURN_IF_ERROR(UseNvme(offload, out));
+  offload.WarnUnknown();
+  return absl::OkStatus();
+}
+
 absl::Status ParseOffloadParam(ObjectReader& zero, ZeroConfig* out,
                                ReadLog* log) {
   ZS_ASSIGN_OR_RETURN(ObjectReader offload, zero.Object("offload_param"));
   ZS_ASSIGN_OR_RETURN(std::string device, offload.String("device", "none"));
+  const bool nvme = device == "nvme";
+  if (nvme) device = "server";
   if (device == "cpu") {
     log->warnings.push_back(absl::StrCat(offload.PathOf("device"),
                                          ": \"cpu\" is read as \"server\""));
@@ -140,8 +216,9 @@ absl::Status ParseOffloadParam(ObjectReader& zero, ZeroConfig* out,
   if (device == "server") {
     out->offload_param = OffloadDevice::kServer;
   } else if (device != "none") {
-    return offload.Error("device", absl::StrCat("must be \"none\" or "
-                                                "\"server\", got \"",
+    return offload.Error("device", absl::StrCat("must be \"none\", "
+                                                "\"server\", \"cpu\" or "
+                                                "\"nvme\", got \"",
                                                 device, "\""));
   }
   if (out->offload_param == OffloadDevice::kServer && out->stage != 3) {
@@ -149,6 +226,11 @@ absl::Status ParseOffloadParam(ObjectReader& zero, ZeroConfig* out,
                                                 "zero_optimization.stage 3, "
                                                 "got stage ",
                                                 out->stage));
+  }
+  if (nvme) {
+    ZS_RETURN_IF_ERROR(UseNvme(offload, out));
+  } else {
+    offload.Ignore("nvme_path", "used only with \"device\": \"nvme\"");
   }
   IgnoreAll(offload, kUnusedOffloadParam);
   offload.WarnUnknown();
@@ -358,9 +440,44 @@ absl::Status ParseZero(ObjectReader& root, ZeroConfig* out, ReadLog* log) {
   for (const SizeKey& s : sizes) {
     ZS_ASSIGN_OR_RETURN(*s.field, zero.Int(s.key, *s.field, 0));
   }
+  ZS_RETURN_IF_ERROR(ParseOffloadOptimizer(zero, out, log));
   ZS_RETURN_IF_ERROR(ParseOffloadParam(zero, out, log));
   IgnoreAll(zero, kUnusedZero);
   zero.WarnUnknown();
+  return absl::OkStatus();
+}
+
+absl::Status ParseAio(ObjectReader& root, NvmeConfig* nvme, ReadLog* log) {
+  ZS_ASSIGN_OR_RETURN(ObjectReader aio, root.Object("aio"));
+  if (!aio.present()) return absl::OkStatus();
+  if (!nvme->enabled) {
+    log->warnings.push_back(
+        "aio: used only with an offload to \"nvme\"; ignored");
+    return absl::OkStatus();
+  }
+  struct Key {
+    const char* key;
+    int64_t* field;
+  };
+  int64_t threads = -1, intra = -1;
+  for (const Key& k :
+       {Key{"block_size", &nvme->block_size},
+        Key{"queue_depth", &nvme->queue_depth}, Key{"thread_count", &threads},
+        Key{"intra_op_parallelism", &intra}}) {
+    std::string source;
+    ZS_ASSIGN_OR_RETURN(*k.field, aio.IntOrUnset(k.key, 1, &source));
+    if (*k.field >= 0) aio.Note(k.key, absl::StrCat(*k.field), source);
+  }
+  if (threads >= 0 && intra >= 0 && threads != intra) {
+    return aio.Error("intra_op_parallelism",
+                     absl::StrCat(intra, " differs from aio.thread_count ",
+                                  threads, " (both are the I/O threads)"));
+  }
+  nvme->intra_op_parallelism = intra >= 0 ? intra : threads;
+  aio.Ignore("single_submit", "the servers submit I/O in batches");
+  aio.Ignore("overlap_events", "the servers overlap I/O always");
+  aio.Ignore("use_gds", "no GPUDirect Storage");
+  aio.WarnUnknown();
   return absl::OkStatus();
 }
 

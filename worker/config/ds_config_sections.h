@@ -21,6 +21,8 @@ absl::Status ParseScheduler(ObjectReader& root, double optimizer_lr,
 absl::Status ParsePrecision(ObjectReader& root, EngineConfig* out);
 // "zero_optimization".
 absl::Status ParseZero(ObjectReader& root, ZeroConfig* out, ReadLog* log);
+// "aio": the NVMe tier's I/O settings (with an "nvme" offload).
+absl::Status ParseAio(ObjectReader& root, NvmeConfig* nvme, ReadLog* log);
 // "zeroshard".
 absl::Status ParseZeroShard(ObjectReader& root, ZeroShardConfig* out);
 // Warns about the top-level DeepSpeed keys zeroshard has no use for.

@@ -253,8 +253,12 @@ TEST(DsConfigTest, ErrorsNameTheirKey) {
        "zero_optimization.stage 3, got stage 2"},
       {R"("zero_optimization": {"stage": 3,
           "offload_param": {"device": "nvme"}})",
-       "zero_optimization.offload_param.device: must be \"none\" or "
-       "\"server\", got \"nvme\""},
+       "zero_optimization.offload_param.nvme_path: required with "
+       "\"device\": \"nvme\""},
+      {R"("zero_optimization": {"stage": 3,
+          "offload_param": {"device": "disk"}})",
+       "zero_optimization.offload_param.device: must be \"none\", "
+       "\"server\", \"cpu\" or \"nvme\", got \"disk\""},
       {R"("fp16": {"enabled": true}, "bf16": {"enabled": true})",
        "bf16.enabled: fp16 and bf16 cannot both be enabled"},
       {R"("fp16": {"enabled": true, "hysteresis": 0})",
@@ -332,8 +336,8 @@ TEST(DsConfigTest, FileErrorsNameTheFile) {
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().message(),
             TestData("invalid_syntax.json") +
-                ": invalid JSON at line 5, column 5: Expected , or } after "
-                "key:value pair.");
+                ": invalid JSON at line 5, column 5: Expecting ',' "
+                "delimiter");
   c = ParseDeepSpeedConfigFile(TestData("missing.json"), 1, nullptr);
   EXPECT_EQ(c.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(c.status().message(), HasSubstr("missing.json"));
@@ -346,14 +350,13 @@ TEST(DsConfigTest, InvalidJsonHasPosition) {
   };
   const Case cases[] = {
       {R"({"train_batch_size": tru})",
-       "invalid JSON at line 1, column 22: Unexpected token."},
+       "invalid JSON at line 1, column 22: Expecting value"},
       {"{\n  \"a\": 1,\n  \"b\" 2\n}",
-       "invalid JSON at line 3, column 7: Expected : between key:value "
-       "pair."},
-      {"", "invalid JSON at line 1, column 1: Unexpected end of string."},
+       "invalid JSON at line 3, column 7: Expecting ':' delimiter"},
+      {"", "invalid JSON at line 1, column 1: Expecting value"},
       {"[1, 2]", "the config must be a JSON object"},
       {R"({"train_batch_size": 8, "train_batch_size": 8})",
-       "invalid JSON: duplicate key"},
+       "invalid JSON at line 1, column 25: duplicate key \"train_batch_size\""},
   };
   for (const Case& c : cases) {
     auto config = ParseDeepSpeedConfig(c.json, 1, nullptr);
@@ -410,17 +413,26 @@ TEST(DsConfigTest, DeepSpeedWarningsAndAliases) {
                   "zeroshard (a DeepSpeed implementation detail); ignored"));
 }
 
-TEST(DsConfigTest, AutoMeansDefault) {
+TEST(DsConfigTest, AutoIsFilledOrNamed) {
   std::vector<std::string> warnings;
   auto c = ParseDeepSpeedConfigFile(TestData("hf_auto.json"), 2, &warnings);
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(),
+              HasSubstr("optimizer.params.lr: \"auto\" with nothing to fill "
+                        "it: give --learning_rate"));
+  AutoInputs in;
+  in.learning_rate = 2e-4;
+  in.precision = "bf16";
+  in.hidden_size = 16;
+  c = ParseDeepSpeedConfigFile(TestData("hf_auto.json"), 2, in, &warnings);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_THAT(warnings, IsEmpty());
   EXPECT_EQ(c->batch.train_batch_size, 16);  // derived: 4 * 2 * 2
-  EXPECT_EQ(c->gradient_clipping, 0.0);
-  EXPECT_EQ(c->optimizer.lr, 1e-3);
+  EXPECT_EQ(c->gradient_clipping, 1.0);      // Hugging Face's max_grad_norm
+  EXPECT_EQ(c->optimizer.lr, 2e-4);
   EXPECT_EQ(c->optimizer.beta2, 0.999);
-  EXPECT_EQ(c->precision, engine::Precision::kFp32);
-  EXPECT_EQ(c->zero.reduce_bucket_size, 500000000);
+  EXPECT_EQ(c->precision, engine::Precision::kBf16);
+  EXPECT_EQ(c->zero.reduce_bucket_size, 256);  // 16^2
   EXPECT_THAT(
       c->auto_keys,
       UnorderedElementsAre(

@@ -1,10 +1,14 @@
 #include "worker/config/json_reader.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 
 namespace zeroshard::config::internal {
 namespace {
@@ -25,7 +29,40 @@ std::string IntegerWhat(int64_t min, int64_t max) {
   return absl::StrCat("an integer in [", min, ", ", max, "]");
 }
 
+// The keys "auto" may stand for, for the error about any other.
+std::string FillableKeys(const ReadLog& log) {
+  std::vector<std::string> keys;
+  for (const auto& [path, fill] : log.fills) keys.push_back(path);
+  return absl::StrJoin(keys, ", ");
+}
+
+std::string NumberText(double d) {
+  Value v;
+  v.set_number_value(d);
+  return DescribeValue(v);
+}
+
 }  // namespace
+
+int EditDistance(absl::string_view a_in, absl::string_view b_in) {
+  const std::string a = absl::AsciiStrToLower(a_in);
+  const std::string b = absl::AsciiStrToLower(b_in);
+  std::vector<std::vector<int>> d(a.size() + 1,
+                                  std::vector<int>(b.size() + 1, 0));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = static_cast<int>(i);
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = static_cast<int>(j);
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const int cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] =
+          std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);  // transposition
+      }
+    }
+  }
+  return d[a.size()][b.size()];
+}
 
 std::string DescribeValue(const Value& value) {
   switch (value.kind_case()) {
@@ -82,13 +119,33 @@ const Value* ObjectReader::Raw(absl::string_view key) {
   return &it->second;
 }
 
-const Value* ObjectReader::Get(absl::string_view key) {
+absl::StatusOr<ObjectReader::Got> ObjectReader::Get(absl::string_view key) {
   const Value* v = Raw(key);
-  if (v != nullptr && IsAuto(*v)) {
-    log_->auto_keys.push_back(PathOf(key));
-    return nullptr;
+  if (v == nullptr) return Got{nullptr, "default"};
+  if (!IsAuto(*v)) return Got{v, "file"};
+  const std::string path = PathOf(key);
+  log_->auto_keys.push_back(path);
+  auto it = log_->fills.find(path);
+  if (it == log_->fills.end()) {
+    return Error(key, absl::StrCat("is \"auto\", which zeroshard fills only "
+                                   "for ",
+                                   FillableKeys(*log_), "; write a value"));
   }
-  return v;
+  AutoFill& fill = it->second;
+  if (!fill.missing.empty()) {
+    return Error(
+        key, absl::StrCat("\"auto\" with nothing to fill it: ", fill.missing));
+  }
+  fill.used = true;
+  if (fill.derive) return Got{nullptr, ""};
+  return Got{&fill.value, "auto←" + fill.source};
+}
+
+void ObjectReader::Note(absl::string_view key, std::string value,
+                        std::string source) {
+  if (source.empty()) return;
+  log_->resolved.push_back(
+      ResolvedKey{PathOf(key), std::move(value), std::move(source)});
 }
 
 bool ObjectReader::Has(absl::string_view key) {
@@ -98,25 +155,44 @@ bool ObjectReader::Has(absl::string_view key) {
 
 absl::StatusOr<int64_t> ObjectReader::Int(absl::string_view key, int64_t def,
                                           int64_t min, int64_t max) {
-  const Value* v = Get(key);
-  if (v == nullptr) return def;
+  ZS_ASSIGN_OR_RETURN(Got got, Get(key));
+  const Value* v = got.value;
+  if (v == nullptr) {
+    Note(key, absl::StrCat(def), got.source);
+    return def;
+  }
   const double d = v->number_value();
   if (v->kind_case() != Value::kNumberValue || d != std::trunc(d) ||
       d < static_cast<double>(min) || d > static_cast<double>(max)) {
     return MustBe(key, IntegerWhat(min, max), *v);
   }
+  Note(key, DescribeValue(*v), got.source);
   return static_cast<int64_t>(d);
 }
 
 absl::StatusOr<int64_t> ObjectReader::IntOrUnset(absl::string_view key,
-                                                 int64_t min) {
-  return Int(key, -1, min);
+                                                 int64_t min,
+                                                 std::string* source) {
+  ZS_ASSIGN_OR_RETURN(Got got, Get(key));
+  if (source != nullptr) *source = got.value == nullptr ? "" : got.source;
+  const Value* v = got.value;
+  if (v == nullptr) return -1;
+  const double d = v->number_value();
+  if (v->kind_case() != Value::kNumberValue || d != std::trunc(d) ||
+      d < static_cast<double>(min) || d > static_cast<double>(kMaxExactInt)) {
+    return MustBe(key, IntegerWhat(min, kMaxExactInt), *v);
+  }
+  return static_cast<int64_t>(d);
 }
 
 absl::StatusOr<double> ObjectReader::Number(absl::string_view key, double def,
                                             Bound bound) {
-  const Value* v = Get(key);
-  if (v == nullptr) return def;
+  ZS_ASSIGN_OR_RETURN(Got got, Get(key));
+  const Value* v = got.value;
+  if (v == nullptr) {
+    Note(key, NumberText(def), got.source);
+    return def;
+  }
   const double d = v->number_value();
   const bool in_bound = bound == Bound::kAny ||
                         (bound == Bound::kNonNegative && d >= 0) ||
@@ -127,13 +203,20 @@ absl::StatusOr<double> ObjectReader::Number(absl::string_view key, double def,
                                                       : "a positive number";
     return MustBe(key, what, *v);
   }
+  Note(key, DescribeValue(*v), got.source);
   return d;
 }
 
 absl::StatusOr<std::vector<double>> ObjectReader::NumberArray(
     absl::string_view key, std::vector<double> def) {
-  const Value* v = Get(key);
-  if (v == nullptr) return def;
+  ZS_ASSIGN_OR_RETURN(Got got, Get(key));
+  const Value* v = got.value;
+  if (v == nullptr) {
+    std::vector<std::string> items;
+    for (double d : def) items.push_back(NumberText(d));
+    Note(key, absl::StrCat("[", absl::StrJoin(items, ", "), "]"), got.source);
+    return def;
+  }
   const std::string what = absl::StrCat("an array of ", def.size(), " numbers");
   if (v->kind_case() != Value::kListValue ||
       v->list_value().values_size() != static_cast<int>(def.size())) {
@@ -144,30 +227,42 @@ absl::StatusOr<std::vector<double>> ObjectReader::NumberArray(
     if (item.kind_case() != Value::kNumberValue) return MustBe(key, what, *v);
     out.push_back(item.number_value());
   }
+  Note(key, DescribeValue(*v), got.source);
   return out;
 }
 
 absl::StatusOr<bool> ObjectReader::Bool(absl::string_view key, bool def) {
-  const Value* v = Get(key);
-  if (v == nullptr) return def;
+  ZS_ASSIGN_OR_RETURN(Got got, Get(key));
+  const Value* v = got.value;
+  if (v == nullptr) {
+    Note(key, def ? "true" : "false", got.source);
+    return def;
+  }
   if (v->kind_case() != Value::kBoolValue) {
     return MustBe(key, "true or false", *v);
   }
+  Note(key, DescribeValue(*v), got.source);
   return v->bool_value();
 }
 
 absl::StatusOr<std::string> ObjectReader::String(absl::string_view key,
                                                  std::string def) {
-  const Value* v = Get(key);
-  if (v == nullptr) return def;
+  ZS_ASSIGN_OR_RETURN(Got got, Get(key));
+  const Value* v = got.value;
+  if (v == nullptr) {
+    Note(key, absl::StrCat("\"", def, "\""), got.source);
+    return def;
+  }
   if (v->kind_case() != Value::kStringValue) {
     return MustBe(key, "a string", *v);
   }
+  Note(key, DescribeValue(*v), got.source);
   return v->string_value();
 }
 
 absl::StatusOr<ObjectReader> ObjectReader::Object(absl::string_view key) {
-  const Value* v = Get(key);
+  ZS_ASSIGN_OR_RETURN(Got got, Get(key));
+  const Value* v = got.value;
   if (v == nullptr) return ObjectReader(nullptr, PathOf(key), log_);
   if (v->kind_case() != Value::kStructValue) {
     return MustBe(key, "an object", *v);
@@ -188,6 +283,23 @@ void ObjectReader::WarnUnknown() {
     if (known_.count(key) == 0) unknown.insert(key);
   }
   for (const std::string& key : unknown) {
+    // The nearest known key, if near enough to be a typo of it.
+    const int limit = key.size() >= 8 ? 2 : key.size() >= 4 ? 1 : 0;
+    std::string nearest;
+    int best = limit + 1;
+    for (const std::string& k : known_) {
+      const int d = EditDistance(key, k);
+      if (d < best || (d == 0 && k != key)) {
+        best = d;
+        nearest = k;
+      }
+    }
+    if (!nearest.empty() && best <= limit) {
+      log_->errors.push_back(absl::StrCat("unknown key ", PathOf(key),
+                                          " (did you mean ", PathOf(nearest),
+                                          "?)"));
+      continue;
+    }
     log_->warnings.push_back(
         absl::StrCat("unknown key ", PathOf(key), " ignored"));
   }

@@ -71,7 +71,8 @@ bool operator==(const TrainFlags& a, const TrainFlags& b) {
          a.job_id == b.job_id && a.val_data == b.val_data &&
          a.eval_every == b.eval_every && s.tls_ca == t.tls_ca &&
          s.tls_cert == t.tls_cert && s.tls_key == t.tls_key &&
-         s.token_file == t.token_file && s.insecure == t.insecure;
+         s.token_file == t.token_file && s.insecure == t.insecure &&
+         a.autos == b.autos;
 }
 
 void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
@@ -116,6 +117,7 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
                "eval loss every N steps and at the last (0: about 20 evals "
                "per run; -1: only at the end)");
   AddClientSecurityFlags(flags, &f->security);
+  config::AddAutoFlags(flags, &f->autos);
 }
 
 absl::Status ValidateTrainFlags(const TrainFlags& f) {
@@ -148,6 +150,20 @@ absl::StatusOr<gpt2::Config> ModelFromFlags(const TrainFlags& f) {
                                 info.config.max_seq_len));
   }
   return info.config;
+}
+
+absl::StatusOr<config::EngineConfig> ParseConfigForFlags(
+    const TrainFlags& f, int world_size, std::vector<std::string>* warnings) {
+  config::AutoInputs in = f.autos;
+  in.steps = f.steps;
+  // The hidden size, when the model is readable (else its own error
+  // comes later, from TrainSpecFromFlags).
+  absl::StatusOr<gpt2::Config> model = ModelFromFlags(f);
+  if (model.ok()) {
+    in.hidden_size = model->channels;
+    in.hidden_size_from = f.model_file.empty() ? "--channels" : "--model_file";
+  }
+  return config::ParseDeepSpeedConfigFile(f.config, world_size, in, warnings);
 }
 
 absl::StatusOr<TrainSpec> TrainSpecFromFlags(
@@ -213,6 +229,9 @@ std::vector<std::string> TrainFlagsArgv(const TrainFlags& f) {
   text("val_data", f.val_data, d.val_data);
   number("eval_every", f.eval_every, d.eval_every);
   for (std::string& a : ClientSecurityArgs(f.security)) {
+    argv.push_back(std::move(a));
+  }
+  for (std::string& a : config::AutoFlagsArgv(f.autos)) {
     argv.push_back(std::move(a));
   }
   return argv;

@@ -33,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "client/security.h"
 #include "common/flags.h"
+#include "worker/config/auto_inputs.h"
 #include "worker/config/ds_config.h"
 #include "worker/gpt2/config.h"
 #include "worker/train/trainer.h"
@@ -56,6 +57,10 @@ struct TrainFlags {
   std::string val_data;
   int64_t eval_every = 0;
   ClientSecurityFlags security;  // client/security.h
+  // What fills the config's "auto" values (worker/config/auto_inputs.h:
+  // --learning_rate, --precision, ...; steps and hidden_size are not
+  // flags: ParseConfigForFlags takes them from --steps and the model).
+  config::AutoInputs autos;
 };
 
 bool operator==(const TrainFlags& a, const TrainFlags& b);
@@ -82,6 +87,12 @@ absl::StatusOr<gpt2::Config> ModelFromFlags(const TrainFlags& f);
 absl::StatusOr<TrainSpec> TrainSpecFromFlags(
     const TrainFlags& f, const config::EngineConfig& config,
     std::vector<std::string>* warnings);
+
+// The DeepSpeed config of `f` (--config) for `world_size` workers, its
+// "auto" values filled from f.autos, --steps and the model's hidden size
+// (ModelFromFlags). Errors and warnings begin with "<config path>: ".
+absl::StatusOr<config::EngineConfig> ParseConfigForFlags(
+    const TrainFlags& f, int world_size, std::vector<std::string>* warnings);
 
 // "--name=value" for every field that differs from TrainFlags{}'s (the
 // security flags as ClientSecurityArgs gives them): parsing these with

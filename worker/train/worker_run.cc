@@ -105,8 +105,7 @@ absl::Status RunWorker(const WorkerOptions& o, const WorkerHooks& hooks) {
   }
   std::vector<std::string> warnings;
   ZS_ASSIGN_OR_RETURN(config::EngineConfig config,
-                      config::ParseDeepSpeedConfigFile(
-                          o.train.config, cc.world_size, &warnings));
+                      ParseConfigForFlags(o.train, cc.world_size, &warnings));
   ZS_ASSIGN_OR_RETURN(TrainSpec spec,
                       TrainSpecFromFlags(o.train, config, &warnings));
   if (cc.rank == 0) {

@@ -1,0 +1,58 @@
+"""zeroshard.Config resolves a Hugging Face-style config's "auto" values
+through the library (zs_config_resolve): the same values, sources and
+errors as `zeroshard config check`, no parsing in Python."""
+import os
+import unittest
+
+import zeroshard
+
+HF_ZERO3 = os.path.join("worker", "config", "testdata", "hf_zero3.json")
+NVME = os.path.join("worker", "config", "testdata", "ds_nvme_aio.json")
+
+
+class ConfigAutoTest(unittest.TestCase):
+    def test_autos_come_from_the_inputs_and_the_model(self):
+        cfg = zeroshard.Config(HF_ZERO3, 2, learning_rate=3e-4,
+                               precision="bf16",
+                               per_device_train_batch_size=4, steps=500,
+                               hidden_size=64)
+        self.assertEqual(cfg.base_lr, 3e-4)
+        self.assertEqual(cfg.precision, "bf16")
+        self.assertEqual(cfg.train_batch_size, 8)
+        self.assertEqual(cfg.total_num_steps, 500)
+        self.assertEqual(cfg.reduce_bucket_size, 64 * 64)
+        self.assertEqual(cfg.stage3_param_persistence_threshold, 640)
+        rows = {r["key"]: r for r in cfg.resolved}
+        self.assertEqual(rows["optimizer.params.lr"]["source"],
+                         "auto←--learning_rate")
+        self.assertEqual(rows["zero_optimization.stage"]["source"], "file")
+        self.assertIn("model (hidden size 64 from --hidden_size)",
+                      rows["zero_optimization.reduce_bucket_size"]["source"])
+        self.assertIn("optimizer.params.lr", cfg.table)
+
+    def test_an_auto_nothing_fills_names_the_key(self):
+        with self.assertRaises(zeroshard.Error) as e:
+            zeroshard.Config(HF_ZERO3, 2, precision="bf16",
+                             per_device_train_batch_size=4, steps=500,
+                             hidden_size=64)
+        self.assertIn("optimizer.params.lr", str(e.exception))
+        self.assertIn("--learning_rate", str(e.exception))
+        with self.assertRaises(zeroshard.Error) as e:
+            zeroshard.Config(HF_ZERO3, 2, learning_rat=1e-3)
+        self.assertIn("did you mean --learning_rate", str(e.exception))
+
+    def test_nvme_offload_names_the_server_flags(self):
+        cfg = zeroshard.Config(NVME, 2)
+        self.assertEqual(cfg.server_flags[:2],
+                         ["--storage=nvme", "--nvme_path=/local_nvme"])
+        self.assertTrue(any("--storage=nvme" in w for w in cfg.warnings),
+                        cfg.warnings)
+
+    def test_plain_configs_still_parse(self):
+        cfg = zeroshard.Config({"train_batch_size": 4}, 2)
+        self.assertEqual(cfg.micro_batch_per_worker, 2)
+        self.assertEqual(cfg.warnings, [])
+
+
+if __name__ == "__main__":
+    unittest.main()

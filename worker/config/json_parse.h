@@ -1,0 +1,30 @@
+// A strict JSON parser for configs: exactly what Python's json.load reads
+// (RFC 8259 plus NaN, Infinity and -Infinity), so a config that zeroshard
+// accepts is one DeepSpeed's json.load accepts too. Trailing commas,
+// comments, single quotes, leading '+' or '.', hex numbers and control
+// characters inside strings are errors. One difference: a repeated key in
+// an object is an error (json.load keeps the last value silently).
+//
+// Errors are INVALID_ARGUMENT with the 1-based line and column and
+// json.load's wording: "invalid JSON at line 3, column 5: Expecting ','
+// delimiter". A document that is valid JSON but not an object is "the
+// config must be a JSON object". Pure functions; thread-safe.
+#ifndef ZEROSHARD_WORKER_CONFIG_JSON_PARSE_H_
+#define ZEROSHARD_WORKER_CONFIG_JSON_PARSE_H_
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "google/protobuf/struct.pb.h"
+
+namespace zeroshard::config::internal {
+
+// Nesting deeper than this is an error (json.load's recursion limit is
+// about 1000; no config nests beyond 5).
+inline constexpr int kMaxJsonDepth = 200;
+
+absl::StatusOr<google::protobuf::Struct> ParseJsonObject(
+    absl::string_view text);
+
+}  // namespace zeroshard::config::internal
+
+#endif  // ZEROSHARD_WORKER_CONFIG_JSON_PARSE_H_
