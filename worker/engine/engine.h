@@ -219,7 +219,8 @@ class ZeroEngine {
   // Fetches what this rank keeps from the servers, then (stages 0-2)
   // all-gathers it; with recovery on, a failure anywhere rolls back.
   absl::Status Refresh();
-  absl::Status FetchOwn();
+  absl::Status FetchOwn();  // FetchOwnParts, timed as the gather phase
+  absl::Status FetchOwnParts();
   // The workers' state now (step_, updates_, data position, seed, scaler).
   v1::TrainerState StateNow() const;
   void ResetStats();

@@ -63,6 +63,7 @@ void GradReducer::OnSegment(const GradReady& segment) {
 }
 
 absl::Status GradReducer::EndMicroBatch() {
+  const double waited = stats_->comm_wait_seconds;
   absl::Status first_error;
   for (size_t k = 0; k < buckets_.size(); ++k) {
     if (k >= next_) Issue(k);  // not overlapped (or not announced)
@@ -83,6 +84,7 @@ absl::Status GradReducer::EndMicroBatch() {
     }
   }
   next_ = buckets_.size();
+  stats_->phases.reduce_wait += stats_->comm_wait_seconds - waited;
   return first_error;
 }
 

@@ -84,12 +84,17 @@ void ParamWindow::Start(Unit& u) {
 absl::Status ParamWindow::Finish(Unit& u) {
   if (u.state == State::kLive) return absl::OkStatus();
   if (options_.offload) {
+    const double fetched = stats_->server_wait_seconds;
     ZS_RETURN_IF_ERROR(WaitFuture(u.fetch, &stats_->server_wait_seconds));
+    stats_->phases.gather += stats_->server_wait_seconds - fetched;
     u.gather = comm_->AllGather(params_.data() + u.range.begin, u.range.size(),
                                 collective::DType::kFloat32);
   }
-  ZS_RETURN_IF_ERROR(
-      WaitOp(u.gather, &stats_->all_gather, &stats_->comm_wait_seconds));
+  const double waited = stats_->comm_wait_seconds;
+  absl::Status s =
+      WaitOp(u.gather, &stats_->all_gather, &stats_->comm_wait_seconds);
+  stats_->phases.all_gather_wait += stats_->comm_wait_seconds - waited;
+  ZS_RETURN_IF_ERROR(s);
   u.gather = collective::CollectiveOp();
   u.state = State::kLive;
   return absl::OkStatus();
