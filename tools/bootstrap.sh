@@ -17,6 +17,8 @@ PACKAGES=(
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev clang clang-format
   libclang-rt-14-dev python3-torch python3-numpy fio openssl procps
+  # test hosts (tools/netlab.sh): namespaces, veth, tc, nftables
+  iproute2 nftables
   # metrics (HTTP endpoint) and the deploy/ tests
   libcpp-httplib-dev python3-prometheus-client curl python3-venv
   # the Python package, installed offline by pip (docs/python.md)
