@@ -80,6 +80,9 @@ absl::Status ZeroEngine::Init(const ModelDef& model,
     wo.prefetch = options_.stage3_prefetch_units;
     wo.poison = options_.poison_released_params;
     wo.persistence_threshold = options_.stage3_param_persistence_threshold;
+    // Without recovery a failed fetch ends the run wherever it shows, so
+    // the partition's fetch may overlap the next forward.
+    wo.lazy_fetch = options_.checkpoint_interval <= 0 && elastic == nullptr;
     window_ = std::make_unique<ParamWindow>(layout, wo, comm_, client_,
                                             absl::MakeSpan(params_));
     window_->set_stats(&stats_);
@@ -102,7 +105,8 @@ absl::Status ZeroEngine::Init(const ModelDef& model,
   } else {
     grad_path_ = std::make_unique<GradReducer>(
         options_.stage, options_.reduce_bucket_size, options_.overlap_comm,
-        comm_, options_.stage > 0 ? client_ : nullptr, absl::MakeSpan(grads_));
+        options_.gradient_accumulation_steps, comm_,
+        options_.stage > 0 ? client_ : nullptr, absl::MakeSpan(grads_));
   }
   grad_path_->set_stats(&stats_);
 

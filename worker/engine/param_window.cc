@@ -33,9 +33,21 @@ ParamWindow::ParamWindow(const ModelLayout& layout, ParamWindowOptions options,
   for (const Unit& u : units_) Poison(u);
 }
 
+ParamWindow::~ParamWindow() {
+  for (Unit& u : units_) {
+    if (u.part_fetch.valid()) u.part_fetch.wait();
+    if (u.fetch.valid()) u.fetch.wait();
+  }
+}
+
 absl::Status ParamWindow::FetchPartition() {
+  absl::Status first;
+  for (Unit& u : units_) {  // a lazy fetch not waited for yet
+    absl::Status s = WaitFuture(u.part_fetch, &stats_->server_wait_seconds);
+    if (first.ok()) first = s;
+  }
   std::vector<std::future<absl::Status>> fetches;
-  for (const Unit& u : units_) {
+  for (Unit& u : units_) {
     // A persistent unit whole, in place; otherwise this rank's part.
     const Range r = u.persistent       ? u.range
                     : options_.offload ? Range()
@@ -43,10 +55,14 @@ absl::Status ParamWindow::FetchPartition() {
     if (r.empty()) continue;
     float* to =
         u.persistent ? params_.data() + r.begin : partition_.data() + u.offset;
-    fetches.push_back(client_->GatherAsync(r, v1::DTYPE_FP32, to));
+    std::future<absl::Status> f = client_->GatherAsync(r, v1::DTYPE_FP32, to);
     stats_->server_gather.Add(0, 4 * r.size());
+    if (options_.lazy_fetch && !u.persistent) {
+      u.part_fetch = std::move(f);
+    } else {
+      fetches.push_back(std::move(f));
+    }
   }
-  absl::Status first;
   for (auto& f : fetches) {
     absl::Status s = WaitFuture(f, &stats_->server_wait_seconds);
     if (first.ok()) first = s;
@@ -60,8 +76,14 @@ void ParamWindow::Poison(const Unit& u) {
             std::numeric_limits<float>::quiet_NaN());
 }
 
-void ParamWindow::Start(Unit& u) {
-  if (u.state != State::kIdle) return;
+absl::Status ParamWindow::Start(Unit& u) {
+  if (u.state != State::kIdle) return absl::OkStatus();
+  if (u.part_fetch.valid()) {  // lazy_fetch: the part from the servers
+    const double fetched = stats_->server_wait_seconds;
+    absl::Status s = WaitFuture(u.part_fetch, &stats_->server_wait_seconds);
+    stats_->phases.gather += stats_->server_wait_seconds - fetched;
+    ZS_RETURN_IF_ERROR(s);
+  }
   u.state = State::kInFlight;
   live_bytes_ += 4 * u.range.size();
   stats_->peak_live_param_bytes =
@@ -72,13 +94,14 @@ void ParamWindow::Start(Unit& u) {
                                      params_.data() + u.part.begin);
       stats_->server_gather.Add(0, 4 * u.part.size());
     }
-    return;
+    return absl::OkStatus();
   }
   std::copy(partition_.begin() + u.offset,
             partition_.begin() + u.offset + u.part.size(),
             params_.begin() + u.part.begin);
   u.gather = comm_->AllGather(params_.data() + u.range.begin, u.range.size(),
                               collective::DType::kFloat32);
+  return absl::OkStatus();
 }
 
 absl::Status ParamWindow::Finish(Unit& u) {
@@ -114,11 +137,11 @@ absl::Status ParamWindow::OnEvent(const UnitEvent& e) {
           absl::StrCat("stage 3: the model needs parameter unit ", index,
                        " out of schedule (position ", cursor_, ")"));
     }
-    Start(u);
+    ZS_RETURN_IF_ERROR(Start(u));
     ++cursor_;
     for (size_t j = cursor_;
          j < std::min(schedule_.size(), cursor_ + options_.prefetch); ++j) {
-      Start(units_[schedule_[j]]);
+      ZS_RETURN_IF_ERROR(Start(units_[schedule_[j]]));
     }
     return Finish(u);
   }

@@ -51,6 +51,12 @@ struct ParamWindowOptions {
   bool poison = true;
   // Units of at most this many elements are persistent; 0: none.
   uint64_t persistence_threshold = 0;
+  // FetchPartition returns once the fetches are issued; each unit's part
+  // is waited for when the unit is first started (the fetch overlaps the
+  // next forward). Its errors then come from OnEvent. Only where a failed
+  // fetch ends the run (the engine without recovery); persistent units
+  // are always waited for in FetchPartition.
+  bool lazy_fetch = false;
 };
 
 class ParamWindow {
@@ -61,6 +67,7 @@ class ParamWindow {
   ParamWindow(const ModelLayout& layout, ParamWindowOptions options,
               collective::Communicator* comm, ShardClient* client,
               absl::Span<float> params);
+  ~ParamWindow();  // waits for fetches still writing
 
   // Where the stats of the current step go (not owned; must be set before
   // any other call).
@@ -69,6 +76,7 @@ class ParamWindow {
   // Fetches what this rank keeps from the servers: its part of every
   // partitioned unit (none with offload) and every persistent unit whole.
   // After each commit; until the first call persistent units are NaN.
+  // With lazy_fetch the parts may still be on their way on return.
   absl::Status FetchPartition();
 
   // The model's unit hook.
@@ -92,10 +100,11 @@ class ParamWindow {
     uint64_t offset = 0;      // of the part in partition_
     bool persistent = false;  // kept whole, always kLive
     State state = State::kIdle;
-    collective::CollectiveOp gather;  // not offload
-    std::future<absl::Status> fetch;  // offload
+    collective::CollectiveOp gather;       // not offload
+    std::future<absl::Status> fetch;       // offload
+    std::future<absl::Status> part_fetch;  // lazy_fetch: the part's
   };
-  void Start(Unit& u);
+  absl::Status Start(Unit& u);
   absl::Status Finish(Unit& u);
   void Poison(const Unit& u);
 

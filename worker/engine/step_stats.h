@@ -113,7 +113,8 @@ struct StepStats {
   double backward_end_seconds = 0;
 };
 
-// One line, "step=3 loss=... state=... sent=...".
+// One line, "step=3 loss=... state=... sent=... time: ... phases: fwd=...s
+// bwd=...s ..." (the phases in Phases' order).
 std::string DescribeStepStats(const StepStats& s);
 
 }  // namespace zeroshard::engine

@@ -37,12 +37,14 @@
 // Before the RESULT line: where rank 0's step time went, per variant and
 // phase (StepStats::Phases: forward, backward, reduce-scatter wait, push,
 // norm exchange, server step, gather, all-gather wait, the rest).
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "common/bench/bench.h"
 #include "common/flags.h"
@@ -164,21 +166,38 @@ int Main(int argc, char** argv) {
                 "bytes.");
   flags.Int64("rounds", &rounds, "runs of every variant, alternated");
   flags.Int64("steps", &steps, "steps per run (the first is a warm-up)");
+  std::string only;
+  flags.String("only", &only,
+               "comma-separated variant names: run just these (a quick "
+               "look; the RESULT line then has their step times only)");
   flags.ParseOrExit(argc, argv);
   if (rounds < 1 || steps < 2) {
     ExitWithError(flags.program(), "--rounds must be >= 1 and --steps >= 2");
   }
-  const std::vector<Variant> variants = {
-      {"ddp", 0, true},
-      {"ddp_no_overlap", 0, false},
-      {"zero3", 3, true},
-      {"zero3_no_overlap", 3, false},
-      {"ddp_link", 0, true, true},
-      {"ddp_link_no_overlap", 0, false, true},
-      {"zero3_link", 3, true, true},
-      {"zero3_link_no_overlap", 3, false, true},
-      {"zero2", 2, true},
-      {"zero2_no_overlap", 2, false}};
+  std::vector<Variant> variants = {{"ddp", 0, true},
+                                   {"ddp_no_overlap", 0, false},
+                                   {"zero3", 3, true},
+                                   {"zero3_no_overlap", 3, false},
+                                   {"ddp_link", 0, true, true},
+                                   {"ddp_link_no_overlap", 0, false, true},
+                                   {"zero3_link", 3, true, true},
+                                   {"zero3_link_no_overlap", 3, false, true},
+                                   {"zero2", 2, true},
+                                   {"zero2_no_overlap", 2, false}};
+  if (!only.empty()) {
+    const std::vector<std::string> names = absl::StrSplit(only, ',');
+    std::vector<Variant> kept;
+    for (const std::string& name : names) {
+      auto it = std::find_if(variants.begin(), variants.end(),
+                             [&](const Variant& v) { return name == v.name; });
+      if (it == variants.end()) {
+        ExitWithError(flags.program(),
+                      absl::StrCat("--only: no variant named '", name, "'"));
+      }
+      kept.push_back(*it);
+    }
+    variants = kept;
+  }
   std::vector<Record> records(variants.size());
   std::vector<float> reference;
   std::vector<bench::Variant> runs;
@@ -232,6 +251,15 @@ int Main(int argc, char** argv) {
     std::printf(" %8.2f\n", 1e3 * r.Median(variants[i].name));
   }
 
+  if (!only.empty()) {  // a quick look: the step times alone
+    bench::ResultLine line;
+    for (const Variant& v : variants) {
+      line.Add(absl::StrCat(v.name, "_ms"), 1e3 * r.Median(v.name));
+    }
+    line.AddInt("correct", ok ? 1 : 0).AddInt("rounds", rounds);
+    line.Print();
+    return ok ? 0 : 1;
+  }
   const char* best_ddp = Faster(r, "ddp", "ddp_no_overlap");
   const char* best_zero3 = Faster(r, "zero3", "zero3_no_overlap");
   const char* best_zero2 = Faster(r, "zero2", "zero2_no_overlap");
