@@ -26,10 +26,15 @@
 //      this rank's part of the unit from the servers, then all-gathers.
 //      Units of at most stage3_param_persistence_threshold elements are
 //      persistent: every rank fetches them whole after each commit and
-//      never gathers or releases them.
+//      never gathers or releases them. Without recovery (no checkpoints,
+//      not elastic) the fetch after a commit returns once issued and each
+//      unit waits for its part when first needed, so the fetch overlaps
+//      the next forward (param_window.h lazy_fetch).
 //
 // Gradients leave backward through one GradPath (grad_path.h), one per
-// mode. Reduction among the workers (grad_reducer.h; every stage, the same
+// mode; reducing among the workers, each part is pushed as soon as its
+// reduce-scatter has finished in the step's last micro-batch (grad_
+// reducer.h). Reduction among the workers (grad_reducer.h; every stage, the same
 // bits on every stage and K): identical parts are accumulated and scaled;
 // each rank sums the squares of its parts in fp64; the W partials (with
 // each rank's loss sum) are all-gathered (a bit copy) and added in rank
