@@ -34,8 +34,8 @@
 // Gradients leave backward through one GradPath (grad_path.h), one per
 // mode; reducing among the workers, each part is pushed as soon as its
 // reduce-scatter has finished in the step's last micro-batch (grad_
-// reducer.h). Reduction among the workers (grad_reducer.h; every stage, the same
-// bits on every stage and K): identical parts are accumulated and scaled;
+// reducer.h). Reduction among the workers (grad_reducer.h; every stage, the
+// same bits on every stage and K): identical parts are accumulated and scaled;
 // each rank sums the squares of its parts in fp64; the W partials (with
 // each rank's loss sum) are all-gathered (a bit copy) and added in rank
 // order on every rank; DecideStep (common/optim/clip.h) turns them into the

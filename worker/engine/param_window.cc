@@ -30,7 +30,28 @@ ParamWindow::ParamWindow(const ModelLayout& layout, ParamWindowOptions options,
   }
   partition_.assign(offset, 0.0f);
   schedule_ = layout.need_schedule;
+  std::vector<bool> listed(units_.size(), false);
+  for (int index : schedule_) {
+    if (index < 0 || static_cast<size_t>(index) >= units_.size()) continue;
+    const Unit& u = units_[index];
+    if (listed[index] || u.persistent || u.part.empty()) continue;
+    listed[index] = true;
+    fetch_order_.push_back(index);
+  }
   for (const Unit& u : units_) Poison(u);
+}
+
+void ParamWindow::IssueFetches(size_t until) {
+  const size_t window = static_cast<size_t>(std::max(options_.prefetch, 0)) + 2;
+  while (fetch_next_ < fetch_order_.size() &&
+         (fetch_next_ <= until || fetch_next_ < fetch_waited_ + window)) {
+    Unit& u = units_[fetch_order_[fetch_next_++]];
+    if (!u.fetch_due) continue;
+    u.fetch_due = false;
+    u.part_fetch = client_->GatherAsync(u.part, v1::DTYPE_FP32,
+                                        partition_.data() + u.offset);
+    stats_->server_gather.Add(0, 4 * u.part.size());
+  }
 }
 
 ParamWindow::~ParamWindow() {
@@ -46,6 +67,7 @@ absl::Status ParamWindow::FetchPartition() {
     absl::Status s = WaitFuture(u.part_fetch, &stats_->server_wait_seconds);
     if (first.ok()) first = s;
   }
+  const bool lazy = options_.lazy_fetch && !options_.offload;
   std::vector<std::future<absl::Status>> fetches;
   for (Unit& u : units_) {
     // A persistent unit whole, in place; otherwise this rank's part.
@@ -53,15 +75,18 @@ absl::Status ParamWindow::FetchPartition() {
                     : options_.offload ? Range()
                                        : u.part;
     if (r.empty()) continue;
+    if (lazy && !u.persistent) {
+      u.fetch_due = true;  // issued by IssueFetches
+      continue;
+    }
     float* to =
         u.persistent ? params_.data() + r.begin : partition_.data() + u.offset;
-    std::future<absl::Status> f = client_->GatherAsync(r, v1::DTYPE_FP32, to);
+    fetches.push_back(client_->GatherAsync(r, v1::DTYPE_FP32, to));
     stats_->server_gather.Add(0, 4 * r.size());
-    if (options_.lazy_fetch && !u.persistent) {
-      u.part_fetch = std::move(f);
-    } else {
-      fetches.push_back(std::move(f));
-    }
+  }
+  if (lazy) {
+    fetch_next_ = fetch_waited_ = 0;
+    IssueFetches(0);
   }
   for (auto& f : fetches) {
     absl::Status s = WaitFuture(f, &stats_->server_wait_seconds);
@@ -78,10 +103,17 @@ void ParamWindow::Poison(const Unit& u) {
 
 absl::Status ParamWindow::Start(Unit& u) {
   if (u.state != State::kIdle) return absl::OkStatus();
-  if (u.part_fetch.valid()) {  // lazy_fetch: the part from the servers
+  if (u.fetch_due || u.part_fetch.valid()) {  // lazy_fetch: its part
+    if (u.fetch_due) {
+      const auto at =
+          std::find(fetch_order_.begin(), fetch_order_.end(), &u - &units_[0]);
+      IssueFetches(static_cast<size_t>(at - fetch_order_.begin()));
+    }
     const double fetched = stats_->server_wait_seconds;
     absl::Status s = WaitFuture(u.part_fetch, &stats_->server_wait_seconds);
     stats_->phases.gather += stats_->server_wait_seconds - fetched;
+    ++fetch_waited_;
+    IssueFetches(0);  // keep the window full
     ZS_RETURN_IF_ERROR(s);
   }
   u.state = State::kInFlight;
