@@ -18,6 +18,7 @@
 //
 //   zero_hosts_bench_run --profile=10g --worker=... --server=...
 //       --netlab=tools/netlab.sh --dir=/tmp/x [--rounds=3] [--steps=12]
+//       [--prefetch=1]
 //
 // Host addresses come from NETLAB_IP_<host>. Its last line:
 //   PROFILE <name> zero3_vs_ddp=<best stage 3 / best stage 0>
@@ -49,6 +50,7 @@ const char* const kNodeHosts[kWorld / kLocal] = {"node0", "node1"};
 
 struct Paths {
   std::string worker, server, netlab, dir, data, profile;
+  int64_t prefetch = 1;  // stage 3: units gathered ahead
 };
 
 struct Variant {
@@ -68,7 +70,8 @@ std::string HostIp(const std::string& host) {
   return ip != nullptr ? ip : "";
 }
 
-train::TrainSpec Spec(const Variant& v, int steps, const std::string& data) {
+train::TrainSpec Spec(const Variant& v, int steps, const std::string& data,
+                      int prefetch) {
   train::TrainSpec s;
   s.config.max_seq_len = 64;
   s.config.vocab_size = 512;
@@ -79,6 +82,7 @@ train::TrainSpec Spec(const Variant& v, int steps, const std::string& data) {
   s.zero.stage = v.stage;
   s.zero.offload_param_server = v.offload;
   s.zero.overlap_comm = v.overlap;
+  s.zero.stage3_prefetch_units = prefetch;
   s.zero.micro_batch = 4;
   s.zero.seq_len = 64;
   s.zero.gradient_clipping = 1.0;
@@ -163,8 +167,9 @@ absl::StatusOr<double> RunOnce(const Paths& p, const Variant& v, int steps,
       addresses.push_back(ip + ":" + port);
     }
   }
-  std::vector<std::string> flags =
-      engine::TrainWorkerFlags(Spec(v, steps, p.data), dir + "/ds_config.json");
+  std::vector<std::string> flags = engine::TrainWorkerFlags(
+      Spec(v, steps, p.data, static_cast<int>(p.prefetch)),
+      dir + "/ds_config.json");
   flags.push_back("--stats");
   flags.push_back(dir + "/metrics-%r.jsonl");
   flags.back() = "--metrics_file=" + flags.back();
@@ -261,6 +266,9 @@ int Main(int argc, char** argv) {
   flags.String("profile", &p.profile, "the link profile's name (printed)");
   flags.Int64("rounds", &rounds, "runs of every variant, alternated");
   flags.Int64("steps", &steps, "steps per run (the first is a warm-up)");
+  flags.Int64("prefetch", &p.prefetch,
+              "stage 3: parameter units gathered ahead of their use "
+              "(stage3_prefetch_units)");
   flags.ParseOrExit(argc, argv);
   if (p.worker.empty() || p.server.empty() || p.netlab.empty() ||
       p.dir.empty() || rounds < 1 || steps < 2) {
