@@ -20,6 +20,8 @@
 #   tools/netlab.sh link HOST cut [PEER...]  drop everything (or to/from PEERs)
 #   tools/netlab.sh link HOST heal       undo every cut of HOST
 #   tools/netlab.sh bytes HOST PEER      bytes HOST sent to PEER over eth0
+#   tools/netlab.sh dropped HOST loss|cut  packets dropped so far by HOST's
+#                                        loss or cut rules (both directions; heal and loss reset them)
 #   tools/netlab.sh clean                remove labs whose owner is gone
 #   tools/netlab.sh check                exit 0 if a lab can be made, else 77
 #
@@ -53,16 +55,17 @@ in_ns() { local p; p=$(pid_of "$1") || exit 2; shift; nsenter --net="/proc/$p/ns
 ip_of() { local v="NETLAB_IP_$1"; [ -n "${!v:-}" ] || die "no host '$1' in this lab"; echo "${!v}"; }
 
 # --- making hosts -------------------------------------------------------------
-start_keeper() {  # name; prints the pid of a process alone in a new netns
-  local name="$1" fifo="$NETLAB_DIR/ready.$1"
+start_keeper() {  # name: starts a process alone in a new netns; its pid goes to pid.<name>
+  local name="$1" fifo="$NETLAB_DIR/ready.$1" pid
   mkfifo "$fifo" || return 1
+  exec 3<>"$fifo"  # read-write: opening cannot block if the keeper never starts
   # The keeper lives while its owner (this script) does, then exits, and the
   # namespace goes with the last process in it.
   unshare --net -- bash -c 'echo $$ >"$1"; while kill -0 "$2" 2>/dev/null; do sleep 0.5; done' \
     "$MARK-$NETLAB_PREFIX-$name" "$fifo" "$OWNER" </dev/null >/dev/null 2>&1 &
   disown $!
-  local pid
-  read -r -t 10 pid <"$fifo" || return 1
+  read -r -t 10 -u 3 pid || { exec 3<&-; return 1; }
+  exec 3<&-
   rm -f "$fifo"
   echo "$pid" >"$NETLAB_DIR/pid.$name"
 }
@@ -78,7 +81,7 @@ profile() {  # sets RATE, DELAY_US, LOSS from --profile and overrides
   LOSS=${LOSS:-0}
 }
 
-shape() {  # ns-name dev rate delay_us: the egress qdisc of dev
+shape() {  # ns-name dev rate delay_us: the egress qdisc of dev (so delay is per direction)
   local host="$1" dev="$2" rate="$3" delay="$4" burst
   in_ns "$host" tc qdisc del dev "$dev" root 2>/dev/null
   [ -z "$rate" ] && [ "$delay" = 0 ] && return 0
@@ -89,6 +92,10 @@ shape() {  # ns-name dev rate delay_us: the egress qdisc of dev
   # burst: at least one timer tick (1 ms) of traffic, and a 64 KiB GSO packet.
   burst=$(rate_bytes_per_ms "$rate"); [ "$burst" -lt 131072 ] && burst=131072
   in_ns "$host" tc qdisc add dev "$dev" root tbf rate "$rate" burst "$burst" latency 20ms
+}
+check_rate() {  # exits 2 naming a rate tc or rate_bytes_per_ms would not take
+  [[ "${1,,}" =~ ^[0-9]+(gbit|mbit|kbit|bit|gbps|mbps|kbps)?$ ]] ||
+    die "rate '$1': a whole number and a unit, such as 10gbit, 400mbit, 100mbps"
 }
 rate_bytes_per_ms() {  # tc rate (e.g. 10gbit, 400mbit, 100mbps) -> bytes per ms
   local r="${1,,}" n u
@@ -131,9 +138,16 @@ host_tables() {  # host port: chains for loss and cuts; per-peer byte counts
     echo "}"
   } | in_ns bridge nft -f -
 }
-# nft on one side of host $1's link: "out" (leaving it) or "in" (coming to it).
-side() { local h="$1" d="$2"; shift 2; if [ "$d" = out ]; then in_ns bridge nft "$@"; else in_ns "$h" nft "$@"; fi; }
-table_of() { if [ "$2" = out ]; then echo "netdev $1"; else echo "netdev netlab"; fi; }
+# side HOST out|in add|flush|list CHAIN [RULE...]: nft on chain CHAIN of
+# one side of HOST's link, "out" (what leaves the host: its bridge port's
+# table) or "in" (what comes to it: the host's own table).
+side() {
+  local h="$1" d="$2" op="$3" chain="$4" ns="$1" table=netlab what=chain
+  shift 4
+  [ "$d" = out ] && { ns=bridge; table="$h"; }
+  [ "$op" = add ] && what=rule
+  in_ns "$ns" nft "$op" "$what" netdev "$table" "$chain" "$@"
+}
 
 set_loss() {  # host pct: drop pct % (up to 2 decimals) each way
   local h="$1" pct="$2" n d
@@ -141,47 +155,60 @@ set_loss() {  # host pct: drop pct % (up to 2 decimals) each way
   n=$(awk -v p="$pct" 'BEGIN { printf "%d", p * 100 + 0.5 }')
   [ "$n" -le 10000 ] || die "loss '$pct' is above 100"
   for d in out in; do
-    side "$h" $d flush chain $(table_of "$h" $d) loss || return 1
-    [ "$n" -eq 0 ] || side "$h" $d add rule $(table_of "$h" $d) loss numgen random mod 10000 "<" "$n" drop || return 1
+    side "$h" $d flush loss || return 1
+    [ "$n" -eq 0 ] || side "$h" $d add loss numgen random mod 10000 "<" "$n" counter drop || return 1
   done
 }
 
 set_cut() {  # host [peer...]: drop everything, or what goes to/comes from peers
   local h="$1" p; shift
   if [ $# -eq 0 ]; then
-    side "$h" out add rule $(table_of "$h" out) cut drop && side "$h" in add rule $(table_of "$h" in) cut drop
+    side "$h" out add cut counter drop && side "$h" in add cut counter drop
     return
   fi
   for p in "$@"; do
-    side "$h" out add rule $(table_of "$h" out) cut ip daddr "$(ip_of "$p")" drop || return 1
-    side "$h" in add rule $(table_of "$h" in) cut ip saddr "$(ip_of "$p")" drop || return 1
+    side "$h" out add cut ip daddr "$(ip_of "$p")" counter drop || return 1
+    side "$h" in add cut ip saddr "$(ip_of "$p")" counter drop || return 1
   done
 }
 
 stop_cmd() { [ -n "${CMD_PID:-}" ] && kill -"$1" "$CMD_PID" 2>/dev/null; }
 teardown() {
-  local f p q
-  local -A ours=()
+  local f p q round
+  local -A ours=() keepers=()
   trap - EXIT INT TERM
   [ -n "${NETLAB_DIR:-}" ] && [ -d "$NETLAB_DIR" ] || return 0
   for f in "$NETLAB_DIR"/pid.*; do
     [ -f "$f" ] || continue
-    p=$(cat "$f")
+    p=$(cat "$f"); keepers[$p]=1
     q=$(readlink "/proc/$p/ns/net" 2>/dev/null) && ours[$q]=1
   done
-  # Every process inside one of our namespaces (keepers first, so no new
-  # `exec` can enter; then servers, workers; twice, for one entering now).
-  for f in "$NETLAB_DIR"/pid.*; do kill -KILL "$(cat "$f")" 2>/dev/null; done
+  rm -f "$NETLAB_DIR"/pid.*  # no `exec` finds a host from now on
+  # Every other process inside our namespaces (servers, workers), twice for
+  # one entering now, while the keepers still hold the namespaces: a dead
+  # namespace's inode number is soon reused by another lab's.
   if [ ${#ours[@]} -gt 0 ]; then
-    for p in 1 2; do
+    for round in 1 2; do
       for q in /proc/[0-9]*; do
+        p=${q#/proc/}
+        [ -n "${keepers[$p]:-}" ] && continue
         f=$(readlink "$q/ns/net" 2>/dev/null) || continue
-        [ -n "${ours[$f]:-}" ] && kill -KILL "${q#/proc/}" 2>/dev/null
+        [ -n "${ours[$f]:-}" ] && kill -KILL "$p" 2>/dev/null
       done
-      [ $p = 1 ] && sleep 0.1
+      [ $round = 1 ] && sleep 0.1
     done
   fi
+  for p in "${!keepers[@]}"; do kill -KILL "$p" 2>/dev/null; done
   rm -rf "$NETLAB_DIR"
+}
+
+# Not root: everything runs in a user namespace of our own, where we are
+# (and tc, nft, nsenter see us as) root.
+as_root() {  # subcommand args...: re-runs this script so, once
+  [ "$(id -u)" = 0 ] && return 0
+  unshare --user --map-root-user true 2>/dev/null ||
+    skip "not root, and this machine allows no user namespaces (unshare -r)"
+  exec unshare --user --map-root-user -- "$ME" "$@"
 }
 
 cmd_check() {
@@ -208,6 +235,7 @@ cmd_run() {
   [ -n "$HOSTS" ] || die "run: --hosts \"h1 h2 ...\" is required"
   [[ "$DELAY_US" =~ ^[0-9]*$ ]] || die "--delay '$DELAY_US': microseconds, e.g. 50"
   profile
+  [ -z "$RATE" ] || check_rate "$RATE"
   local h i=0 seen=" "
   for h in $HOSTS; do
     [[ "$h" =~ ^[a-z][a-z0-9_]{0,11}$ ]] || die "host name '$h': [a-z][a-z0-9_]*, at most 12 characters"
@@ -220,7 +248,8 @@ cmd_run() {
   cmd_clean >/dev/null 2>&1
 
   OWNER=$$
-  export NETLAB_PREFIX="nl$$x$(printf '%04x' $((RANDOM)))"
+  NETLAB_PREFIX="nl$$x$(printf '%04x' $((RANDOM)))"
+  export NETLAB_PREFIX
   export NETLAB_DIR="${TMPDIR:-/tmp}/netlab-$NETLAB_PREFIX"
   export NETLAB_HOSTS="$HOSTS" NETLAB_DEV=eth0 NETLAB_PROFILE="$PROFILE" NETLAB_RATE="$RATE"
   trap teardown EXIT
@@ -280,9 +309,9 @@ cmd_link() {
     down) in_ns bridge ip link set "$port" down ;;
     up) in_ns bridge ip link set "$port" up ;;
     loss) set_loss "$h" "${1:?loss PCT}" ;;
-    rate) shape "$h" eth0 "${1:?rate R}" "${NETLAB_DELAY_US:-0}" && shape bridge "$port" "$1" "${NETLAB_DELAY_US:-0}" ;;
+    rate) check_rate "${1:?rate R}"; shape "$h" eth0 "$1" "${NETLAB_DELAY_US:-0}" && shape bridge "$port" "$1" "${NETLAB_DELAY_US:-0}" ;;
     cut) set_cut "$h" "$@" ;;
-    heal) side "$h" out flush chain $(table_of "$h" out) cut && side "$h" in flush chain $(table_of "$h" in) cut ;;
+    heal) side "$h" out flush cut && side "$h" in flush cut ;;
     *) die "link: unknown action '$what' (down, up, loss PCT, rate R, cut [PEER...], heal)" ;;
   esac
 }
@@ -293,6 +322,19 @@ cmd_bytes() {
   ip_of "$p" >/dev/null
   n=$(in_ns "$h" nft list chain inet netlab acct | grep "comment \"$p\"" | sed -n 's/.* bytes \([0-9]*\).*/\1/p')
   [ -n "$n" ] || die "no byte count from '$h' to '$p'"
+  echo "$n"
+}
+
+cmd_dropped() {  # host loss|cut: packets the rules dropped on both sides so far
+  lab_dir
+  local h="${1:?dropped HOST loss|cut}" c="${2:?dropped HOST loss|cut}" d n=0 k
+  case "$c" in loss | cut) ;; *) die "dropped: 'loss' or 'cut', not '$c'" ;; esac
+  [ -f "$NETLAB_DIR/port.$h" ] || die "no host '$h' in this lab"
+  for d in out in; do
+    for k in $(side "$h" $d list "$c" | sed -n 's/.* packets \([0-9]*\) bytes.*/\1/p'); do
+      n=$((n + k))
+    done
+  done
   echo "$n"
 }
 
@@ -312,14 +354,20 @@ cmd_clean() {  # what labs whose owner died (SIGKILL) left: processes in their h
     fi
     [[ "$prefix" =~ ^nl([0-9]+)x[0-9a-f]+$ ]] || continue
     owner=${BASH_REMATCH[1]}
-    kill -0 "$owner" 2>/dev/null && continue
+    [ -d "/proc/$owner" ] && continue  # (kill -0 would say no for another user's)
     echo "netlab: removing ${q#/proc/} ($cmd) of stale lab $prefix" >&2
     kill -KILL "${q#/proc/}" 2>/dev/null
-    rm -rf "${TMPDIR:-/tmp}/netlab-$prefix"
+  done
+  for q in "${TMPDIR:-/tmp}"/netlab-nl*; do
+    [ -f "$q/owner" ] || continue
+    [ -d "/proc/$(cat "$q/owner")" ] || rm -rf "$q"
   done
   return 0
 }
 
+case "${1:-}" in
+  run | check) as_root "$@" ;;
+esac
 case "${1:-}" in
   run) shift; cmd_run "$@" ;;
   exec)
@@ -327,6 +375,7 @@ case "${1:-}" in
     exec nsenter --net="/proc/$p/ns/net" -- "$@" ;;
   link) shift; cmd_link "$@" ;;
   bytes) shift; cmd_bytes "$@" ;;
+  dropped) shift; cmd_dropped "$@" ;;
   clean) cmd_clean ;;
   check) cmd_check; echo "netlab: network namespaces, veth, tc and nftables work here" ;;
   *) die "usage: netlab.sh run|exec|link|bytes|clean|check ... (see the top of $ME)" ;;

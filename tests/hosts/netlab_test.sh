@@ -19,13 +19,16 @@ why=$("$NL" check 2>&1); rc=$?
 if [ $rc -eq 77 ]; then echo "$why (netlab_test skipped)"; exit 0; fi
 [ $rc -eq 0 ]; check "netlab.sh check: $why" $?
 
-links_before=$(ip -o link 2>/dev/null | wc -l)
+ours_here() { ip -o link 2>/dev/null | grep -cE '^[0-9]+: (br0|p[0-9]+)[:@]'; }  # netlab's names
+links_before=$(ours_here)
 
 # Bad usage: exit 2 and one line naming the problem.
 out=$("$NL" run --hosts "a a" -- true 2>&1); rc=$?
 [ $rc -eq 2 ] && grep -q "host 'a' named twice" <<<"$out"; check "duplicate host: exit 2 ($out)" $?
 out=$("$NL" run --profile 5g --hosts a -- true 2>&1); rc=$?
 [ $rc -eq 2 ] && grep -q "unknown --profile '5g'" <<<"$out"; check "bad profile: exit 2 ($out)" $?
+out=$("$NL" run --profile custom --rate 1.5gbit --hosts a -- true 2>&1); rc=$?
+[ $rc -eq 2 ] && grep -q "rate '1.5gbit'" <<<"$out"; check "bad rate: exit 2 ($out)" $?
 out=$("$NL" exec a true 2>&1); rc=$?
 [ $rc -eq 2 ] && grep -q "NETLAB_DIR is not set" <<<"$out"; check "exec outside a lab: exit 2 ($out)" $?
 
@@ -67,6 +70,7 @@ echo "bytes node0 srv0 $("$NL" bytes node0 srv0)"
 "$NL" link node0 cut srv0
 reach node0 srv0; echo "cut node0 srv0 $?"
 reach node0 node1; echo "cut-other node0 node1 $?"
+echo "cut-dropped $("$NL" dropped node0 cut)"
 "$NL" link node0 heal
 reach node0 srv0; echo "healed node0 srv0 $?"
 "$NL" link node0 down
@@ -85,8 +89,13 @@ for _ in $(seq 50); do  # until the count stops moving
   [ -n "$now" ] && [ "$now" = "$prev" ] && break; prev=$now
 done
 echo "udp-received $now"
+echo "udp-dropped $("$NL" dropped node0 loss)"
 "$NL" link node0 loss 0
 "$NL" link nobody down 2>/dev/null; echo "unknown-host $?"
+rate() { "$NL" exec "$1" tc qdisc show dev "$2" | grep -o 'rate [0-9A-Za-z]*' | tr ' ' =; }
+echo "rate-1g $(rate node0 eth0) $(rate bridge p2)"
+"$NL" link node0 rate 200mbit
+echo "rate-200m $(rate node0 eth0) $(rate bridge p2)"
 echo "dir $NETLAB_DIR"
 exit 7
 EOF
@@ -98,19 +107,25 @@ field() { grep "^$1 " <<<"$out" | awk '{print $NF}'; }
 [ "$(field "bytes node0")" -ge 100000 ]; check "byte counter node0 -> srv0: $(field "bytes node0") >= 100000" $?
 [ "$(field "cut node0")" != 0 ]; check "cut node0 from srv0 blocks it" $?
 [ "$(field "cut-other node0")" = 0 ]; check "... but not node1" $?
+[ "$(field cut-dropped)" -gt 0 ]; check "the cut rules count $(field cut-dropped) dropped packets" $?
 [ "$(field "healed node0")" = 0 ]; check "heal restores srv0" $?
 [ "$(field "down node0")" != 0 ]; check "carrier down blocks node0" $?
 [ "$(field "up node0")" = 0 ]; check "carrier up restores it" $?
 got=$(field udp-received)
 [ -n "$got" ] && [ "$got" -gt 0 ] && [ "$got" -lt 2000 ]; check "5 % loss: $got of 2000 datagrams arrived" $?
+[ "$(field udp-dropped)" -ge $((2000 - got)) ]; check "the loss rules count $(field udp-dropped) dropped packets" $?
 [ "$(field unknown-host)" = 2 ]; check "unknown host: exit 2" $?
+[ "$(grep '^rate-1g ' <<<"$out")" = "rate-1g rate=1Gbit rate=1Gbit" ]
+check "profile 1g: tbf at 1 Gbit/s on node0's eth0 and its bridge port" $?
+[ "$(grep '^rate-200m ' <<<"$out")" = "rate-200m rate=200Mbit rate=200Mbit" ]
+check "link node0 rate 200mbit: both ends changed" $?
 dir=$(field dir)
 [ -n "$dir" ] && [ ! -e "$dir" ]; check "lab directory removed" $?
 left() { pgrep -f "zsnetlab-$1" | wc -l; }
 prefix=${dir##*netlab-}
 [ "$(left "$prefix")" -eq 0 ]; check "no keeper left" $?
 [ "$(pgrep -f "$T/node1.udp" | wc -l)" -eq 0 ]; check "no process left in the hosts" $?
-[ "$(ip -o link 2>/dev/null | wc -l)" -eq "$links_before" ]; check "no interface added to the caller's namespace" $?
+[ "$(ours_here)" -eq "$links_before" ]; check "no interface added to the caller's namespace" $?
 
 # SIGTERM: exit 143 and nothing left. SIGKILL: the keepers leave by
 # themselves; clean removes the process that ran in a host.
