@@ -80,6 +80,9 @@ absl::Status ZeroEngine::Init(const ModelDef& model,
     wo.prefetch = options_.stage3_prefetch_units;
     wo.poison = options_.poison_released_params;
     wo.persistence_threshold = options_.stage3_param_persistence_threshold;
+    // Without recovery a failed fetch ends the run wherever it shows, so
+    // the partition's fetch may overlap the next forward.
+    wo.lazy_fetch = options_.checkpoint_interval <= 0 && elastic == nullptr;
     window_ = std::make_unique<ParamWindow>(layout, wo, comm_, client_,
                                             absl::MakeSpan(params_));
     window_->set_stats(&stats_);
@@ -102,7 +105,8 @@ absl::Status ZeroEngine::Init(const ModelDef& model,
   } else {
     grad_path_ = std::make_unique<GradReducer>(
         options_.stage, options_.reduce_bucket_size, options_.overlap_comm,
-        comm_, options_.stage > 0 ? client_ : nullptr, absl::MakeSpan(grads_));
+        options_.gradient_accumulation_steps, comm_,
+        options_.stage > 0 ? client_ : nullptr, absl::MakeSpan(grads_));
   }
   grad_path_->set_stats(&stats_);
 
@@ -199,9 +203,11 @@ absl::StatusOr<float> ZeroEngine::Forward(const MicroBatch& batch) {
   const double start = NowSeconds();
   const double waits = stats_.comm_wait_seconds + stats_.server_wait_seconds;
   absl::StatusOr<float> loss = model_->Forward(batch);
-  stats_.compute_seconds +=
+  const double compute =
       NowSeconds() - start -
       (stats_.comm_wait_seconds + stats_.server_wait_seconds - waits);
+  stats_.compute_seconds += compute;
+  stats_.phases.forward += compute;
   if (loss.ok()) loss_sum_ += *loss;
   return loss;
 }
@@ -224,9 +230,11 @@ absl::Status ZeroEngine::Backward() {
     grad_path_->OnSegment(seg);
   });
   stats_.backward_end_seconds = NowSeconds();
-  stats_.compute_seconds +=
+  const double compute =
       stats_.backward_end_seconds - start -
       (stats_.comm_wait_seconds + stats_.server_wait_seconds - waits);
+  stats_.compute_seconds += compute;
+  stats_.phases.backward += compute;
   ZS_RETURN_IF_ERROR(s);
   if (window_ != nullptr) ZS_RETURN_IF_ERROR(window_->EndMicroBatch());
   return grad_path_->EndMicroBatch();
@@ -274,10 +282,18 @@ absl::Status ZeroEngine::OptimizerStep() {
   grad_path_->FinishStep(
       static_cast<float>(1.0 / (static_cast<double>(W) * gas)));
   // This rank's gradient onto the servers (nothing at stage 0).
+  double mark = NowSeconds();
+  const auto phase_ends = [&mark](double* phase) {
+    const double now = NowSeconds();
+    *phase += now - mark;
+    mark = now;
+  };
   const absl::Status pushed = grad_path_->Push(step, epoch());
+  phase_ends(&stats_.phases.push);
   std::vector<double> partials;
   double loss_sum = 0;
   ZS_RETURN_IF_ERROR(ExchangeNormAndLoss(&partials, &loss_sum));
+  phase_ends(&stats_.phases.sync);
   StepDecision d;
   const bool on_servers = grad_path_->summed_on_servers();
   if (on_servers) {
@@ -305,6 +321,7 @@ absl::Status ZeroEngine::OptimizerStep() {
   bool restored_this_step = false;
   if (protocol_ == nullptr) {  // stage 0
     LocalStep(d, lr);
+    phase_ends(&stats_.phases.server_step);
     ++step_;
   } else {
     v1::TrainerState after = StateNow();
@@ -312,6 +329,7 @@ absl::Status ZeroEngine::OptimizerStep() {
     after.set_updates(updates_ + (d.skip ? 0 : 1));
     ZS_ASSIGN_OR_RETURN(
         Outcome o, protocol_->Commit(step, pushed, d, lr, after, on_servers));
+    phase_ends(&stats_.phases.server_step);
     ZS_ASSIGN_OR_RETURN(bool moved, Apply(o));
     if (moved) return Refresh();  // the step is redone from there
     ++step_;
@@ -359,15 +377,24 @@ absl::Status ZeroEngine::Refresh() {
       return absl::AbortedError("parameters could not be fetched");
     }
     if (window_ != nullptr) return absl::OkStatus();  // stage 3
+    const double waited = stats_.comm_wait_seconds;
     ZS_RETURN_IF_ERROR(WaitOp(
         comm_->AllGather(params_.data(), params_.size(), DType::kFloat32),
         &stats_.all_gather, &stats_.comm_wait_seconds));
+    stats_.phases.all_gather_wait += stats_.comm_wait_seconds - waited;
     RoundTo(options_.precision, absl::MakeSpan(params_));
     return absl::OkStatus();
   }
 }
 
 absl::Status ZeroEngine::FetchOwn() {
+  const double start = NowSeconds();
+  absl::Status s = FetchOwnParts();
+  stats_.phases.gather += NowSeconds() - start;
+  return s;
+}
+
+absl::Status ZeroEngine::FetchOwnParts() {
   if (window_ != nullptr) return window_->FetchPartition();
   const uint64_t n = params_.size();
   const Range slice = comm_->PartRange(n, comm_->rank());

@@ -26,11 +26,16 @@
 //      this rank's part of the unit from the servers, then all-gathers.
 //      Units of at most stage3_param_persistence_threshold elements are
 //      persistent: every rank fetches them whole after each commit and
-//      never gathers or releases them.
+//      never gathers or releases them. Without recovery (no checkpoints,
+//      not elastic) the fetch after a commit returns once issued and each
+//      unit waits for its part when first needed, so the fetch overlaps
+//      the next forward (param_window.h lazy_fetch).
 //
 // Gradients leave backward through one GradPath (grad_path.h), one per
-// mode. Reduction among the workers (grad_reducer.h; every stage, the same
-// bits on every stage and K): identical parts are accumulated and scaled;
+// mode; reducing among the workers, each part is pushed as soon as its
+// reduce-scatter has finished in the step's last micro-batch (grad_
+// reducer.h). Reduction among the workers (grad_reducer.h; every stage, the
+// same bits on every stage and K): identical parts are accumulated and scaled;
 // each rank sums the squares of its parts in fp64; the W partials (with
 // each rank's loss sum) are all-gathered (a bit copy) and added in rank
 // order on every rank; DecideStep (common/optim/clip.h) turns them into the
@@ -219,7 +224,8 @@ class ZeroEngine {
   // Fetches what this rank keeps from the servers, then (stages 0-2)
   // all-gathers it; with recovery on, a failure anywhere rolls back.
   absl::Status Refresh();
-  absl::Status FetchOwn();
+  absl::Status FetchOwn();  // FetchOwnParts, timed as the gather phase
+  absl::Status FetchOwnParts();
   // The workers' state now (step_, updates_, data position, seed, scaler).
   v1::TrainerState StateNow() const;
   void ResetStats();

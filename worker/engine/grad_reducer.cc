@@ -11,11 +11,14 @@
 
 namespace zeroshard::engine {
 
-GradReducer::GradReducer(int stage, uint64_t bucket_size, bool overlap,
+GradReducer::GradReducer(int stage, uint64_t bucket_size, bool overlap, int gas,
                          collective::Communicator* comm, ShardClient* client,
                          absl::Span<float> grads)
     : stage_(stage),
       overlap_(overlap),
+      gas_(gas),
+      scale_(
+          static_cast<float>(1.0 / (static_cast<double>(comm->size()) * gas))),
       comm_(comm),
       client_(client),
       grads_(grads) {
@@ -34,6 +37,13 @@ GradReducer::GradReducer(int stage, uint64_t bucket_size, bool overlap,
   }
   acc_.assign(stage_ <= 1 ? grads.size() : packed, 0.0f);
   ops_.resize(buckets_.size());
+  scaled_.assign(buckets_.size(), false);
+}
+
+GradReducer::~GradReducer() {
+  for (auto& f : pushes_) {
+    if (f.valid()) f.wait();
+  }
 }
 
 Range GradReducer::Accumulated(size_t k) const {
@@ -42,7 +52,13 @@ Range GradReducer::Accumulated(size_t k) const {
 
 void GradReducer::BeginMicroBatch(int micro, uint64_t step, uint64_t epoch) {
   first_ = micro == 0;
+  last_ = micro + 1 >= gas_;
+  step_ = step;
+  epoch_ = epoch;
   next_ = 0;
+  completed_ = 0;
+  first_error_ = absl::OkStatus();
+  if (first_) scaled_.assign(buckets_.size(), false);
   stats_->bucket_issue_seconds.assign(buckets_.size(), 0.0);
 }
 
@@ -60,34 +76,52 @@ void GradReducer::OnSegment(const GradReady& segment) {
   if (!overlap_) return;
   const size_t end = FinalBuckets(buckets_, next_, segment.range.begin);
   while (next_ < end) Issue(next_++);
+  // What has finished meanwhile is accumulated (and pushed) now.
+  while (completed_ < next_ && ops_[completed_].Done()) {
+    Complete(completed_++).IgnoreError();  // kept in first_error_
+  }
+}
+
+absl::Status GradReducer::Complete(size_t k) {
+  Traffic& t = stage_ == 0 ? stats_->all_reduce : stats_->reduce_scatter;
+  absl::Status s = WaitOp(ops_[k], &t, &stats_->comm_wait_seconds);
+  ops_[k] = collective::CollectiveOp();
+  if (!s.ok()) {
+    if (first_error_.ok()) first_error_ = s;
+    return s;
+  }
+  const Range r = Accumulated(k);
+  const float* src = grads_.data() + r.begin;
+  float* dst = acc_.data() + acc_offset_[k];
+  if (first_) {
+    std::copy(src, src + r.size(), dst);
+  } else {
+    for (uint64_t i = 0; i < r.size(); ++i) dst[i] += src[i];
+  }
+  if (last_ && client_ != nullptr && first_error_.ok()) {
+    // The step's gradient of this part is final: FinishStep's multiply,
+    // then onto the servers while the rest is still being reduced.
+    for (uint64_t i = 0; i < r.size(); ++i) dst[i] *= scale_;
+    scaled_[k] = true;
+    PushPart(k);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status GradReducer::EndMicroBatch() {
-  absl::Status first_error;
-  for (size_t k = 0; k < buckets_.size(); ++k) {
-    if (k >= next_) Issue(k);  // not overlapped (or not announced)
-    Traffic& t = stage_ == 0 ? stats_->all_reduce : stats_->reduce_scatter;
-    absl::Status s = WaitOp(ops_[k], &t, &stats_->comm_wait_seconds);
-    ops_[k] = collective::CollectiveOp();
-    if (!s.ok()) {
-      if (first_error.ok()) first_error = s;
-      continue;
-    }
-    const Range r = Accumulated(k);
-    const float* src = grads_.data() + r.begin;
-    float* dst = acc_.data() + acc_offset_[k];
-    if (first_) {
-      std::copy(src, src + r.size(), dst);
-    } else {
-      for (uint64_t i = 0; i < r.size(); ++i) dst[i] += src[i];
-    }
+  const double waited = stats_->comm_wait_seconds;
+  for (size_t k = completed_; k < buckets_.size(); ++k) {
+    if (k >= next_) Issue(k);   // not overlapped (or not announced)
+    Complete(k).IgnoreError();  // kept in first_error_
   }
-  next_ = buckets_.size();
-  return first_error;
+  next_ = completed_ = buckets_.size();
+  stats_->phases.reduce_wait += stats_->comm_wait_seconds - waited;
+  return first_error_;
 }
 
 void GradReducer::FinishStep(float s) {
   for (size_t k = 0; k < buckets_.size(); ++k) {
+    if (scaled_[k]) continue;  // scaled (and pushed) by Complete
     float* dst = acc_.data() + acc_offset_[k];
     const uint64_t n = Accumulated(k).size();
     for (uint64_t i = 0; i < n; ++i) dst[i] *= s;
@@ -120,25 +154,33 @@ std::vector<GradReducer::Part> GradReducer::OwnParts() const {
   return out;
 }
 
+void GradReducer::PushPart(size_t k) {
+  const Range& p = parts_[k];
+  if (p.empty()) return;
+  const float* data =
+      stage_ == 0 ? acc_.data() + p.begin : acc_.data() + acc_offset_[k];
+  PushId id;
+  id.epoch = epoch_;
+  id.step = step_;
+  id.slot = 0;
+  id.key_prefix = absl::StrCat("w", comm_->rank(), "/s", step_, "/o", p.begin);
+  pushes_.push_back(client_->PushAsync(p, v1::DTYPE_FP32, data, std::move(id)));
+  stats_->server_push.Add(4 * p.size(), 0);
+}
+
 absl::Status GradReducer::Push(uint64_t step, uint64_t epoch) {
   if (client_ == nullptr) return absl::OkStatus();  // stage 0
-  std::vector<std::future<absl::Status>> pushes;
-  for (const Part& p : OwnParts()) {
-    PushId id;
-    id.epoch = epoch;
-    id.step = step;
-    id.slot = 0;
-    id.key_prefix =
-        absl::StrCat("w", comm_->rank(), "/s", step, "/o", p.range.begin);
-    pushes.push_back(
-        client_->PushAsync(p.range, v1::DTYPE_FP32, p.data, std::move(id)));
-    stats_->server_push.Add(4 * p.range.size(), 0);
+  step_ = step;
+  epoch_ = epoch;
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    if (!scaled_[k]) PushPart(k);  // not pushed early
   }
   absl::Status pushed;
-  for (auto& f : pushes) {
+  for (auto& f : pushes_) {
     absl::Status s = WaitFuture(f, &stats_->server_wait_seconds);
     if (pushed.ok()) pushed = s;
   }
+  pushes_.clear();
   return pushed;
 }
 

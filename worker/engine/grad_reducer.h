@@ -15,7 +15,13 @@
 //
 // With overlap, a bucket's collective is issued from the gradient hook as
 // soon as backward has finished every gradient in it, and all are waited for
-// after backward; without, they run one at a time after backward.
+// after backward; without, they run one at a time after backward. A bucket
+// whose collective has finished is accumulated at once — from the gradient
+// hook, while backward continues, when overlap is on — and in the step's
+// last micro-batch also scaled and pushed to its servers (stages 1-3), so
+// that the pushes overlap what is left of backward and of the reduction.
+// Only the moment changes, never the arithmetic or the collectives' order:
+// the bits are those of accumulating and scaling after backward.
 //
 // Where the accumulator lives: stages 0 and 1 keep a full-size buffer
 // (stage 0 accumulates whole buckets; stage 1 only its parts, but holds the
@@ -27,6 +33,7 @@
 #define ZEROSHARD_WORKER_ENGINE_GRAD_REDUCER_H_
 
 #include <cstdint>
+#include <future>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -43,9 +50,11 @@ class GradReducer : public GradPath {
  public:
   // `grads`: the model's gradient buffer; it, `comm` and `client` (stages
   // 1-3; null at stage 0) must outlive the reducer.
-  GradReducer(int stage, uint64_t bucket_size, bool overlap,
+  // `gas`: micro-batches per step (the last one pushes).
+  GradReducer(int stage, uint64_t bucket_size, bool overlap, int gas,
               collective::Communicator* comm, ShardClient* client,
               absl::Span<float> grads);
+  ~GradReducer() override;  // waits for pushes still reading acc
 
   // Records traffic, waits and bucket_issue_seconds.
   void set_stats(StepStats* stats) override { stats_ = stats; }
@@ -55,11 +64,13 @@ class GradReducer : public GradPath {
   // Reduces what is left, waits, accumulates.
   absl::Status EndMicroBatch() override;
 
-  // acc *= scale over this rank's parts (stage 0: everything).
+  // acc *= scale over this rank's parts (stage 0: everything); `scale`
+  // must be 1/(W·gas), which the parts pushed early already carry.
   void FinishStep(float scale) override;
   double SumSquares() const override { return SumSquares(comm_->rank()); }
   bool summed_on_servers() const override { return false; }
-  // Pushes each non-empty part as slot 0 of the step and waits.
+  // Pushes each non-empty part not pushed yet as slot 0 of the step and
+  // waits for every push of the step.
   absl::Status Push(uint64_t step, uint64_t epoch) override;
   uint32_t contributions_per_step() const override { return 1; }
   uint64_t acc_bytes() const override { return 4 * acc_.size(); }
@@ -82,11 +93,17 @@ class GradReducer : public GradPath {
 
  private:
   void Issue(size_t k);
+  // Waits for bucket k's collective, accumulates it, and in the last
+  // micro-batch scales and pushes it. Buckets complete in order.
+  absl::Status Complete(size_t k);
+  void PushPart(size_t k);
   Range Accumulated(size_t k) const;  // flat range of bucket k kept in acc
   uint64_t AccOffset(size_t k) const { return acc_offset_[k]; }
 
   const int stage_;
   const bool overlap_;
+  const int gas_;
+  const float scale_;  // 1/(W·gas)
   collective::Communicator* comm_;
   ShardClient* client_;
   absl::Span<float> grads_;
@@ -95,8 +112,14 @@ class GradReducer : public GradPath {
   std::vector<uint64_t> acc_offset_;
   std::vector<float> acc_;
   std::vector<collective::CollectiveOp> ops_;
-  size_t next_ = 0;  // next bucket to issue
+  size_t next_ = 0;       // next bucket to issue
+  size_t completed_ = 0;  // buckets accumulated in this micro-batch
   bool first_ = true;
+  bool last_ = true;  // the step's last micro-batch
+  uint64_t step_ = 0, epoch_ = 0;
+  std::vector<bool> scaled_;  // bucket k's part scaled (and pushed)
+  std::vector<std::future<absl::Status>> pushes_;  // this step's
+  absl::Status first_error_;  // of this micro-batch's collectives
   StepStats* stats_ = nullptr;
 };
 

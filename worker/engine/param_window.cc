@@ -30,23 +30,64 @@ ParamWindow::ParamWindow(const ModelLayout& layout, ParamWindowOptions options,
   }
   partition_.assign(offset, 0.0f);
   schedule_ = layout.need_schedule;
+  std::vector<bool> listed(units_.size(), false);
+  for (int index : schedule_) {
+    if (index < 0 || static_cast<size_t>(index) >= units_.size()) continue;
+    const Unit& u = units_[index];
+    if (listed[index] || u.persistent || u.part.empty()) continue;
+    listed[index] = true;
+    fetch_order_.push_back(index);
+  }
   for (const Unit& u : units_) Poison(u);
 }
 
+void ParamWindow::IssueFetches(size_t until) {
+  const size_t window = static_cast<size_t>(std::max(options_.prefetch, 0)) + 2;
+  while (fetch_next_ < fetch_order_.size() &&
+         (fetch_next_ <= until || fetch_next_ < fetch_waited_ + window)) {
+    Unit& u = units_[fetch_order_[fetch_next_++]];
+    if (!u.fetch_due) continue;
+    u.fetch_due = false;
+    u.part_fetch = client_->GatherAsync(u.part, v1::DTYPE_FP32,
+                                        partition_.data() + u.offset);
+    stats_->server_gather.Add(0, 4 * u.part.size());
+  }
+}
+
+ParamWindow::~ParamWindow() {
+  for (Unit& u : units_) {
+    if (u.part_fetch.valid()) u.part_fetch.wait();
+    if (u.fetch.valid()) u.fetch.wait();
+  }
+}
+
 absl::Status ParamWindow::FetchPartition() {
+  absl::Status first;
+  for (Unit& u : units_) {  // a lazy fetch not waited for yet
+    absl::Status s = WaitFuture(u.part_fetch, &stats_->server_wait_seconds);
+    if (first.ok()) first = s;
+  }
+  const bool lazy = options_.lazy_fetch && !options_.offload;
   std::vector<std::future<absl::Status>> fetches;
-  for (const Unit& u : units_) {
+  for (Unit& u : units_) {
     // A persistent unit whole, in place; otherwise this rank's part.
     const Range r = u.persistent       ? u.range
                     : options_.offload ? Range()
                                        : u.part;
     if (r.empty()) continue;
+    if (lazy && !u.persistent) {
+      u.fetch_due = true;  // issued by IssueFetches
+      continue;
+    }
     float* to =
         u.persistent ? params_.data() + r.begin : partition_.data() + u.offset;
     fetches.push_back(client_->GatherAsync(r, v1::DTYPE_FP32, to));
     stats_->server_gather.Add(0, 4 * r.size());
   }
-  absl::Status first;
+  if (lazy) {
+    fetch_next_ = fetch_waited_ = 0;
+    IssueFetches(0);
+  }
   for (auto& f : fetches) {
     absl::Status s = WaitFuture(f, &stats_->server_wait_seconds);
     if (first.ok()) first = s;
@@ -60,8 +101,21 @@ void ParamWindow::Poison(const Unit& u) {
             std::numeric_limits<float>::quiet_NaN());
 }
 
-void ParamWindow::Start(Unit& u) {
-  if (u.state != State::kIdle) return;
+absl::Status ParamWindow::Start(Unit& u) {
+  if (u.state != State::kIdle) return absl::OkStatus();
+  if (u.fetch_due || u.part_fetch.valid()) {  // lazy_fetch: its part
+    if (u.fetch_due) {
+      const auto at =
+          std::find(fetch_order_.begin(), fetch_order_.end(), &u - &units_[0]);
+      IssueFetches(static_cast<size_t>(at - fetch_order_.begin()));
+    }
+    const double fetched = stats_->server_wait_seconds;
+    absl::Status s = WaitFuture(u.part_fetch, &stats_->server_wait_seconds);
+    stats_->phases.gather += stats_->server_wait_seconds - fetched;
+    ++fetch_waited_;
+    IssueFetches(0);  // keep the window full
+    ZS_RETURN_IF_ERROR(s);
+  }
   u.state = State::kInFlight;
   live_bytes_ += 4 * u.range.size();
   stats_->peak_live_param_bytes =
@@ -72,24 +126,30 @@ void ParamWindow::Start(Unit& u) {
                                      params_.data() + u.part.begin);
       stats_->server_gather.Add(0, 4 * u.part.size());
     }
-    return;
+    return absl::OkStatus();
   }
   std::copy(partition_.begin() + u.offset,
             partition_.begin() + u.offset + u.part.size(),
             params_.begin() + u.part.begin);
   u.gather = comm_->AllGather(params_.data() + u.range.begin, u.range.size(),
                               collective::DType::kFloat32);
+  return absl::OkStatus();
 }
 
 absl::Status ParamWindow::Finish(Unit& u) {
   if (u.state == State::kLive) return absl::OkStatus();
   if (options_.offload) {
+    const double fetched = stats_->server_wait_seconds;
     ZS_RETURN_IF_ERROR(WaitFuture(u.fetch, &stats_->server_wait_seconds));
+    stats_->phases.gather += stats_->server_wait_seconds - fetched;
     u.gather = comm_->AllGather(params_.data() + u.range.begin, u.range.size(),
                                 collective::DType::kFloat32);
   }
-  ZS_RETURN_IF_ERROR(
-      WaitOp(u.gather, &stats_->all_gather, &stats_->comm_wait_seconds));
+  const double waited = stats_->comm_wait_seconds;
+  absl::Status s =
+      WaitOp(u.gather, &stats_->all_gather, &stats_->comm_wait_seconds);
+  stats_->phases.all_gather_wait += stats_->comm_wait_seconds - waited;
+  ZS_RETURN_IF_ERROR(s);
   u.gather = collective::CollectiveOp();
   u.state = State::kLive;
   return absl::OkStatus();
@@ -109,11 +169,11 @@ absl::Status ParamWindow::OnEvent(const UnitEvent& e) {
           absl::StrCat("stage 3: the model needs parameter unit ", index,
                        " out of schedule (position ", cursor_, ")"));
     }
-    Start(u);
+    ZS_RETURN_IF_ERROR(Start(u));
     ++cursor_;
     for (size_t j = cursor_;
          j < std::min(schedule_.size(), cursor_ + options_.prefetch); ++j) {
-      Start(units_[schedule_[j]]);
+      ZS_RETURN_IF_ERROR(Start(units_[schedule_[j]]));
     }
     return Finish(u);
   }

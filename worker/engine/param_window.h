@@ -51,6 +51,14 @@ struct ParamWindowOptions {
   bool poison = true;
   // Units of at most this many elements are persistent; 0: none.
   uint64_t persistence_threshold = 0;
+  // FetchPartition fetches the persistent units and issues the fetches of
+  // the first parts in the order of their first need; each unit's part is
+  // waited for when the unit is first started, which issues the next
+  // part's fetch (a window of prefetch + 2 parts on their way, so that the
+  // part needed first arrives first and the rest overlaps the next
+  // forward). Its errors then come from OnEvent. Only where a failed fetch
+  // ends the run (the engine without recovery).
+  bool lazy_fetch = false;
 };
 
 class ParamWindow {
@@ -61,6 +69,7 @@ class ParamWindow {
   ParamWindow(const ModelLayout& layout, ParamWindowOptions options,
               collective::Communicator* comm, ShardClient* client,
               absl::Span<float> params);
+  ~ParamWindow();  // waits for fetches still writing
 
   // Where the stats of the current step go (not owned; must be set before
   // any other call).
@@ -69,6 +78,7 @@ class ParamWindow {
   // Fetches what this rank keeps from the servers: its part of every
   // partitioned unit (none with offload) and every persistent unit whole.
   // After each commit; until the first call persistent units are NaN.
+  // With lazy_fetch the parts may still be on their way on return.
   absl::Status FetchPartition();
 
   // The model's unit hook.
@@ -92,10 +102,15 @@ class ParamWindow {
     uint64_t offset = 0;      // of the part in partition_
     bool persistent = false;  // kept whole, always kLive
     State state = State::kIdle;
-    collective::CollectiveOp gather;  // not offload
-    std::future<absl::Status> fetch;  // offload
+    collective::CollectiveOp gather;       // not offload
+    std::future<absl::Status> fetch;       // offload
+    std::future<absl::Status> part_fetch;  // lazy_fetch: the part's
+    bool fetch_due = false;  // lazy_fetch: its fetch not issued yet
   };
-  void Start(Unit& u);
+  absl::Status Start(Unit& u);
+  // lazy_fetch: issues the due fetches in need order until `until`
+  // (an index in fetch_order_) is issued, or the window is full.
+  void IssueFetches(size_t until);
   absl::Status Finish(Unit& u);
   void Poison(const Unit& u);
 
@@ -105,7 +120,11 @@ class ParamWindow {
   absl::Span<float> params_;
   std::vector<Unit> units_;
   std::vector<int> schedule_;
-  size_t cursor_ = 0;  // next need in schedule_
+  std::vector<int> fetch_order_;  // lazy_fetch: parts by first need
+  size_t fetch_next_ = 0;         // next in fetch_order_ to issue
+  size_t fetch_waited_ = 0;       // fetches waited for since the last
+                                  // FetchPartition
+  size_t cursor_ = 0;             // next need in schedule_
   std::vector<float> partition_;
   uint64_t persistent_elements_ = 0;
   uint64_t live_bytes_ = 0;

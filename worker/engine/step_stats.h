@@ -82,6 +82,28 @@ struct StepStats {
   double server_wait_seconds = 0;  // blocked on server RPCs
   double step_seconds = 0;         // first Forward to the end of Step
 
+  // Where this rank's step time went, by phase (seconds; this rank's clock,
+  // summed over the step's micro-batches). The waits are the time the
+  // engine's thread was blocked, so a collective hidden behind compute
+  // counts nothing; what is left of step_seconds (bookkeeping, gradient
+  // accumulation, copies) is step_seconds - Phases::sum().
+  struct Phases {
+    double forward = 0;          // forward compute, less the waits inside
+    double backward = 0;         // backward compute, less the waits inside
+    double reduce_wait = 0;      // gradient reduce-scatter / all-reduce
+    double push = 0;             // this rank's gradient onto the servers
+    double sync = 0;             // norm and loss exchange among the ranks
+    double server_step = 0;      // prepare, decision and commit (stages
+                                 // 1-3); the local AdamW (stage 0)
+    double gather = 0;           // parameters from the servers
+    double all_gather_wait = 0;  // parameter all-gathers (stage 3: units)
+    double sum() const {
+      return forward + backward + reduce_wait + push + sync + server_step +
+             gather + all_gather_wait;
+    }
+  };
+  Phases phases;
+
   // The last micro-batch's timeline, in NowSeconds() (op_wait.h) of the
   // engine's thread: when each gradient bucket's collective was issued (in
   // reduction order, grad_reducer.h), and when the model's backward
@@ -91,7 +113,8 @@ struct StepStats {
   double backward_end_seconds = 0;
 };
 
-// One line, "step=3 loss=... state=... sent=...".
+// One line, "step=3 loss=... state=... sent=... time: ... phases: fwd=...s
+// bwd=...s ..." (the phases in Phases' order).
 std::string DescribeStepStats(const StepStats& s);
 
 }  // namespace zeroshard::engine

@@ -9,15 +9,15 @@
 // takes about as long as backward, as between machines with a larger
 // model; overlap then hides it behind backward.
 //
-// The eight variants (DDP and ZeRO-3, overlap on and off, in-process and
-// over the links) run alternately, --rounds times each (common/bench/
-// bench.h), so that load from other processes hits them alike. One run
-// trains --steps steps; its figure is the median of its steps after the
-// first (a warm-up); a variant's step time is the median over its runs.
-// ZeRO-3 is compared with DDP best against best: for each stage the faster
-// of overlap on and off (printed), over the same collectives. Model-state
-// bytes are rank 0's (step_stats.h). Correctness in the same run: every run
-// of every variant must end with the bits of stage 0.
+// The ten variants (DDP and ZeRO-3, overlap on and off, in-process and
+// over the links; stage 2 on and off in-process) run alternately, --rounds
+// times each (common/bench/ bench.h), so that load from other processes hits
+// them alike. One run trains --steps steps; its figure is the median of its
+// steps after the first (a warm-up); a variant's step time is the median over
+// its runs. ZeRO-3 is compared with DDP best against best: for each stage the
+// faster of overlap on and off (printed), over the same collectives.
+// Model-state bytes are rank 0's (step_stats.h). Correctness in the same run:
+// every run of every variant must end with the bits of stage 0.
 //
 //   bazel run -c opt //worker/engine:zero_bench -- [--rounds=5] [--steps=12]
 //
@@ -31,12 +31,20 @@
 //        zero3_vs_ddp_step_link=<the same as the first, over the links>
 //        best_ddp_overlap=<1: overlap on was DDP's faster configuration>
 //        best_zero3_overlap=... rounds=<runs per variant>
+//        zero2_vs_ddp_step=<best stage 2 / best stage 0, in-process>
+//        zero2_overlap_vs_no_overlap_step=...
+//
+// Before the RESULT line: where rank 0's step time went, per variant and
+// phase (StepStats::Phases: forward, backward, reduce-scatter wait, push,
+// norm exchange, server step, gather, all-gather wait, the rest).
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "common/bench/bench.h"
 #include "common/flags.h"
@@ -57,12 +65,33 @@ struct Variant {
   bool link = false;  // over the emulated links
 };
 
+// The phases of step_stats.h StepStats::Phases, in the order printed.
+constexpr int kPhases = 9;
+constexpr const char* kPhaseNames[kPhases] = {"fwd",    "bwd",     "rs_wait",
+                                              "push",   "sync",    "srv_step",
+                                              "gather", "ag_wait", "other"};
+
+std::vector<double> PhasesOf(const StepStats& s) {
+  const StepStats::Phases& p = s.phases;
+  return {p.forward,
+          p.backward,
+          p.reduce_wait,
+          p.push,
+          p.sync,
+          p.server_step,
+          p.gather,
+          p.all_gather_wait,
+          s.step_seconds - p.sum()};
+}
+
 // What every run of one variant showed besides its time.
 struct Record {
   double state_bytes = 0;
   double sent_bytes = 0;
   int runs = 0;
   int same_bits = 0;  // runs that ended with stage 0's bits
+  // phases[i]: each run's median (over its timed steps) of phase i.
+  std::vector<double> phases[kPhases];
 };
 
 train::TrainSpec BenchSpec(const Variant& v, int steps) {
@@ -106,8 +135,14 @@ absl::StatusOr<double> RunOnce(const Variant& v, int steps,
   if (!run.ok()) return run.status();
   const train::TrainResult& r0 = (*run)[0];
   std::vector<double> times;
+  std::vector<double> phases[kPhases];
   for (size_t s = 1; s < r0.stats.size(); ++s) {
     times.push_back(r0.stats[s].step_seconds);
+    const std::vector<double> p = PhasesOf(r0.stats[s]);
+    for (int i = 0; i < kPhases; ++i) phases[i].push_back(p[i]);
+  }
+  for (int i = 0; i < kPhases; ++i) {
+    rec->phases[i].push_back(bench::Median(phases[i]));
   }
   rec->state_bytes = static_cast<double>(r0.stats.back().model_state_bytes());
   rec->sent_bytes =
@@ -131,19 +166,38 @@ int Main(int argc, char** argv) {
                 "bytes.");
   flags.Int64("rounds", &rounds, "runs of every variant, alternated");
   flags.Int64("steps", &steps, "steps per run (the first is a warm-up)");
+  std::string only;
+  flags.String("only", &only,
+               "comma-separated variant names: run just these (a quick "
+               "look; the RESULT line then has their step times only)");
   flags.ParseOrExit(argc, argv);
   if (rounds < 1 || steps < 2) {
     ExitWithError(flags.program(), "--rounds must be >= 1 and --steps >= 2");
   }
-  const std::vector<Variant> variants = {
-      {"ddp", 0, true},
-      {"ddp_no_overlap", 0, false},
-      {"zero3", 3, true},
-      {"zero3_no_overlap", 3, false},
-      {"ddp_link", 0, true, true},
-      {"ddp_link_no_overlap", 0, false, true},
-      {"zero3_link", 3, true, true},
-      {"zero3_link_no_overlap", 3, false, true}};
+  std::vector<Variant> variants = {{"ddp", 0, true},
+                                   {"ddp_no_overlap", 0, false},
+                                   {"zero3", 3, true},
+                                   {"zero3_no_overlap", 3, false},
+                                   {"ddp_link", 0, true, true},
+                                   {"ddp_link_no_overlap", 0, false, true},
+                                   {"zero3_link", 3, true, true},
+                                   {"zero3_link_no_overlap", 3, false, true},
+                                   {"zero2", 2, true},
+                                   {"zero2_no_overlap", 2, false}};
+  if (!only.empty()) {
+    const std::vector<std::string> names = absl::StrSplit(only, ',');
+    std::vector<Variant> kept;
+    for (const std::string& name : names) {
+      auto it = std::find_if(variants.begin(), variants.end(),
+                             [&](const Variant& v) { return name == v.name; });
+      if (it == variants.end()) {
+        ExitWithError(flags.program(),
+                      absl::StrCat("--only: no variant named '", name, "'"));
+      }
+      kept.push_back(*it);
+    }
+    variants = kept;
+  }
   std::vector<Record> records(variants.size());
   std::vector<float> reference;
   std::vector<bench::Variant> runs;
@@ -183,9 +237,32 @@ int Main(int argc, char** argv) {
   }
   std::printf("check: every run of every variant gives stage 0's bits: %s\n",
               ok ? "yes" : "NO");
+  std::printf(
+      "where rank 0's step time goes (ms, median over runs of each run's "
+      "median step; waits are blocked time, step_stats.h Phases):\n%-24s",
+      "variant");
+  for (const char* name : kPhaseNames) std::printf(" %8s", name);
+  std::printf(" %8s\n", "step");
+  for (size_t i = 0; i < variants.size(); ++i) {
+    std::printf("%-24s", variants[i].name);
+    for (int p = 0; p < kPhases; ++p) {
+      std::printf(" %8.2f", 1e3 * bench::Median(records[i].phases[p]));
+    }
+    std::printf(" %8.2f\n", 1e3 * r.Median(variants[i].name));
+  }
 
+  if (!only.empty()) {  // a quick look: the step times alone
+    bench::ResultLine line;
+    for (const Variant& v : variants) {
+      line.Add(absl::StrCat(v.name, "_ms"), 1e3 * r.Median(v.name));
+    }
+    line.AddInt("correct", ok ? 1 : 0).AddInt("rounds", rounds);
+    line.Print();
+    return ok ? 0 : 1;
+  }
   const char* best_ddp = Faster(r, "ddp", "ddp_no_overlap");
   const char* best_zero3 = Faster(r, "zero3", "zero3_no_overlap");
+  const char* best_zero2 = Faster(r, "zero2", "zero2_no_overlap");
   const char* best_ddp_link = Faster(r, "ddp_link", "ddp_link_no_overlap");
   const char* best_zero3_link =
       Faster(r, "zero3_link", "zero3_link_no_overlap");
@@ -223,7 +300,10 @@ int Main(int argc, char** argv) {
       .Add("zero3_vs_ddp_step_link", on_vs_off(best_zero3_link, best_ddp_link))
       .AddInt("best_ddp_overlap", std::string(best_ddp) == "ddp" ? 1 : 0)
       .AddInt("best_zero3_overlap", std::string(best_zero3) == "zero3" ? 1 : 0)
-      .AddInt("rounds", rounds);
+      .AddInt("rounds", rounds)
+      .Add("zero2_vs_ddp_step", on_vs_off(best_zero2, best_ddp))
+      .Add("zero2_overlap_vs_no_overlap_step",
+           on_vs_off("zero2", "zero2_no_overlap"));
   line.Print();
   return ok ? 0 : 1;
 }

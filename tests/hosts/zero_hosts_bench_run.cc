@@ -1,0 +1,367 @@
+// One profile of the benchmark on test hosts (zero_hosts_bench.sh runs it
+// inside `tools/netlab.sh run`, once per link profile): K = 2 shard servers
+// on hosts srv0 and srv1, W = 4 workers as 2 nodes × 2 ranks on hosts node0
+// (ranks 0, 1) and node1 (ranks 2, 3) — real zeroshard-server and
+// zeroshard-worker processes started in the hosts with `netlab.sh exec`,
+// UCX across the nodes over the shaped veth links, in-node collectives
+// local (ZEROSHARD_LOCAL_SIZE=2). The GPT-2 and training options of
+// worker/engine/zero_bench.cc (L=4, C=128, B=4, T=64, clipping 1.0,
+// buckets of 128 Ki elements).
+//
+// Variants, alternated round by round (common/bench/bench.h): stage 0
+// (DDP), 2, 3 and 3 with offload_param_server, each with overlap_comm on
+// and off. A run's figure is the median of rank 0's step times after the
+// first step (its metrics file); a variant's is the median over its runs.
+// Best against best: each stage's faster overlap setting. Correctness in
+// the same run: every run's per-step losses (7 digits) must equal the
+// first DDP run's.
+//
+//   zero_hosts_bench_run --profile=10g --worker=... --server=...
+//       --netlab=tools/netlab.sh --dir=/tmp/x [--rounds=3] [--steps=12]
+//       [--prefetch=1]
+//
+// Host addresses come from NETLAB_IP_<host>. Its last line:
+//   PROFILE <name> zero3_vs_ddp=<best stage 3 / best stage 0>
+//     zero3_offload_vs_ddp=... zero2_vs_ddp=...
+//     overlap_vs_no_overlap_worst=<max over stages of on / off> correct=0|1
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/bench/bench.h"
+#include "common/flags.h"
+#include "common/subprocess.h"
+#include "worker/engine/testing.h"
+
+namespace zeroshard {
+namespace {
+
+constexpr int kWorld = 4, kLocal = 2, kServers = 2;
+const char* const kServerHosts[kServers] = {"srv0", "srv1"};
+const char* const kNodeHosts[kWorld / kLocal] = {"node0", "node1"};
+
+struct Paths {
+  std::string worker, server, netlab, dir, data, profile;
+  int64_t prefetch = 1;  // stage 3: units gathered ahead
+};
+
+struct Variant {
+  const char* name;
+  int stage;
+  bool offload;
+  bool overlap;
+};
+
+struct Record {
+  std::vector<double> phases[8];  // each run's medians (StepStats::Phases)
+  int runs = 0, same = 0;
+};
+
+std::string HostIp(const std::string& host) {
+  const char* ip = std::getenv(("NETLAB_IP_" + host).c_str());
+  return ip != nullptr ? ip : "";
+}
+
+train::TrainSpec Spec(const Variant& v, int steps, const std::string& data,
+                      int prefetch) {
+  train::TrainSpec s;
+  s.config.max_seq_len = 64;
+  s.config.vocab_size = 512;
+  s.config.padded_vocab_size = 512;
+  s.config.num_layers = 4;
+  s.config.num_heads = 4;
+  s.config.channels = 128;
+  s.zero.stage = v.stage;
+  s.zero.offload_param_server = v.offload;
+  s.zero.overlap_comm = v.overlap;
+  s.zero.stage3_prefetch_units = prefetch;
+  s.zero.micro_batch = 4;
+  s.zero.seq_len = 64;
+  s.zero.gradient_clipping = 1.0;
+  s.zero.lr_schedule.lr = 1e-3;
+  s.zero.reduce_bucket_size = 1 << 17;
+  s.zero.job_id = std::string("zero_hosts_bench_") + v.name;
+  s.steps = steps;
+  s.seed = 7;
+  s.data = {data};
+  return s;
+}
+
+// `argv` run in host `host` (netlab.sh exec).
+absl::StatusOr<Subprocess> SpawnIn(const Paths& p, const std::string& host,
+                                   std::vector<std::string> argv,
+                                   std::vector<std::string> env,
+                                   const std::string& log) {
+  SpawnOptions o;
+  o.argv = {p.netlab, "exec", host};
+  for (std::string& a : argv) o.argv.push_back(std::move(a));
+  o.env = std::move(env);
+  o.log_path = log;
+  return Subprocess::Spawn(o);
+}
+
+// The first line of `path` once it exists, waiting up to 30 s.
+std::string WaitForLine(const std::string& path) {
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  std::string line;
+  while (line.empty() && absl::Now() < give_up) {
+    std::ifstream(path) >> line;
+    if (line.empty()) absl::SleepFor(absl::Milliseconds(10));
+  }
+  return line;
+}
+
+// The number after "\"key\":" in a JSON line; NaN when absent.
+double JsonValue(const std::string& line, const std::string& key) {
+  const size_t at = line.find("\"" + key + "\":");
+  if (at == std::string::npos) return std::nan("");
+  return std::strtod(line.c_str() + at + key.size() + 3, nullptr);
+}
+
+// The value after "name=" in the phases of a --stats line
+// (DescribeStepStats), seconds; NaN when absent.
+double StatsValue(const std::string& line, const std::string& name) {
+  const size_t phases = line.find(" phases:");
+  if (phases == std::string::npos) return std::nan("");
+  const size_t at = line.find(" " + name + "=", phases);
+  if (at == std::string::npos) return std::nan("");
+  return std::strtod(line.c_str() + at + name.size() + 2, nullptr);
+}
+
+// One run of `v`; the median of rank 0's steps after the first.
+absl::StatusOr<double> RunOnce(const Paths& p, const Variant& v, int steps,
+                               int round, std::vector<std::string>* losses0,
+                               Record* rec) {
+  const std::string dir = absl::StrCat(p.dir, "/", v.name, "-", round);
+  std::system(
+      absl::StrCat("rm -rf '", dir, "' && mkdir -p '", dir, "'").c_str());
+  std::vector<Subprocess> servers;
+  std::vector<std::string> addresses;
+  if (v.stage > 0) {
+    for (int k = 0; k < kServers; ++k) {
+      const std::string ip = HostIp(kServerHosts[k]);
+      const std::string port_file = absl::StrCat(dir, "/server", k, ".port");
+      auto s = SpawnIn(
+          p, kServerHosts[k],
+          {p.server, "--host=" + ip, "--port=0", "--port_file=" + port_file,
+           absl::StrCat("--shard_index=", k),
+           absl::StrCat("--num_shards=", kServers), "--threads=1",
+           "--grpc_threads=8", "--insecure"},
+          {}, absl::StrCat(dir, "/server", k, ".log"));
+      if (!s.ok()) return s.status();
+      servers.push_back(std::move(*s));
+      const std::string port = WaitForLine(port_file);
+      if (port.empty()) {
+        return absl::DeadlineExceededError(
+            absl::StrCat("server ", k, " on ", kServerHosts[k],
+                         " wrote no port (log ", dir, "/server", k, ".log)"));
+      }
+      addresses.push_back(ip + ":" + port);
+    }
+  }
+  std::vector<std::string> flags = engine::TrainWorkerFlags(
+      Spec(v, steps, p.data, static_cast<int>(p.prefetch)),
+      dir + "/ds_config.json");
+  flags.push_back("--stats");
+  flags.push_back(dir + "/metrics-%r.jsonl");
+  flags.back() = "--metrics_file=" + flags.back();
+  if (!addresses.empty()) {
+    flags.push_back("--servers=" + absl::StrJoin(addresses, ","));
+  }
+  std::vector<Subprocess> workers;
+  auto spawn = [&](int r, const std::string& coord) -> absl::Status {
+    std::vector<std::string> argv = {p.worker};
+    for (const std::string& f : flags) argv.push_back(f);
+    if (r == 0) argv.push_back("--port_file=" + dir + "/rank0.port");
+    auto w = SpawnIn(p, kNodeHosts[r / kLocal], argv,
+                     {absl::StrCat("ZEROSHARD_RANK=", r),
+                      absl::StrCat("ZEROSHARD_WORLD_SIZE=", kWorld),
+                      absl::StrCat("ZEROSHARD_LOCAL_RANK=", r % kLocal),
+                      absl::StrCat("ZEROSHARD_LOCAL_SIZE=", kLocal),
+                      "ZEROSHARD_COORD=" + coord},
+                     absl::StrCat(dir, "/rank", r, ".log"));
+    if (!w.ok()) return w.status();
+    workers.push_back(std::move(*w));
+    return absl::OkStatus();
+  };
+  const std::string node0 = HostIp(kNodeHosts[0]);
+  if (absl::Status s = spawn(0, node0 + ":0"); !s.ok()) return s;
+  const std::string port = WaitForLine(dir + "/rank0.port");
+  if (port.empty()) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("rank 0 wrote no port (log ", dir, "/rank0.log)"));
+  }
+  for (int r = 1; r < kWorld; ++r) {
+    if (absl::Status s = spawn(r, node0 + ":" + port); !s.ok()) return s;
+  }
+  for (size_t r = 0; r < workers.size(); ++r) {
+    auto status = workers[r].Wait(std::chrono::seconds(300));
+    if (!status.ok() || *status != 0) {
+      return absl::InternalError(absl::StrCat(v.name, ": rank ", r,
+                                              " failed or hangs (log ", dir,
+                                              "/rank", r, ".log)"));
+    }
+  }
+  for (Subprocess& s : servers) s.Stop(std::chrono::seconds(5));
+  // Rank 0's step times (metrics file) and phases (--stats lines).
+  std::vector<double> times;
+  std::vector<std::string> losses;
+  {
+    std::ifstream in(dir + "/metrics-0.jsonl");
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.find("\"event\":\"step\"") == std::string::npos) continue;
+      times.push_back(JsonValue(line, "step_seconds"));
+      const size_t at = line.find("\"loss\":");
+      losses.push_back(line.substr(at, line.find(',', at) - at));
+    }
+  }
+  std::vector<double> phases[8];
+  {
+    const char* names[8] = {"fwd",  "bwd",      "rs_wait", "push",
+                            "sync", "srv_step", "gather",  "ag_wait"};
+    std::ifstream in(dir + "/rank0.log");
+    std::string line;
+    int n = 0;
+    while (std::getline(in, line)) {
+      if (line.rfind("rank 0: step=", 0) != 0 || n++ == 0) continue;
+      for (int i = 0; i < 8; ++i) {
+        phases[i].push_back(StatsValue(line, names[i]));
+      }
+    }
+  }
+  if (times.size() < 2) {
+    return absl::InternalError(absl::StrCat(v.name, ": rank 0 recorded ",
+                                            times.size(), " steps (", dir,
+                                            "/metrics-0.jsonl)"));
+  }
+  for (int i = 0; i < 8; ++i) {
+    rec->phases[i].push_back(bench::Median(phases[i]));
+  }
+  if (losses0->empty()) *losses0 = losses;
+  ++rec->runs;
+  if (losses == *losses0) ++rec->same;
+  times.erase(times.begin());
+  return bench::Median(times);
+}
+
+int Main(int argc, char** argv) {
+  Paths p;
+  int64_t rounds = 3, steps = 12;
+  FlagSet flags("zero_hosts_bench_run",
+                "zero_hosts_bench_run [flags]\n\nOne link profile of "
+                "zero_hosts_bench.sh, inside `netlab.sh run`.");
+  flags.String("worker", &p.worker, "zeroshard-worker binary");
+  flags.String("server", &p.server, "zeroshard-server binary");
+  flags.String("netlab", &p.netlab, "tools/netlab.sh");
+  flags.String("dir", &p.dir, "work directory (logs, metrics)");
+  flags.String("profile", &p.profile, "the link profile's name (printed)");
+  flags.Int64("rounds", &rounds, "runs of every variant, alternated");
+  flags.Int64("steps", &steps, "steps per run (the first is a warm-up)");
+  flags.Int64("prefetch", &p.prefetch,
+              "stage 3: parameter units gathered ahead of their use "
+              "(stage3_prefetch_units)");
+  flags.ParseOrExit(argc, argv);
+  if (p.worker.empty() || p.server.empty() || p.netlab.empty() ||
+      p.dir.empty() || rounds < 1 || steps < 2) {
+    ExitWithError(flags.program(),
+                  "--worker, --server, --netlab and --dir are required; "
+                  "--rounds >= 1, --steps >= 2");
+  }
+  for (const char* h : {"srv0", "srv1", "node0", "node1"}) {
+    if (HostIp(h).empty()) {
+      ExitWithError(flags.program(),
+                    absl::StrCat("NETLAB_IP_", h,
+                                 " is not set (run inside "
+                                 "`netlab.sh run --hosts \"srv0 srv1 node0 "
+                                 "node1\"`)"));
+    }
+  }
+  auto data =
+      engine::WriteTestTokens("zero_hosts_bench_tokens", 1 << 16, 512, 7);
+  if (!data.ok()) ExitWithError(flags.program(), data.status().ToString());
+  p.data = *data;
+  const std::vector<Variant> variants = {
+      {"ddp", 0, false, true},
+      {"ddp_no_overlap", 0, false, false},
+      {"zero2", 2, false, true},
+      {"zero2_no_overlap", 2, false, false},
+      {"zero3", 3, false, true},
+      {"zero3_no_overlap", 3, false, false},
+      {"zero3_offload", 3, true, true},
+      {"zero3_offload_no_overlap", 3, true, false}};
+  std::vector<Record> records(variants.size());
+  std::vector<std::string> losses0;
+  std::vector<bench::Variant> runs;
+  for (size_t i = 0; i < variants.size(); ++i) {
+    const Variant* v = &variants[i];
+    Record* rec = &records[i];
+    runs.push_back({v->name,
+                    [&p, v, rec, &losses0, steps](const bench::RunInfo& info) {
+                      return RunOnce(p, *v, static_cast<int>(steps), info.round,
+                                     &losses0, rec);
+                    },
+                    i == 0});
+  }
+  std::printf(
+      "zero_hosts_bench profile %s: K=%d servers on srv0/srv1, W=%d as 2 "
+      "nodes x 2 ranks on node0/node1; GPT-2 L=4 C=128 B=4 T=64, %lld steps "
+      "per run, %lld runs of each variant alternated\n",
+      p.profile.c_str(), kServers, kWorld, static_cast<long long>(steps),
+      static_cast<long long>(rounds));
+  std::fflush(stdout);
+  auto results = bench::RunAlternating(
+      runs, bench::Schedule{/*warmup_rounds=*/0, static_cast<int>(rounds)});
+  if (!results.ok()) {
+    std::printf("zero_hosts_bench_run: %s\n",
+                results.status().ToString().c_str());
+    return 1;
+  }
+  const bench::Results& r = *results;
+  std::printf("%s", r.Table().c_str());
+  std::printf("where rank 0's step time goes (ms, medians):\n%-26s", "variant");
+  for (const char* n : {"fwd", "bwd", "rs_wait", "push", "sync", "srv_step",
+                        "gather", "ag_wait"}) {
+    std::printf(" %8s", n);
+  }
+  std::printf(" %8s %s\n", "step", "same losses as ddp");
+  bool ok = true;
+  for (size_t i = 0; i < variants.size(); ++i) {
+    std::printf("%-26s", variants[i].name);
+    for (int k = 0; k < 8; ++k) {
+      std::printf(" %8.2f", 1e3 * bench::Median(records[i].phases[k]));
+    }
+    std::printf(" %8.2f %d of %d\n", 1e3 * r.Median(variants[i].name),
+                records[i].same, records[i].runs);
+    ok &= records[i].same == records[i].runs;
+  }
+  auto best = [&](const std::string& a) {
+    return std::min(r.Median(a), r.Median(a + "_no_overlap"));
+  };
+  double worst = 0;
+  for (const char* s : {"ddp", "zero2", "zero3", "zero3_offload"}) {
+    worst = std::max(worst, bench::Ratio(r.Median(s), r.Median(std::string(s) +
+                                                               "_no_overlap")));
+  }
+  const double ddp = best("ddp");
+  std::printf(
+      "PROFILE %s zero3_vs_ddp=%.4g zero3_offload_vs_ddp=%.4g "
+      "zero2_vs_ddp=%.4g overlap_vs_no_overlap_worst=%.4g correct=%d\n",
+      p.profile.c_str(), bench::Ratio(best("zero3"), ddp),
+      bench::Ratio(best("zero3_offload"), ddp),
+      bench::Ratio(best("zero2"), ddp), worst, ok ? 1 : 0);
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace zeroshard
+
+int main(int argc, char** argv) { return zeroshard::Main(argc, argv); }
