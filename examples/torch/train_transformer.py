@@ -231,8 +231,11 @@ def main(argv=None):
     # DeepSpeed does (fp16 only on a GPU); the servers keep fp32 masters.
     n_params = sum(p.numel() for p in model.parameters())  # stage 3 frees them
 
+    # The config's "auto" values (the schedule's total_num_steps) are
+    # filled from --steps, as zeroshard train fills them from its flags.
     engine, _, _, _ = zeroshard.initialize(model=model, config=config,
-                                           servers=servers)
+                                           servers=servers,
+                                           auto_values={"steps": args.steps})
     try:
         micro = engine.train_micro_batch_size_per_gpu()
         gas = engine.gradient_accumulation_steps()

@@ -52,11 +52,25 @@ def _loopback(address):
     return host in ("localhost", "::1") or host.startswith("127.")
 
 
+def _hidden_size(model):
+    """The model's hidden size, as Hugging Face fills the ZeRO "auto"
+    sizes: model.config.hidden_size, else the input width most of its
+    Linear layers share (None without Linears)."""
+    hidden = getattr(getattr(model, "config", None), "hidden_size", None)
+    if isinstance(hidden, int) and hidden > 0:
+        return hidden
+    widths = [m.in_features for m in model.modules()
+              if isinstance(m, torch.nn.Linear)]
+    if not widths:
+        return None
+    return max(set(widths), key=lambda w: (widths.count(w), w))
+
+
 def initialize(args=None, model=None, optimizer=None, model_parameters=None,
                training_data=None, lr_scheduler=None, mpu=None,
                dist_init_required=None, collate_fn=None, config=None,
                config_params=None, servers=None, job_id=None,
-               client_options=None, elastic=None):
+               client_options=None, elastic=None, auto_values=None):
     """DeepSpeed's initialize: (engine, optimizer, dataloader, lr_scheduler).
 
     config: a dict, a JSON string or a file (or args.deepspeed_config);
@@ -72,7 +86,13 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None,
     worker_name, host (the address peers reach this worker's group store
     at; 127.0.0.1), timeout (600 s to form a group), op_timeout (60 s for a
     silent peer). Stages 0-2 without server aggregation; the servers need
-    --checkpoint_dir."""
+    --checkpoint_dir.
+
+    auto_values: what fills the config's "auto" values, as zeroshard
+    train's flags name them (zeroshard.Config): e.g. {"steps": 1000,
+    "learning_rate": 3e-4, "per_device_train_batch_size": 8}; the hidden
+    size for the ZeRO bucket sizes defaults to model.config.hidden_size (a
+    Hugging Face model), else the commonest input width of its Linears."""
     if model is None:
         raise ValueError("initialize: model is required")
     if not isinstance(model, torch.nn.Module):
@@ -108,7 +128,15 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None,
         local_rank, local_world = 0, 1
     else:
         rank, world, local_rank, local_world = init_distributed(device)
-    cfg = Config(config, world)
+    if auto_values is not None and not isinstance(auto_values, dict):
+        raise ValueError("initialize: auto_values must be a dict of "
+                         "inputs (e.g. {'steps': 1000})")
+    inputs = dict(auto_values or {})
+    if "hidden_size" not in inputs:
+        hidden = _hidden_size(model)
+        if hidden is not None:
+            inputs["hidden_size"] = hidden
+    cfg = Config(config, world, **inputs)
     if rank == 0:
         for line in cfg.warnings:
             warnings.warn(f"zeroshard config: {line}", stacklevel=2)

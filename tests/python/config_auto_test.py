@@ -54,5 +54,52 @@ class ConfigAutoTest(unittest.TestCase):
         self.assertEqual(cfg.warnings, [])
 
 
+class InitializeAutoTest(unittest.TestCase):
+    """zeroshard.initialize fills "auto" through the same resolver: from
+    auto_values, and the model's hidden size for the ZeRO sizes."""
+
+    CONFIG = {"train_micro_batch_size_per_gpu": 2,
+              "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}},
+              "scheduler": {"type": "WarmupDecayLR",
+                            "params": {"warmup_num_steps": 5,
+                                       "total_num_steps": "auto"}},
+              "zero_optimization": {"stage": 2,
+                                    "reduce_bucket_size": "auto"}}
+
+    def model(self):
+        import torch
+        torch.manual_seed(0)
+        # Four Linears read width 24, one reads 96: the hidden size is 24.
+        return torch.nn.Sequential(
+            torch.nn.Linear(24, 24), torch.nn.Linear(24, 24),
+            torch.nn.Linear(24, 96), torch.nn.Linear(96, 24),
+            torch.nn.Linear(24, 8))
+
+    def test_hidden_size_is_the_commonest_linear_width(self):
+        from zeroshard.engine import _hidden_size
+        self.assertEqual(_hidden_size(self.model()), 24)
+
+    def test_an_auto_without_its_input_names_the_key(self):
+        with self.assertRaises(zeroshard.Error) as e:
+            zeroshard.initialize(model=self.model(), config=self.CONFIG,
+                                 servers="127.0.0.1:1")
+        self.assertIn("total_num_steps", str(e.exception))
+        self.assertIn("--steps", str(e.exception))
+        with self.assertRaises(ValueError):
+            zeroshard.initialize(model=self.model(), config=self.CONFIG,
+                                 auto_values=[("steps", 7)])
+
+    def test_auto_values_fill_the_config(self):
+        with zeroshard.LocalFleet(2) as fleet:
+            engine, _, _, _ = zeroshard.initialize(
+                model=self.model(), config=self.CONFIG,
+                servers=fleet.address_string, auto_values={"steps": 7})
+            try:
+                self.assertEqual(engine.config.total_num_steps, 7)
+                self.assertEqual(engine.config.reduce_bucket_size, 24 * 24)
+            finally:
+                engine.close()
+
+
 if __name__ == "__main__":
     unittest.main()
