@@ -1,6 +1,7 @@
 #include "common/flags.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +13,11 @@
 #include "absl/strings/str_cat.h"
 
 namespace zeroshard {
+namespace {
+
+std::atomic<bool> g_list_version{false};  // ListVersionFlag()
+
+}  // namespace
 
 FlagSet::FlagSet(std::string program, std::string usage)
     : program_(std::move(program)), usage_(std::move(usage)) {}
@@ -203,6 +209,8 @@ absl::StatusOr<std::vector<std::string>> FlagSet::Parse(int argc, char** argv,
   return positional;
 }
 
+void FlagSet::ListVersionFlag() { g_list_version.store(true); }
+
 std::string FlagSet::Usage() const {
   std::string out = absl::StrCat("Usage: ", usage_, "\n\nFlags:\n");
   for (const Flag& f : flags_) {
@@ -210,6 +218,11 @@ std::string FlagSet::Usage() const {
                     ")\n      ", f.help, "\n");
   }
   absl::StrAppend(&out, "  --help\n      Show this help and exit.\n");
+  if (g_list_version.load()) {
+    absl::StrAppend(&out,
+                    "  --version\n      Print the version and the source "
+                    "revision and exit.\n");
+  }
   return out;
 }
 

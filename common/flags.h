@@ -48,6 +48,10 @@ class FlagSet {
   bool WasSet(const char* name) const;
 
   std::string Usage() const;
+
+  // Makes every later Usage() list --version: called by the binaries that
+  // answer it (ExitIfVersionFlag, common/version.h). Thread-safe.
+  static void ListVersionFlag();
   const std::string& program() const { return program_; }
 
   // Parse, handling --help (exit 0) and errors (exit 2).

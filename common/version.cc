@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/flags.h"
 #include "common/version_stamp.h"  // generated: ZEROSHARD_REVISION
 
 namespace zeroshard {
@@ -17,6 +18,7 @@ std::string VersionLine(const std::string& program) {
 }
 
 void ExitIfVersionFlag(int argc, char** argv, const std::string& program) {
+  FlagSet::ListVersionFlag();
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--") == 0) return;
     if (std::strcmp(argv[i], "--version") == 0) {

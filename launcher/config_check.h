@@ -6,7 +6,7 @@
 // derived), the warnings, and the server flags of an NVMe offload. Starts
 // nothing and reads no data.
 //
-//   $ zeroshard config check hf_zero3.json --learning_rate=3e-4 \
+//   $ zeroshard config check hf_zero3.json --learning_rate=3e-4
 //       --precision=bf16 --per_device_train_batch_size=4 --steps=1000
 //   hf_zero3.json for 2 workers: OK
 //     key                       value   from

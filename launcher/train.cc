@@ -30,8 +30,8 @@
 #include "launcher/progress.h"
 #include "launcher/report.h"
 #include "launcher/train_options.h"
-#include "worker/train/eval_loss.h"
 #include "worker/config/resolved_table.h"
+#include "worker/train/eval_loss.h"
 #include "worker/train/run_metrics.h"
 
 namespace zeroshard {

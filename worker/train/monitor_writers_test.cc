@@ -68,11 +68,21 @@ TEST(MonitorConfigTest, ErrorsNameTheKey) {
   EXPECT_NE(c.status().message().find("tensorboard.enabled"),
             absl::string_view::npos)
       << c.status();
+  // A near-miss of a known key is an error with the suggestion; a key
+  // far from any is a warning.
   c = config::ParseDeepSpeedConfig(
       R"({"train_batch_size": 4, "csv_monitor": {"enabld": true}})", 1,
       &warnings);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("did you mean"), absl::string_view::npos)
+      << c.status();
+  EXPECT_NE(c.status().message().find("enabled"), absl::string_view::npos)
+      << c.status();
+  c = config::ParseDeepSpeedConfig(
+      R"({"train_batch_size": 4, "csv_monitor": {"flush_secs": 5}})", 1,
+      &warnings);
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(warnings.back(), "unknown key csv_monitor.enabld ignored");
+  EXPECT_EQ(warnings.back(), "unknown key csv_monitor.flush_secs ignored");
 }
 
 TEST(MonitorWritersTest, StepEventsAreDeepSpeedsTagsAtGlobalSamples) {
