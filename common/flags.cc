@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/edit_distance.h"
 
 namespace zeroshard {
 namespace {
@@ -67,35 +68,12 @@ FlagSet::Flag* FlagSet::Find(const std::string& name) {
   return nullptr;
 }
 
-namespace {
-
-// Edit distance with unit costs; a swap of neighbours counts 1.
-size_t Distance(const std::string& a, const std::string& b) {
-  std::vector<std::vector<size_t>> d(a.size() + 1,
-                                     std::vector<size_t>(b.size() + 1, 0));
-  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = static_cast<size_t>(i);
-  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = static_cast<size_t>(j);
-  for (size_t i = 1; i <= a.size(); ++i) {
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const int cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      d[i][j] =
-          std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);  // transposition
-      }
-    }
-  }
-  return d[a.size()][b.size()];
-}
-
-}  // namespace
-
 std::string FlagSet::Nearest(const std::string& name) const {
   const size_t limit = name.size() >= 8 ? 2 : name.size() >= 4 ? 1 : 0;
   std::string best;
   size_t best_distance = limit + 1;
   for (const Flag& f : flags_) {
-    const size_t d = Distance(name, f.name);
+    const size_t d = static_cast<size_t>(EditDistance(name, f.name));
     if (d < best_distance) {
       best_distance = d;
       best = f.name;

@@ -63,10 +63,6 @@ struct ReadLog {
   int64_t steps = -1;  // the run's steps (--steps), -1 when not known
 };
 
-// Edit distance with unit costs (a swap of neighbours counts 1),
-// case-insensitive.
-int EditDistance(absl::string_view a, absl::string_view b);
-
 // "500000000" for 5e8, "1.5", "\"text\"", "true", "null", "[0.9, 1.5]",
 // "an object".
 std::string DescribeValue(const google::protobuf::Value& value);
