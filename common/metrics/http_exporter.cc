@@ -242,7 +242,11 @@ void HttpExporter::Serve() {
   };
   while (!stop_.load()) {
     const Clock::time_point now = Clock::now();
-    close_if([now](const Connection& c) { return c.deadline <= now; });
+    close_if([this, now](const Connection& c) {
+      if (c.deadline > now) return false;
+      if (c.state == Connection::State::kWriting) ++responses_cut_;
+      return true;
+    });
     fds.clear();
     fds.push_back({wake_[0], POLLIN, 0});
     fds.push_back({now >= accept_after ? listen_fd_ : -1, POLLIN, 0});

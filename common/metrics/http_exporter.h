@@ -52,6 +52,10 @@ class HttpExporter {
   int port() const { return port_; }
   std::string address() const;  // host:port
 
+  // Responses cut off so far because the client did not take them within
+  // `write_timeout` (their connections closed). Any thread.
+  int64_t responses_cut() const { return responses_cut_.load(); }
+
  private:
   HttpExporter() = default;
   void Serve();  // the serving thread
@@ -63,6 +67,7 @@ class HttpExporter {
   int listen_fd_ = -1;
   int wake_[2] = {-1, -1};  // a pipe: the destructor writes to stop Serve
   std::atomic<bool> stop_{false};
+  std::atomic<int64_t> responses_cut_{0};
   std::thread thread_;
 };
 

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -208,6 +209,13 @@ TEST(HttpExporterTest, AClientThatNeverReadsIsClosedAfterTheWriteDeadline) {
     send(stuck.back(), "GET /metrics HTTP/1.1\r\n\r\n", 27, MSG_NOSIGNAL);
   }
   EXPECT_TRUE(Scraped((*http)->port(), "test_big 1"));
+  // Read only once the server has given up on all four: a client that
+  // began reading before its deadline would rightly get everything.
+  for (auto until = Clock::now() + std::chrono::seconds(60);
+       (*http)->responses_cut() < 4 && Clock::now() < until;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_GE((*http)->responses_cut(), 4);
   for (int fd : stuck) {
     // Cut off: far less than the whole answer, then the close.
     EXPECT_LT(ReadToClose(fd).size(), kBig);
