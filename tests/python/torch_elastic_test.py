@@ -69,10 +69,20 @@ class ElasticTest(unittest.TestCase):
             self.assertLess(made["b"]["final_step"], STEPS)
             # The leader sees c in the membership before step 5's commit
             # and reports it in that step's outcome: the group of three
-            # makes step 6. b announces its leave before step 9, trains
-            # it, and is gone from step 10.
+            # makes step 6. b announces its leave before step 9 and trains
+            # it; the leader reports the leave in the outcome of the first
+            # step whose membership read came after it: step 9's, or step
+            # 10's when its read of step 9 came first (seen under load).
+            # From the next step a and c go on as two, and no step is lost.
             self.assertEqual(made["c"]["made"][0][:2], [6, 3])
-            self.assertEqual(made["b"]["made"][-1][:2], [9, 3])
+            b_last, b_world, _ = made["b"]["made"][-1]
+            self.assertIn(b_last, (9, 10))
+            self.assertEqual(b_world, 3)
+            for s, w, _ in made["a"]["made"]:
+                if 6 <= s <= b_last:
+                    self.assertEqual(w, 3, f"a at step {s}")
+                elif s > b_last:
+                    self.assertEqual(w, 2, f"a at step {s}")
             self.assertEqual([s for s, _, _ in made["a"]["made"]],
                              list(range(STEPS)))
             self.assertEqual(made["c"]["final_step"], STEPS)
