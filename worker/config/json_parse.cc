@@ -224,19 +224,9 @@ class Parser {
       ++i_;
       SkipSpace();
       ZS_RETURN_IF_ERROR(ParseValue(&(*out->mutable_fields())[key], depth + 1));
-      SkipSpace();
-      if (i_ < s_.size() && s_[i_] == '}') {
-        ++i_;
-        return absl::OkStatus();
-      }
-      if (i_ >= s_.size() || s_[i_] != ',') {
-        return Error("Expecting ',' delimiter", i_);
-      }
-      ++i_;
-      SkipSpace();
-      if (i_ < s_.size() && s_[i_] == '}') {
-        return Error("trailing comma before '}'", i_ - 1);
-      }
+      bool closed = false;
+      ZS_RETURN_IF_ERROR(AfterItem('}', &closed));
+      if (closed) return absl::OkStatus();
     }
   }
 
@@ -251,20 +241,33 @@ class Parser {
     }
     while (true) {
       ZS_RETURN_IF_ERROR(ParseValue(list->add_values(), depth + 1));
-      SkipSpace();
-      if (i_ < s_.size() && s_[i_] == ']') {
-        ++i_;
-        return absl::OkStatus();
-      }
-      if (i_ >= s_.size() || s_[i_] != ',') {
-        return Error("Expecting ',' delimiter", i_);
-      }
-      ++i_;
-      SkipSpace();
-      if (i_ < s_.size() && s_[i_] == ']') {
-        return Error("trailing comma before ']'", i_ - 1);
-      }
+      bool closed = false;
+      ZS_RETURN_IF_ERROR(AfterItem(']', &closed));
+      if (closed) return absl::OkStatus();
     }
+  }
+
+  // After an object member or an array element: `close` ends the
+  // container (*closed = true), or a ',' must be followed by another item
+  // (a trailing comma is an error, as json.load has it).
+  absl::Status AfterItem(char close, bool* closed) {
+    SkipSpace();
+    if (i_ < s_.size() && s_[i_] == close) {
+      ++i_;
+      *closed = true;
+      return absl::OkStatus();
+    }
+    if (i_ >= s_.size() || s_[i_] != ',') {
+      return Error("Expecting ',' delimiter", i_);
+    }
+    ++i_;
+    SkipSpace();
+    if (i_ < s_.size() && s_[i_] == close) {
+      return Error(
+          absl::StrCat("trailing comma before '", std::string(1, close), "'"),
+          i_ - 1);
+    }
+    return absl::OkStatus();
   }
 
   absl::string_view s_;
