@@ -185,6 +185,29 @@ class _Gathering:
         return self.out
 
 
+class _Piece:
+    """A persistent unit's values out of the one gather of every
+    persistent unit (a future of their concatenation over `ranges`)."""
+
+    def __init__(self, job, unit, ranges):
+        self.job, self.unit, self.ranges = job, unit, ranges
+
+    def result(self):
+        return _unit_values(self.unit, self.ranges, self.job.result())
+
+
+def _unit_values(unit, ranges, values):
+    """The unit's values (its ranges concatenated) out of `values`, the
+    concatenation of `ranges` (which hold the unit's)."""
+    out = torch.empty(unit.numel, dtype=values.dtype)
+    q = 0
+    for b, e in unit.ranges:
+        p = _position(ranges, b)
+        out[q:q + e - b].copy_(values[p:p + e - b])
+        q += e - b
+    return out
+
+
 class _Done:
     def __init__(self, value):
         self.value = value
@@ -203,6 +226,9 @@ class PartitionedParams:
         self.threshold = int(cfg.stage3_param_persistence_threshold)
         self.prefetch_elements = int(cfg.stage3_prefetch_bucket_size)
         self.max_live = int(cfg.stage3_max_live_parameters)
+        self.reuse = int(cfg.stage3_max_reuse_distance)
+        self.kept = frozenset()  # units kept from forward to backward
+        self.loads = 0  # unit loads started (gathers of a unit's values)
         self.world, self.rank = engine.world, engine.rank
         self.slices = [_begin_end(engine._client.slice(self.world, r))
                        for r in range(self.world)]
@@ -220,6 +246,7 @@ class PartitionedParams:
                                 dtype=engine.dtype)
         self._part_jobs = []  # the slice's gathers in flight (behind)
         self.trace, self.tracing = [], True
+        self.root_units = set()  # units the root module's forward reads
         self.live_elements = 0
         self.pending_elements = 0  # prefetched, not yet materialised
         # Only the leader writes a fresh job's parameters: the other ranks
@@ -259,6 +286,8 @@ class PartitionedParams:
         modules run in which order and which module reads which module's
         parameters (a tracking dict in place of each `_parameters`)."""
         if not self.tracing:
+            for i in self.root_units:  # read by the root's own forward
+                self._materialise(self.units[i])
             return
         for u in self.units:
             self._materialise(u)
@@ -305,6 +334,7 @@ class PartitionedParams:
             if reader is root:
                 for ui in self.unit_of[id(param)]:
                     self.units[ui].persistent = True
+                    self.root_units.add(ui)
                 continue
             target = [t for t in self.units if t.module is reader]
             if not target:
@@ -326,6 +356,8 @@ class PartitionedParams:
         self.units_by_module = {}
         for u in self.units:
             self.units_by_module.setdefault(u.module, []).append(u)
+        self.kept = kept_units([self.units[i].numel for i in self.trace],
+                               self.trace, self.reuse)
         self._reads = self._undo = None
         return output
 
@@ -336,9 +368,10 @@ class PartitionedParams:
 
     def fetch(self, behind=False):
         """This rank's slice and the persistent units from the servers.
-        behind (the engine has no recovery): the slice's gathers are only
-        started; what reads the slice waits for them (wait_part), and
-        their error is raised there."""
+        behind (the engine has no recovery, W > 1): the gathers are only
+        started; what reads the slice waits for them (_wait_slice), a
+        persistent unit is materialised when its module runs (or by
+        wait_part), and their error is raised there."""
         # A prefetch of a unit whose module did not run holds values from
         # before the step (and an all-gather must still be completed).
         for u in self.units:
@@ -346,14 +379,14 @@ class PartitionedParams:
                 u.pending.result()
                 u.pending = None
         self.pending_elements = 0
-        self.wait_part()
+        self._wait_slice()
         self._part_jobs = []
+        behind = behind and self.world > 1
         if not self.offload:
             lo, hi = self.slices[self.rank]
             want = torch.float32 if self.engine.precision == "fp32" else \
                 _SERVING[self.engine.precision]
-            if hi > lo and behind and self.world > 1 and \
-                    self.part.dtype == want:
+            if hi > lo and behind and self.part.dtype == want:
                 self._part_jobs = [
                     self.engine._pool.submit(self.engine._client.gather,
                                              r[0], self.part[r[0] - lo:
@@ -370,29 +403,42 @@ class PartitionedParams:
             return
         # Every persistent unit in one gather from the servers.
         ranges = _merge([r for u in persistent for r in u.ranges])
+        if not behind:
+            values = self._load_persistent(ranges)
+            for u in persistent:
+                self._materialise(u, _unit_values(u, ranges, values))
+            return
+        job = self._pool.submit(self._load_persistent, ranges)
+        for u in persistent:
+            u.pending = _Piece(job, u, ranges)
+            self.pending_elements += u.numel
+
+    def _load_persistent(self, ranges):
         values = torch.empty(sum(e - b for b, e in ranges),
                              dtype=self.engine.dtype)
         if self.world == 1 and not self.offload:
             self._copy_from_part(ranges, values)
         else:
             _gather_into(self.engine, ranges, values, self.engine._pool)
-        for u in persistent:
-            out = torch.empty(u.numel, dtype=self.engine.dtype)
-            q = 0
-            for b, e in u.ranges:
-                p = _position(ranges, b)
-                out[q:q + e - b].copy_(values[p:p + e - b])
-                q += e - b
-            self._materialise(u, out)
+        return values
 
-    def wait_part(self):
+    def _wait_slice(self):
         """Waits for the slice's gathers started by fetch(behind=True)
         (any thread; raises their error)."""
         for job in self._part_jobs:
             job.result()
 
+    def wait_part(self):
+        """Waits for what fetch(behind=True) started: the slice's gathers
+        and the persistent units (materialised here; the engine's
+        thread)."""
+        self._wait_slice()
+        for u in self.units:
+            if u.persistent and u.pending is not None:
+                self._materialise(u)
+
     def _copy_from_part(self, ranges, out):
-        self.wait_part()
+        self._wait_slice()
         lo = self.slices[self.rank][0]
         pos = 0
         for b, e in ranges:
@@ -407,6 +453,7 @@ class PartitionedParams:
         collective, so no rank waits for another's forward); on a GPU an
         all-gather among the ranks (issued now)."""
         out = torch.empty(unit.numel, dtype=self.engine.dtype)
+        self.loads += 1
         if self.world == 1 and not self.offload:
             self._copy_from_part(unit.ranges, out)
             return _Done(out)
@@ -416,7 +463,7 @@ class PartitionedParams:
                                       self.engine._pool), out)[1])
         if self.engine.device.type == "cpu":
             return self._pool.submit(self._load_mixed, unit.ranges, out)
-        self.wait_part()
+        self._wait_slice()
         steps, pos = [], 0
         lo = self.slices[self.rank][0]
         for b, e in unit.ranges:
@@ -440,7 +487,7 @@ class PartitionedParams:
         """On the prefetch pool: `ranges` into `out` (their
         concatenation), this rank's slice's part copied from it, the rest
         gathered from the servers."""
-        self.wait_part()
+        self._wait_slice()
         lo, hi = self.slices[self.rank]
         remote, pos = [], 0
         for b, e in ranges:
@@ -547,10 +594,15 @@ class PartitionedParams:
 
     def _post_forward(self, module, _inputs, output):
         units = self._units_of_module(module)
+        grad = torch.is_grad_enabled()
         if not self.tracing:
             for u in units:
-                self._release(u)
-        if not torch.is_grad_enabled() or not units:
+                # Kept for its backward: within stage3_max_reuse_distance
+                # and stage3_max_live_parameters.
+                if not (grad and u.index in self.kept and
+                        self.live_elements <= self.max_live):
+                    self._release(u)
+        if not grad or not units:
             return output
         return _wrap(output, self, units[0].index)
 
@@ -589,6 +641,22 @@ class PartitionedParams:
         for u in self.units:
             if not u.persistent:
                 self._release(u)
+
+
+def kept_units(numels, order, reuse):
+    """The units (indices in `order`, the forward's, with their `numels`)
+    kept from their forward to their backward, as DeepSpeed's
+    stage3_max_reuse_distance keeps a parameter: the step runs the units
+    forward then in reverse, and a unit stays when fewer than `reuse`
+    elements are used between its forward and its next use in backward
+    (twice the elements of the units after it; the last unit is used
+    again at once). 0 keeps none."""
+    kept, after = set(), 0
+    for numel, index in reversed(list(zip(numels, order))):
+        if 2 * after < reuse:
+            kept.add(index)
+        after += numel
+    return frozenset(kept)
 
 
 def _wrap(output, params, unit_index):

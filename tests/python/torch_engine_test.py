@@ -106,6 +106,21 @@ def same_bits(a, b):
     return all(torch.equal(a["last"][n], b["last"][n]) for n in a["last"])
 
 
+class PureFunctionsTest(unittest.TestCase):
+    def test_units_kept_within_the_reuse_distance(self):
+        """A unit stays from forward to backward when fewer than
+        stage3_max_reuse_distance elements are used in between: twice
+        those of the units after it."""
+        from zeroshard.stage3 import kept_units
+        numels, order = [10, 20, 30, 40], [3, 1, 0, 2]
+        self.assertEqual(kept_units(numels, order, 0), frozenset())
+        self.assertEqual(kept_units(numels, order, 1), {2})
+        self.assertEqual(kept_units(numels, order, 81), {2, 0})
+        self.assertEqual(kept_units(numels, order, 140), {2, 0})
+        self.assertEqual(kept_units(numels, order, 141), {2, 0, 1})
+        self.assertEqual(kept_units(numels, order, 10 ** 9), {2, 0, 1, 3})
+
+
 class SingleRankTest(unittest.TestCase):
     def test_parameters_gathered_behind_the_forward(self):
         """Stage 2 without recovery: step() returns with the gather in
@@ -318,25 +333,51 @@ class TwoRanksTest(unittest.TestCase):
 
     def test_stage3_memory(self):
         """The parameter bytes a rank holds during forward (from the live
-        tensors' storage, prefetches in flight included), DeepNet: at most
-        its slice, the persistent units, the running unit and the prefetch
-        bucket; less than the model."""
+        tensors' storage, prefetches in flight included), DeepNet with
+        stage3_max_reuse_distance 0 (every unit released after its forward
+        and gathered again for its backward, as the C++ engine does): at
+        most its slice, the persistent units, the running unit and the
+        prefetch bucket; less than the model."""
         for name, zero in (("stage3", {}), ("stage3-offload", {
                 "offload_param": {"device": "server"}})):
-            cfg = config(3, zero=zero)
-            out = os.path.join(self.tmp, name + "-deep.pt")
-            with zeroshard.LocalFleet(2) as fleet:
-                run_ranks(["zeroshard", out, "3", json.dumps(cfg),
-                           fleet.address_string, "deep"])
-            e = torch.load(out)["extra"]
+            cfg = config(3, zero=dict(zero, stage3_max_reuse_distance=0))
+            e = self.deep_run(name, cfg)["extra"]
             bound = 4 * (e["slice"] + e["persistent"] + e["max_unit"] +
                          PREFETCH)
             print(f"{name}: held at most {e['held_max']} bytes of "
                   f"parameters during forward; bound {bound}; the whole "
-                  f"model {4 * e['numel']}")
+                  f"model {4 * e['numel']}; {e['loads_per_step']} unit "
+                  f"loads per step")
             self.assertGreater(e["held_max"], 0)
             self.assertLessEqual(e["held_max"], bound)
             self.assertLess(e["held_max"], 4 * e["numel"])
+            self.assertEqual(e["loads_per_step"], 2 * e["partitioned_units"])
+
+    def test_stage3_reuse_distance(self):
+        """stage3_max_reuse_distance as DeepSpeed reads it: with the
+        default (1e9) every unit of DeepNet is used again by backward
+        within the distance, so it stays from its forward to its backward
+        and is gathered once per step; with 0, twice. The arithmetic is the
+        same bits."""
+        runs = {}
+        for reuse in (None, 0):
+            zero = {} if reuse is None else {"stage3_max_reuse_distance": 0}
+            runs[reuse] = self.deep_run(f"reuse-{reuse}", config(3, zero=zero))
+        kept, released = runs[None]["extra"], runs[0]["extra"]
+        print(f"unit loads per step: {kept['loads_per_step']} with the "
+              f"default reuse distance, {released['loads_per_step']} with 0 "
+              f"({kept['partitioned_units']} partitioned units)")
+        self.assertEqual(kept["loads_per_step"], kept["partitioned_units"])
+        self.assertEqual(released["loads_per_step"],
+                         2 * released["partitioned_units"])
+        self.assertTrue(same_bits(runs[None], runs[0]))
+
+    def deep_run(self, name, cfg):
+        out = os.path.join(self.tmp, name + "-deep.pt")
+        with zeroshard.LocalFleet(2) as fleet:
+            run_ranks(["zeroshard", out, "3", json.dumps(cfg),
+                       fleet.address_string, "deep"])
+        return torch.load(out)
 
 
 if __name__ == "__main__":

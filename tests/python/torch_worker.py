@@ -59,13 +59,16 @@ def run_zeroshard(out, steps, config, servers, model_name="convnet"):
                 # unit once, to learn the order (stage3.py).
                 lambda *_: held.append(engine._params.held_bytes())
                 if engine.global_steps > 0 else None)
+    loads = {}  # stage 3: unit loads started before each step
     while engine.global_steps < steps:
         step = engine.global_steps
+        loads[step] = getattr(engine._params, "loads", 0)
         for micro in range(engine.gradient_accumulation_steps()):
             x, y = tm.batch(step, micro, rank)
             engine.backward(tm.loss_of(engine, x, y, step))
             engine.step()
     params = engine._params
+    loads_end = getattr(params, "loads", 0)
     if engine.stage == 3:  # materialise every unit to read the weights
         for u in params.units:
             params._materialise(u)
@@ -76,7 +79,12 @@ def run_zeroshard(out, steps, config, servers, model_name="convnet"):
              "persistent": sum(u.numel for u in getattr(params, "units", [])
                                if u.persistent),
              "max_unit": max((u.numel for u in getattr(params, "units", [])),
-                             default=0)}
+                             default=0),
+             # After the first step (which gathers every unit once).
+             "loads_per_step": (loads_end - loads.get(1, 0))
+             / max(steps - 1, 1),
+             "partitioned_units": sum(1 for u in getattr(params, "units", [])
+                                      if u.entries and not u.persistent)}
     engine.close()
     if rank == 0:
         torch.save({"first": first, "last": last, "extra": extra}, out)
