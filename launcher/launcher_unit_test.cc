@@ -222,7 +222,10 @@ TEST(ReportTest, WritesMergedMetricsSvgAndSummary) {
   EXPECT_TRUE(absl::StrContains(
       *summary, "3.9 KiB, 3.9 KiB (stage-0 DDP: 15.6 KiB, 4.0x more)"))
       << *summary;
-  EXPECT_TRUE(absl::StrContains(*summary, "5.9 KiB (formula 3Ψ·4 B: 11.7 KiB)"))
+  EXPECT_TRUE(absl::StrContains(*summary,
+                                "5.9 KiB (formula 3Ψ·4 B: 11.7 KiB; "
+                                "2Ψ·4 B with units kept for "
+                                "backward: 7.8 KiB)"))
       << *summary;
   EXPECT_TRUE(
       absl::StrContains(*summary, "eval loss of the final model | 1.0000"));

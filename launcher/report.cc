@@ -149,9 +149,18 @@ std::string Summary(const std::vector<RankRecords>& ranks,
       "| model-state memory per worker | %s (stage-0 DDP: %s, %.1fx more) |\n",
       absl::StrJoin(state, ", "), Bytes(ddp),
       ddp / Num(ranks[0].steps.back(), "model_state_bytes"));
+  // Stage 3: the paper's 3Ψ gathers every unit again for backward; a unit
+  // kept from its forward to its backward (stage3_max_reuse_distance) is
+  // gathered once, 2Ψ.
+  const std::string kept =
+      stage == 3
+          ? absl::StrCat("; 2Ψ·4 B with units kept for backward: ",
+                         Bytes(engine::CommBytesPerStep(
+                             2, psi, world, engine::CommModel::kPaper, 4)))
+          : "";
   absl::StrAppendFormat(
-      &out, "| communication per step per worker | %s (formula %s: %s) |\n",
-      Bytes(moved), stage == 3 ? "3Ψ·4 B" : "2Ψ·4 B", Bytes(formula));
+      &out, "| communication per step per worker | %s (formula %s: %s%s) |\n",
+      Bytes(moved), stage == 3 ? "3Ψ·4 B" : "2Ψ·4 B", Bytes(formula), kept);
   return out;
 }
 

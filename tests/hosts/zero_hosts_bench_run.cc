@@ -18,7 +18,7 @@
 //
 //   zero_hosts_bench_run --profile=10g --worker=... --server=...
 //       --netlab=tools/netlab.sh --dir=/tmp/x [--rounds=3] [--steps=12]
-//       [--prefetch=1]
+//       [--prefetch=-1] [--reuse_distance=1000000000]
 //
 // Host addresses come from NETLAB_IP_<host>. Its last line:
 //   PROFILE <name> zero3_vs_ddp=<best stage 3 / best stage 0>
@@ -50,7 +50,12 @@ const char* const kNodeHosts[kWorld / kLocal] = {"node0", "node1"};
 
 struct Paths {
   std::string worker, server, netlab, dir, data, profile;
-  int64_t prefetch = 1;  // stage 3: units gathered ahead
+  // Stage 3, as DeepSpeed's defaults have it unless flags say otherwise:
+  // units gathered ahead (-1: stage3_prefetch_bucket_size 5e7 elements,
+  // every unit of this model) and stage3_max_reuse_distance (1e9: a unit
+  // stays from its forward to its backward).
+  int64_t prefetch = -1;
+  int64_t reuse_distance = 1000000000;
 };
 
 struct Variant {
@@ -71,7 +76,7 @@ std::string HostIp(const std::string& host) {
 }
 
 train::TrainSpec Spec(const Variant& v, int steps, const std::string& data,
-                      int prefetch) {
+                      int prefetch, uint64_t reuse_distance) {
   train::TrainSpec s;
   s.config.max_seq_len = 64;
   s.config.vocab_size = 512;
@@ -82,7 +87,9 @@ train::TrainSpec Spec(const Variant& v, int steps, const std::string& data,
   s.zero.stage = v.stage;
   s.zero.offload_param_server = v.offload;
   s.zero.overlap_comm = v.overlap;
-  s.zero.stage3_prefetch_units = prefetch;
+  s.zero.stage3_prefetch_units =
+      prefetch < 0 ? s.config.num_layers + 2 : prefetch;
+  s.zero.stage3_max_reuse_distance = reuse_distance;
   s.zero.micro_batch = 4;
   s.zero.seq_len = 64;
   s.zero.gradient_clipping = 1.0;
@@ -168,7 +175,8 @@ absl::StatusOr<double> RunOnce(const Paths& p, const Variant& v, int steps,
     }
   }
   std::vector<std::string> flags = engine::TrainWorkerFlags(
-      Spec(v, steps, p.data, static_cast<int>(p.prefetch)),
+      Spec(v, steps, p.data, static_cast<int>(p.prefetch),
+           static_cast<uint64_t>(p.reuse_distance)),
       dir + "/ds_config.json");
   flags.push_back("--stats");
   flags.push_back(dir + "/metrics-%r.jsonl");
@@ -268,13 +276,17 @@ int Main(int argc, char** argv) {
   flags.Int64("steps", &steps, "steps per run (the first is a warm-up)");
   flags.Int64("prefetch", &p.prefetch,
               "stage 3: parameter units gathered ahead of their use "
-              "(stage3_prefetch_units)");
+              "(stage3_prefetch_units; -1: DeepSpeed's default "
+              "stage3_prefetch_bucket_size, every unit of this model)");
+  flags.Int64("reuse_distance", &p.reuse_distance,
+              "stage 3: stage3_max_reuse_distance (elements; 0: every "
+              "unit gathered again for backward)");
   flags.ParseOrExit(argc, argv);
   if (p.worker.empty() || p.server.empty() || p.netlab.empty() ||
-      p.dir.empty() || rounds < 1 || steps < 2) {
+      p.dir.empty() || rounds < 1 || steps < 2 || p.reuse_distance < 0) {
     ExitWithError(flags.program(),
                   "--worker, --server, --netlab and --dir are required; "
-                  "--rounds >= 1, --steps >= 2");
+                  "--rounds >= 1, --steps >= 2, --reuse_distance >= 0");
   }
   for (const char* h : {"srv0", "srv1", "node0", "node1"}) {
     if (HostIp(h).empty()) {

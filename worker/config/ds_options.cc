@@ -43,6 +43,8 @@ absl::StatusOr<engine::ZeroOptions> ZeroOptionsFromConfig(
   // The parser rejects a negative threshold (INVALID_ARGUMENT naming it).
   o.stage3_param_persistence_threshold =
       static_cast<uint64_t>(z.stage3_param_persistence_threshold);
+  o.stage3_max_reuse_distance =
+      static_cast<uint64_t>(z.stage3_max_reuse_distance);
 
   const std::vector<Range>& units = layout.units;
   uint64_t largest = 1;

@@ -19,6 +19,9 @@
 //                                      block, or the embeddings) fit, at
 //                                      least 1 when the size is > 0, at
 //                                      most the number of units
+//   zero_optimization.stage3_max_reuse_distance (elements; DeepSpeed's
+//                                      default 1e9)
+//                                   -> stage3_max_reuse_distance
 //   zero_optimization.offload_param.device "server"
 //                                   -> offload_param_server
 //   zero_optimization.stage3_param_persistence_threshold (elements; the

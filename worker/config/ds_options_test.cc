@@ -44,6 +44,7 @@ TEST(DsOptionsTest, TheTestSpecsRoundTrip) {
         spec.zero.overlap_comm = prefetch != 3;
         spec.zero.stage3_prefetch_units = prefetch;
         spec.zero.stage3_param_persistence_threshold = 1000u * prefetch;
+        spec.zero.stage3_max_reuse_distance = 5000u * prefetch;
         // fp32, then fp16 with a dynamic scaler, then bf16.
         spec.zero.precision = static_cast<engine::Precision>(prefetch % 3);
         spec.zero.loss_scaler.dynamic = prefetch == 1;
@@ -74,6 +75,8 @@ TEST(DsOptionsTest, TheTestSpecsRoundTrip) {
         EXPECT_EQ(got->overlap_comm, want.overlap_comm);
         EXPECT_EQ(got->stage3_param_persistence_threshold,
                   want.stage3_param_persistence_threshold);
+        EXPECT_EQ(got->stage3_max_reuse_distance,
+                  want.stage3_max_reuse_distance);
         EXPECT_EQ(got->precision, want.precision);
         if (want.precision == engine::Precision::kFp16) {
           const engine::LossScalerOptions& a = got->loss_scaler;
@@ -109,6 +112,7 @@ TEST(DsOptionsTest, SchedulerBatchAndPrefetch) {
   EXPECT_EQ(got->stage3_prefetch_units, 4);  // every unit (L + 2) at most
   // DeepSpeed's default, 1e5, exceeds every unit of the tiny model.
   EXPECT_EQ(got->stage3_param_persistence_threshold, 100000u);
+  EXPECT_EQ(got->stage3_max_reuse_distance, 1000000000u);  // DeepSpeed's
   EXPECT_TRUE(PersistenceWarned(warnings));
 
   // Smaller than one unit still prefetches one; 0 prefetches none.

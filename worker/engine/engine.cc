@@ -80,6 +80,7 @@ absl::Status ZeroEngine::Init(const ModelDef& model,
     wo.prefetch = options_.stage3_prefetch_units;
     wo.poison = options_.poison_released_params;
     wo.persistence_threshold = options_.stage3_param_persistence_threshold;
+    wo.reuse_distance = options_.stage3_max_reuse_distance;
     // Without recovery a failed fetch ends the run wherever it shows, so
     // the partition's fetch may overlap the next forward.
     wo.lazy_fetch = options_.checkpoint_interval <= 0 && elastic == nullptr;

@@ -177,10 +177,17 @@ absl::Status ParamWindow::OnEvent(const UnitEvent& e) {
     }
     return Finish(u);
   }
-  // kReleased: keep persistent units and what the next two needs use again.
+  // kReleased: keep persistent units, what the next two needs use again
+  // and what is needed again within the reuse distance.
   if (u.persistent) return absl::OkStatus();
   for (size_t j = cursor_; j < std::min(schedule_.size(), cursor_ + 2); ++j) {
     if (schedule_[j] == index) return absl::OkStatus();
+  }
+  uint64_t between = 0;
+  for (size_t j = cursor_;
+       j < schedule_.size() && between < options_.reuse_distance; ++j) {
+    if (schedule_[j] == index) return absl::OkStatus();
+    between += units_[schedule_[j]].range.size();
   }
   if (u.state != State::kLive) {
     return absl::InternalError(

@@ -12,7 +12,10 @@
 //   kReleased(u): drop u (poison it with NaN, stop counting its bytes)
 //                 unless one of the next two needs is u again (the final
 //                 norm and embeddings stay live from forward's LM head to
-//                 backward's).
+//                 backward's), or u's next need comes before
+//                 `reuse_distance` elements of other needs (DeepSpeed's
+//                 stage3_max_reuse_distance: a unit forward released
+//                 stays for its backward, which then gathers nothing).
 //
 // Persistent units (at most `persistence_threshold` elements, zero_plan.h
 // IsPersistent; DeepSpeed's stage3_param_persistence_threshold): every rank
@@ -51,6 +54,9 @@ struct ParamWindowOptions {
   bool poison = true;
   // Units of at most this many elements are persistent; 0: none.
   uint64_t persistence_threshold = 0;
+  // Keep a released unit needed again within this many elements of the
+  // schedule (the needs in between, each unit's size); 0: off.
+  uint64_t reuse_distance = 0;
   // FetchPartition fetches the persistent units and issues the fetches of
   // the first parts in the order of their first need; each unit's part is
   // waited for when the unit is first started, which issues the next

@@ -199,6 +199,44 @@ TEST_P(StatsTest, PersistentUnitsAreKeptWholeAndNeverGathered) {
   }
 }
 
+// stage3_max_reuse_distance (DeepSpeed's default 1e9) against 0: every unit
+// forward released is needed again by backward within the distance, so it
+// stays live and backward gathers nothing: one all-gather per unit per
+// micro-batch instead of two (the final norm is gathered once either way),
+// the peak live window the whole model, the same bits.
+TEST_P(StatsTest, UnitsNeededAgainWithinTheReuseDistanceAreGatheredOnce) {
+  const int n = GetParam();
+  auto layout = gpt2::EngineLayout(TinyConfig());
+  ASSERT_TRUE(layout.ok());
+  const uint64_t psi = layout->num_params();
+  for (bool offload : {false, true}) {
+    SCOPED_TRACE(offload ? "offload" : "no offload");
+    train::TrainSpec spec = Spec(3, offload);
+    auto released = RunInProcess(spec, n, 2);
+    ASSERT_TRUE(released.ok()) << released.status();
+    spec.zero.stage3_max_reuse_distance = 1000000000;
+    auto kept = RunInProcess(spec, n, 2);
+    ASSERT_TRUE(kept.ok()) << kept.status();
+    const uint64_t units = layout->units.size();
+    for (int r = 0; r < n; ++r) {
+      const StepStats& a = (*released)[r].stats.back();
+      const StepStats& b = (*kept)[r].stats.back();
+      std::printf(
+          "N=%d%s rank %d: all-gathers %llu (distance 0) -> %llu (1e9), "
+          "peak live %llu -> %llu\n",
+          n, offload ? " offload" : "", r,
+          static_cast<unsigned long long>(a.all_gather.ops),
+          static_cast<unsigned long long>(b.all_gather.ops),
+          static_cast<unsigned long long>(a.peak_live_param_bytes),
+          static_cast<unsigned long long>(b.peak_live_param_bytes));
+      EXPECT_EQ(a.all_gather.ops - b.all_gather.ops, units - 1) << r;
+      EXPECT_EQ(b.peak_live_param_bytes, 4 * psi) << r;
+      EXPECT_LT(a.peak_live_param_bytes, 4 * psi) << r;
+    }
+    EXPECT_EQ(FirstDifference((*kept)[0].params, (*released)[0].params), -1);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Workers, StatsTest, ::testing::Values(2, 4),
                          [](const auto& info) {
                            return "N" + std::to_string(info.param);

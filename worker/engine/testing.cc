@@ -247,6 +247,7 @@ std::string DeepSpeedJson(const train::TrainSpec& spec, uint32_t alignment) {
   "zero_optimization": {"stage": %d, "overlap_comm": %s,
       "reduce_bucket_size": %d, "stage3_prefetch_bucket_size": %d,
       "stage3_param_persistence_threshold": %d,
+      "stage3_max_reuse_distance": %d,
       "offload_param": {"device": "%s"}},
   "zeroshard": {"alignment": %d, "server_aggregation": %s}})",
       precision, z.micro_batch, z.gradient_accumulation_steps,
@@ -254,8 +255,9 @@ std::string DeepSpeedJson(const train::TrainSpec& spec, uint32_t alignment) {
       z.weight_decay, z.stage, z.overlap_comm ? "true" : "false",
       z.reduce_bucket_size,
       largest * static_cast<uint64_t>(z.stage3_prefetch_units),
-      z.stage3_param_persistence_threshold, offload ? "server" : "none",
-      alignment, z.server_aggregation ? "true" : "false");
+      z.stage3_param_persistence_threshold, z.stage3_max_reuse_distance,
+      offload ? "server" : "none", alignment,
+      z.server_aggregation ? "true" : "false");
 }
 
 std::vector<std::string> TrainWorkerFlags(const train::TrainSpec& s,

@@ -49,6 +49,13 @@ struct ZeroOptions {
   // every rank keeps it whole, fetched from the servers after each commit,
   // and never gathers or releases it (param_window.h). 0: none.
   uint64_t stage3_param_persistence_threshold = 0;
+  // Stage 3: a unit released while its next need is fewer than this many
+  // elements ahead in the need schedule (the units needed in between,
+  // counted as DeepSpeed's stage3_max_reuse_distance counts them) stays
+  // live for it: with DeepSpeed's default of 1e9 a model's units are
+  // gathered once per micro-batch, not again for backward. 0: only the
+  // next two needs (param_window.h).
+  uint64_t stage3_max_reuse_distance = 0;
   // Stage 3: keep no parameter partition on the worker; fetch each unit
   // from the shard servers (one slice per rank, then all-gathered).
   bool offload_param_server = false;
