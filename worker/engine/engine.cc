@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <future>
 #include <thread>
 #include <utility>
 
@@ -47,7 +48,10 @@ absl::StatusOr<std::unique_ptr<ZeroEngine>> ZeroEngine::Create(
   return e;
 }
 
-ZeroEngine::~ZeroEngine() = default;
+ZeroEngine::~ZeroEngine() {
+  // The all-gathers in flight write into params_.
+  (void)WaitBehind();
+}
 
 LossScalerOptions ZeroEngine::ScalerOptions(const ZeroOptions& o) {
   return ScalerOptionsFor(o.precision, o.loss_scaler);
@@ -95,6 +99,16 @@ absl::Status ZeroEngine::Init(const ModelDef& model,
                 absl::MakeSpan(params_).subspan(e.range.begin, e.range.size()));
       }
       return s;
+    };
+  }
+  if ((options_.stage == 1 || options_.stage == 2) &&
+      options_.checkpoint_interval <= 0 && elastic == nullptr) {
+    behind_ = true;
+    units_ = layout.units;
+    unit_gathers_.resize(units_.size());
+    mc.unit_hook = [this](const UnitEvent& e) {
+      return e.kind == UnitEvent::Kind::kNeeded ? WaitUnit(e.unit)
+                                                : absl::OkStatus();
     };
   }
   ZS_ASSIGN_OR_RETURN(model_, model.create(mc));
@@ -377,7 +391,7 @@ absl::Status ZeroEngine::Refresh() {
       if (o.kind == Outcome::Kind::kRetry) return o.error;
       return absl::AbortedError("parameters could not be fetched");
     }
-    if (window_ != nullptr) return absl::OkStatus();  // stage 3
+    if (window_ != nullptr || behind_) return absl::OkStatus();
     const double waited = stats_.comm_wait_seconds;
     ZS_RETURN_IF_ERROR(WaitOp(
         comm_->AllGather(params_.data(), params_.size(), DType::kFloat32),
@@ -397,6 +411,7 @@ absl::Status ZeroEngine::FetchOwn() {
 
 absl::Status ZeroEngine::FetchOwnParts() {
   if (window_ != nullptr) return window_->FetchPartition();
+  if (behind_) return FetchUnitParts();
   const uint64_t n = params_.size();
   const Range slice = comm_->PartRange(n, comm_->rank());
   uint64_t got = 0;
@@ -413,7 +428,81 @@ absl::Status ZeroEngine::FetchOwnParts() {
   return absl::OkStatus();
 }
 
+absl::Status ZeroEngine::FetchUnitParts() {
+  ZS_RETURN_IF_ERROR(WaitBehind());  // the last ones still write params_
+  std::vector<Range> parts;
+  for (const Range& u : units_) {
+    parts.push_back(
+        PartOf(u, comm_->size(), comm_->rank(), comm_->part_alignment()));
+  }
+  // Every part at once; the first non-empty one synchronously, with the
+  // step check (every server at step_), while the others are on their way.
+  std::vector<std::future<absl::Status>> fetches;
+  int checked = -1;
+  const double start = NowSeconds();
+  for (size_t u = 0; u < parts.size(); ++u) {
+    const Range& p = parts[u];
+    if (p.empty()) continue;
+    stats_.server_gather.Add(0, 4 * p.size());
+    if (checked < 0) {
+      checked = static_cast<int>(u);
+      continue;
+    }
+    fetches.push_back(
+        client_->GatherAsync(p, v1::DTYPE_FP32, params_.data() + p.begin));
+  }
+  absl::Status first;
+  if (checked >= 0) {
+    const Range& p = parts[checked];
+    uint64_t got = 0;
+    first = client_->Gather(p, v1::DTYPE_FP32, params_.data() + p.begin, &got);
+    if (first.ok() && got != static_cast<uint64_t>(step_)) {
+      first = absl::AbortedError(absl::StrCat("gathered parameters of step ",
+                                              got, ", expected ", step_));
+    }
+  }
+  double unused = 0;         // the whole fetch is timed below
+  for (auto& f : fetches) {  // all of them: they write params_
+    absl::Status s = WaitFuture(f, &unused);
+    if (first.ok()) first = s;
+  }
+  stats_.server_wait_seconds += NowSeconds() - start;
+  ZS_RETURN_IF_ERROR(first);
+  for (size_t u = 0; u < units_.size(); ++u) {
+    unit_gathers_[u] = comm_->AllGather(params_.data() + units_[u].begin,
+                                        units_[u].size(), DType::kFloat32);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ZeroEngine::WaitUnit(int u) {
+  if (u < 0 || static_cast<size_t>(u) >= unit_gathers_.size()) {
+    return absl::InternalError(
+        absl::StrCat("the model needs unit ", u, " of ", unit_gathers_.size()));
+  }
+  if (!unit_gathers_[u].has_value()) return absl::OkStatus();
+  const collective::CollectiveOp op = *unit_gathers_[u];
+  unit_gathers_[u].reset();
+  const double waited = stats_.comm_wait_seconds;
+  absl::Status s = WaitOp(op, &stats_.all_gather, &stats_.comm_wait_seconds);
+  stats_.phases.all_gather_wait += stats_.comm_wait_seconds - waited;
+  ZS_RETURN_IF_ERROR(s);
+  RoundTo(options_.precision,
+          absl::MakeSpan(params_).subspan(units_[u].begin, units_[u].size()));
+  return absl::OkStatus();
+}
+
+absl::Status ZeroEngine::WaitBehind() {
+  absl::Status first;
+  for (size_t u = 0; u < unit_gathers_.size(); ++u) {
+    absl::Status s = WaitUnit(static_cast<int>(u));
+    if (first.ok()) first = s;
+  }
+  return first;
+}
+
 absl::Status ZeroEngine::ReadParameters(absl::Span<float> out) {
+  ZS_RETURN_IF_ERROR(WaitBehind());
   if (out.size() != params_.size()) {
     return absl::InvalidArgumentError("ReadParameters: wrong size");
   }

@@ -18,6 +18,12 @@
 //      updated parameters from the servers and the slices are all-gathered.
 //      The full-size gradient buffer is kept through the step.
 //   2  as 1, keeping only this rank's gradient parts.
+//      Stages 1-2 without recovery (no checkpoints, not elastic): each rank
+//      gathers its part of every unit (model.h) from the servers and the
+//      units are all-gathered one by one behind the next forward, which
+//      waits for each unit's all-gather when it first needs the unit (the
+//      model's unit hook), so the parameter all-gather overlaps the next
+//      forward instead of ending the step.
 //   3  as 2, and parameters partitioned by the model's units
 //      (param_window.h): gathered
 //      just in time for forward and backward, released after use, the next
@@ -226,6 +232,13 @@ class ZeroEngine {
   absl::Status Refresh();
   absl::Status FetchOwn();  // FetchOwnParts, timed as the gather phase
   absl::Status FetchOwnParts();
+  // Stages 1-2 behind the forward: this rank's part of every unit from the
+  // servers, then the units' all-gathers issued (not waited for).
+  absl::Status FetchUnitParts();
+  // Waits for unit `u`'s all-gather if it is in flight (and rounds the unit
+  // under fp16/bf16); WaitBehind: every unit's.
+  absl::Status WaitUnit(int u);
+  absl::Status WaitBehind();
   // The workers' state now (step_, updates_, data position, seed, scaler).
   v1::TrainerState StateNow() const;
   void ResetStats();
@@ -237,11 +250,15 @@ class ZeroEngine {
   std::unique_ptr<Model> model_;
   std::unique_ptr<GradPath> grad_path_;
   std::unique_ptr<ParamWindow> window_;  // stage 3
-  std::unique_ptr<LocalAdamW> adamw_;    // stage 0
-  std::vector<float> master_;            // stage 0, fp16/bf16: the fp32 weights
-  int micro_ = 0;                        // micro-batches done in this step
-  int64_t step_ = 0;                     // steps done: the servers' step
-  int64_t updates_ = 0;                  // steps applied
+  // Stages 1-2 without recovery: the units and their all-gathers in flight.
+  bool behind_ = false;
+  std::vector<Range> units_;
+  std::vector<std::optional<collective::CollectiveOp>> unit_gathers_;
+  std::unique_ptr<LocalAdamW> adamw_;  // stage 0
+  std::vector<float> master_;          // stage 0, fp16/bf16: the fp32 weights
+  int micro_ = 0;                      // micro-batches done in this step
+  int64_t step_ = 0;                   // steps done: the servers' step
+  int64_t updates_ = 0;                // steps applied
   double loss_sum_ = 0;
   double step_start_ = -1;
   StepStats stats_, last_stats_;
