@@ -7,16 +7,19 @@ under fp16/bf16).
 
 PartitionedParams (stage 3): a module's own parameters (a "unit": the
 parameters it registers itself) are materialised only while it runs:
-gathered in its forward pre-hook and released after its forward, gathered
-again for its backward (an autograd function on its outputs, since torch
-1.13 has no module backward pre-hooks) and released once its gradients are
-taken. Between steps a rank holds its slice of the flat space (the range
+gathered in its forward pre-hook; after its forward kept for its backward
+when backward uses it again within stage3_max_reuse_distance elements
+(kept_units, DeepSpeed's rule), else released and gathered again for its
+backward (an autograd function on its outputs, since torch 1.13 has no
+module backward pre-hooks); released once its gradients are taken.
+Between steps a rank holds its slice of the flat space (the range
 zs_slice gives it); on the CPU it loads a unit's part in that slice from
 there and the rest from the servers (no collective: the ranks do not meet
 per unit), on CUDA by an all-gather among the ranks; with offload_param
 the rank holds nothing and gathers units from the servers.
 Units no larger than stage3_param_persistence_threshold elements stay whole
-on every rank. The first forward runs with every unit gathered and learns
+on every rank (fetched after each step; without recovery behind the next
+forward, each put in place when its module runs). The first forward runs with every unit gathered and learns
 the order the units run in (the next ones are prefetched, in forward and
 in backward order, up to stage3_prefetch_bucket_size elements) and which
 module reads which module's parameters: a parameter read by another module
