@@ -19,12 +19,13 @@ per unit), on CUDA by an all-gather among the ranks; with offload_param
 the rank holds nothing and gathers units from the servers.
 Units no larger than stage3_param_persistence_threshold elements stay whole
 on every rank (fetched after each step; without recovery behind the next
-forward, each put in place when its module runs). The first forward runs with every unit gathered and learns
-the order the units run in (the next ones are prefetched, in forward and
-in backward order, up to stage3_prefetch_bucket_size elements) and which
-module reads which module's parameters: a parameter read by another module
-joins the reader's unit (nn.MultiheadAttention reads out_proj.weight), one
-read by the root module's own forward stays whole.
+forward, each put in place when its module runs). The first forward runs
+with every unit gathered and learns the order the units run in (the next
+ones are prefetched, in forward and in backward order, up to
+stage3_prefetch_bucket_size elements) and which module reads which
+module's parameters: a parameter read by another module joins the reader's
+unit (nn.MultiheadAttention reads out_proj.weight), one read by the root
+module's own forward stays whole.
 
 Threading: the hooks run on the thread running forward and backward; loads
 from the servers run on the prefetch pool.
