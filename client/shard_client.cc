@@ -339,21 +339,40 @@ absl::Status ShardClient::GatherPiece(const ShardPiece& p, size_t salt,
 
 absl::Status ShardClient::Gather(const Range& r, v1::DType dtype, void* out,
                                  uint64_t* step) {
+  void* const outs[] = {out};
+  return GatherRanges(absl::MakeConstSpan(&r, 1), dtype, outs, step);
+}
+
+absl::Status ShardClient::GatherRanges(absl::Span<const Range> ranges,
+                                       v1::DType dtype,
+                                       absl::Span<void* const> outs,
+                                       uint64_t* step) {
   if (plan_ == nullptr) {
     return absl::FailedPreconditionError("RegisterModel first");
   }
+  if (ranges.size() != outs.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("GatherRanges: ", ranges.size(), " ranges but ",
+                     outs.size(), " output buffers"));
+  }
   const size_t esize = DTypeSize(dtype);
   if (esize == 0) return absl::InvalidArgumentError("unknown dtype");
-  const std::vector<ShardPiece> pieces = Pieces(r, esize);
+  std::vector<ShardPiece> pieces;
+  std::vector<char*> dsts;  // where each piece goes
+  for (size_t k = 0; k < ranges.size(); ++k) {
+    for (ShardPiece& p : Pieces(ranges[k], esize)) {
+      dsts.push_back(static_cast<char*>(outs[k]) +
+                     (p.range.begin - ranges[k].begin) * esize);
+      pieces.push_back(std::move(p));
+    }
+  }
   std::vector<uint64_t> steps(pieces.size(), 0);
   // Pieces from different servers can straddle a commit (one server has
   // committed, another not yet): gather again, a bounded number of times.
   auto backoff = options_.initial_backoff;
   for (int attempt = 1;; ++attempt) {
     ZS_RETURN_IF_ERROR(RunAll(pieces.size(), [&](size_t i) {
-      char* dst =
-          static_cast<char*>(out) + (pieces[i].range.begin - r.begin) * esize;
-      return GatherPiece(pieces[i], i, dtype, dst, &steps[i]);
+      return GatherPiece(pieces[i], i, dtype, dsts[i], &steps[i]);
     }));
     const bool consistent =
         std::all_of(steps.begin(), steps.end(),

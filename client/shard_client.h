@@ -42,6 +42,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "common/malloc_tuning.h"
 #include "common/partition.h"
 #include "grpcpp/channel.h"
@@ -127,6 +128,13 @@ class ShardClient {
   // else ABORTED.
   absl::Status Gather(const Range& r, v1::DType dtype, void* out,
                       uint64_t* step = nullptr);
+  // Gathers every range of `ranges` into the matching `outs` at once (every
+  // server piece of every range concurrently), with one step check across
+  // all of them: as Gather, for scattered ranges. INVALID_ARGUMENT when the
+  // two spans differ in size.
+  absl::Status GatherRanges(absl::Span<const Range> ranges, v1::DType dtype,
+                            absl::Span<void* const> outs,
+                            uint64_t* step = nullptr);
   std::future<absl::Status> GatherAsync(const Range& r, v1::DType dtype,
                                         void* out);
 

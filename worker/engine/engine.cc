@@ -435,39 +435,25 @@ absl::Status ZeroEngine::FetchUnitParts() {
     parts.push_back(
         PartOf(u, comm_->size(), comm_->rank(), comm_->part_alignment()));
   }
-  // Every part at once; the first non-empty one synchronously, with the
-  // step check (every server at step_), while the others are on their way.
-  std::vector<std::future<absl::Status>> fetches;
-  int checked = -1;
-  const double start = NowSeconds();
-  for (size_t u = 0; u < parts.size(); ++u) {
-    const Range& p = parts[u];
+  // Every part in one call (all at once, one step check: every server at
+  // step_).
+  std::vector<Range> ranges;
+  std::vector<void*> outs;
+  for (const Range& p : parts) {
     if (p.empty()) continue;
+    ranges.push_back(p);
+    outs.push_back(params_.data() + p.begin);
     stats_.server_gather.Add(0, 4 * p.size());
-    if (checked < 0) {
-      checked = static_cast<int>(u);
-      continue;
-    }
-    fetches.push_back(
-        client_->GatherAsync(p, v1::DTYPE_FP32, params_.data() + p.begin));
   }
-  absl::Status first;
-  if (checked >= 0) {
-    const Range& p = parts[checked];
-    uint64_t got = 0;
-    first = client_->Gather(p, v1::DTYPE_FP32, params_.data() + p.begin, &got);
-    if (first.ok() && got != static_cast<uint64_t>(step_)) {
-      first = absl::AbortedError(absl::StrCat("gathered parameters of step ",
-                                              got, ", expected ", step_));
-    }
-  }
-  double unused = 0;         // the whole fetch is timed below
-  for (auto& f : fetches) {  // all of them: they write params_
-    absl::Status s = WaitFuture(f, &unused);
-    if (first.ok()) first = s;
-  }
+  uint64_t got = static_cast<uint64_t>(step_);
+  const double start = NowSeconds();
+  absl::Status s = client_->GatherRanges(ranges, v1::DTYPE_FP32, outs, &got);
   stats_.server_wait_seconds += NowSeconds() - start;
-  ZS_RETURN_IF_ERROR(first);
+  ZS_RETURN_IF_ERROR(s);
+  if (got != static_cast<uint64_t>(step_)) {
+    return absl::AbortedError(absl::StrCat("gathered parameters of step ", got,
+                                           ", expected ", step_));
+  }
   for (size_t u = 0; u < units_.size(); ++u) {
     unit_gathers_[u] = comm_->AllGather(params_.data() + units_[u].begin,
                                         units_[u].size(), DType::kFloat32);
