@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <future>
 #include <thread>
 #include <utility>
 
@@ -103,7 +102,6 @@ absl::Status ZeroEngine::Init(const ModelDef& model,
   }
   if ((options_.stage == 1 || options_.stage == 2) &&
       options_.checkpoint_interval <= 0 && elastic == nullptr) {
-    behind_ = true;
     units_ = layout.units;
     unit_gathers_.resize(units_.size());
     mc.unit_hook = [this](const UnitEvent& e) {
@@ -391,7 +389,7 @@ absl::Status ZeroEngine::Refresh() {
       if (o.kind == Outcome::Kind::kRetry) return o.error;
       return absl::AbortedError("parameters could not be fetched");
     }
-    if (window_ != nullptr || behind_) return absl::OkStatus();
+    if (window_ != nullptr || behind()) return absl::OkStatus();
     const double waited = stats_.comm_wait_seconds;
     ZS_RETURN_IF_ERROR(WaitOp(
         comm_->AllGather(params_.data(), params_.size(), DType::kFloat32),
@@ -411,7 +409,7 @@ absl::Status ZeroEngine::FetchOwn() {
 
 absl::Status ZeroEngine::FetchOwnParts() {
   if (window_ != nullptr) return window_->FetchPartition();
-  if (behind_) return FetchUnitParts();
+  if (behind()) return FetchUnitParts();
   const uint64_t n = params_.size();
   const Range slice = comm_->PartRange(n, comm_->rank());
   uint64_t got = 0;
@@ -430,16 +428,13 @@ absl::Status ZeroEngine::FetchOwnParts() {
 
 absl::Status ZeroEngine::FetchUnitParts() {
   ZS_RETURN_IF_ERROR(WaitBehind());  // the last ones still write params_
-  std::vector<Range> parts;
-  for (const Range& u : units_) {
-    parts.push_back(
-        PartOf(u, comm_->size(), comm_->rank(), comm_->part_alignment()));
-  }
   // Every part in one call (all at once, one step check: every server at
   // step_).
   std::vector<Range> ranges;
   std::vector<void*> outs;
-  for (const Range& p : parts) {
+  for (const Range& u : units_) {
+    const Range p =
+        PartOf(u, comm_->size(), comm_->rank(), comm_->part_alignment());
     if (p.empty()) continue;
     ranges.push_back(p);
     outs.push_back(params_.data() + p.begin);

@@ -239,6 +239,8 @@ class ZeroEngine {
   // under fp16/bf16); WaitBehind: every unit's.
   absl::Status WaitUnit(int u);
   absl::Status WaitBehind();
+  // Whether stages 1-2 all-gather behind the forward (units_ is set).
+  bool behind() const { return !units_.empty(); }
   // The workers' state now (step_, updates_, data position, seed, scaler).
   v1::TrainerState StateNow() const;
   void ResetStats();
@@ -250,8 +252,8 @@ class ZeroEngine {
   std::unique_ptr<Model> model_;
   std::unique_ptr<GradPath> grad_path_;
   std::unique_ptr<ParamWindow> window_;  // stage 3
-  // Stages 1-2 without recovery: the units and their all-gathers in flight.
-  bool behind_ = false;
+  // Stages 1-2 without recovery: the units (none otherwise) and their
+  // all-gathers in flight.
   std::vector<Range> units_;
   std::vector<std::optional<collective::CollectiveOp>> unit_gathers_;
   std::unique_ptr<LocalAdamW> adamw_;  // stage 0
