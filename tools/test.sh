@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # README command 2 (and what CI runs): installs what is missing, builds the
-# CUDA configuration where nvcc exists, then builds and runs every test. The
-# last line is the summary: "N passed, N failed".
+# CUDA configuration and packs the GPU check kit where nvcc exists, then
+# builds and runs every test. The last line is the summary: "N passed, N
+# failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 tools/bootstrap.sh || exit 1
 if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
   echo "test: building the CUDA configuration (bazel build --config=cuda //...)"
   bazel build --noshow_progress --config=cuda //... || { echo "0 passed, 1 failed"; exit 1; }
+  # The GPU check kit (docs/cuda.md) still gathers and fits in 64 MiB.
+  tools/gpu_check.sh collect || { echo "0 passed, 1 failed"; exit 1; }
 fi
 log=$(mktemp)
 bazel test --noshow_progress //... 2>&1 | tee "$log" | grep -v '^[0-9.]*: src/main/tools/linux-sandbox'

@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+# The GPU check kit (docs/cuda.md). Two halves:
+#
+#   tools/gpu_check.sh [collect]
+#       On this build machine: builds --config=cuda, gathers the device
+#       tests and the binaries they need with every shared library that is
+#       not part of the CUDA toolkit or glibc into gpu_kit/, packs it as
+#       gpu_kit.tar.xz (must stay under 64 MiB: what a GPU machine gets)
+#       and prints the command to run there.
+#
+#   tools/gpu_check.sh run [RESULTS_DIR]
+#       On the GPU machine, from a copy of this working tree holding
+#       gpu_kit.tar.xz: unpacks it, runs every check with a time limit and
+#       writes their output to RESULTS_DIR/gpu_results.txt ($OUT, else
+#       ./gpu_results): the device and library versions, the dtype and CUDA
+#       kernel parity tests (per layer), the NCCL communicator tests, the
+#       servers' gather/push bandwidth (transfer_bench), and the torch
+#       check (tests/python/gpu_torch_check.py: zeroshard's engine on the
+#       device against torch, parity and benchmark). Last
+#       line: "gpu_check: N passed, N failed, N skipped". Exit status 1 when
+#       a check failed.
+#
+# Environment for `run`: GPU_CHECK_PYTHON (a python with torch; default
+# /opt/torch/.venv/bin/python3, else python3), GPU_CHECK_TORCH_ARGS (extra
+# flags for gpu_torch_check.py, e.g. "--rounds=5").
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+
+KIT=gpu_kit
+TARBALL=gpu_kit.tar.xz
+MAX_BYTES=$((64 * 1024 * 1024))
+# label:bazel target:path inside the kit
+BINARIES=(
+  "common/cuda/cuda_info:bin/cuda_info"
+  "common/cuda/dtype_cuda_test:bin/dtype_cuda_test"
+  "worker/gpt2/cuda/cuda_kernels_test:bin/cuda_kernels_test"
+  "worker/collective/nccl_communicator_test:bin/nccl_communicator_test"
+  "server/zeroshard-server:bin/zeroshard-server"
+  "tests/bench/transfer_bench:bin/transfer_bench"
+  "client/libzeroshard.so:lib/libzeroshard.so"
+)
+
+die() { echo "gpu_check: $*" >&2; exit 1; }
+
+collect() {
+  [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc >/dev/null ||
+    die "no nvcc here: the kit is built on a machine with the CUDA toolkit"
+  local targets=()
+  for b in "${BINARIES[@]}"; do
+    local t=${b%%:*}
+    targets+=("//${t%/*}:${t##*/}")
+  done
+  echo "gpu_check: bazel build --config=cuda ${targets[*]}"
+  bazel build --noshow_progress --config=cuda "${targets[@]}" ||
+    die "the CUDA build failed"
+  local bin
+  bin=$(bazel info --config=cuda bazel-bin 2>/dev/null) ||
+    die "bazel info bazel-bin failed"
+  rm -rf "$KIT" "$TARBALL"
+  mkdir -p "$KIT/bin" "$KIT/lib" "$KIT/compat"
+  local deps
+  deps=$(mktemp)
+  for b in "${BINARIES[@]}"; do
+    local src="$bin/${b%%:*}" dst="$KIT/${b#*:}"
+    [ -f "$src" ] || die "missing $src after the build"
+    cp "$src" "$dst" && chmod u+w "$dst" && strip --strip-debug "$dst" ||
+      die "could not copy $src"
+    ldd "$src" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' >>"$deps"
+  done
+  # Shared libraries: the CUDA toolkit's (cudart, cuBLAS, NCCL) come from
+  # the GPU machine's own toolkit (the driver must match them there);
+  # glibc's are the system's. libstdc++/libgcc_s go to compat/, used only
+  # where the machine's own libstdc++ is older than this build's.
+  sort -u "$deps" | while read -r soname path; do
+    case "$path" in
+      /usr/local/cuda*) continue ;;
+    esac
+    case "$soname" in
+      libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*) continue ;;
+      libstdc++.so.*|libgcc_s.so.*) cp -L "$path" "$KIT/compat/$soname" ;;
+      *) cp -L "$path" "$KIT/lib/$soname" ;;
+    esac
+  done
+  rm -f "$deps"
+  # transfer_bench finds the server as server/zeroshard-server from its
+  # working directory (the kit).
+  ln -s bin "$KIT/server"
+  git rev-parse HEAD >"$KIT/REVISION" 2>/dev/null
+  tar -cJf "$TARBALL" "$KIT" || die "could not pack $TARBALL"
+  local size
+  size=$(stat -c %s "$TARBALL")
+  echo "gpu_check: $TARBALL: $((size / 1024)) KiB packed" \
+    "($(du -sk "$KIT" | cut -f1) KiB unpacked," \
+    "$(find "$KIT/lib" -type f | wc -l) libraries)"
+  [ "$size" -le "$MAX_BYTES" ] ||
+    die "$TARBALL is $size bytes, over the 64 MiB a GPU machine receives"
+  echo "gpu_check: on the GPU machine, in a copy of this tree with $TARBALL:"
+  echo "  bash tools/gpu_check.sh run \"\$OUT\""
+}
+
+# --------------------------------------------------------------- run
+results=""
+passed=0
+failed=0
+skipped=0
+
+log() { echo "$*" | tee -a "$results"; }
+
+# check NAME SECONDS COMMAND...: runs it, its output into the results;
+# a test that skipped for want of a device or of CUDA counts as skipped
+# (a GPU machine should skip nothing; the reasons are in the output).
+check() {
+  local name=$1 limit=$2
+  shift 2
+  log ""
+  log "=== $name: $*"
+  local out rc start
+  out=$(mktemp)
+  start=$(date +%s.%N)
+  timeout --kill-after=10 "$limit" "$@" >"$out" 2>&1
+  rc=$?
+  cat "$out" >>"$results"
+  tail -n 60 "$out"
+  local secs
+  secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
+  if [ "$rc" -eq 0 ] &&
+     grep -qE 'no CUDA device|built without --config=cuda' "$out"; then
+    log "=== $name: SKIPPED (${secs} s)"
+    skipped=$((skipped + 1))
+  elif [ "$rc" -eq 0 ]; then
+    log "=== $name: PASSED (${secs} s)"
+    passed=$((passed + 1))
+  else
+    [ "$rc" -eq 124 ] && log "=== $name: timed out after ${limit} s"
+    log "=== $name: FAILED (exit $rc, ${secs} s)"
+    failed=$((failed + 1))
+  fi
+  rm -f "$out"
+}
+
+find_cuda_libs() {
+  # The toolkit's libraries: /usr/local/cuda, else the NVIDIA wheels that
+  # torch brings (site-packages/nvidia/*/lib).
+  local dirs="" d
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
+    [ -e "$d/libcudart.so.13" ] && dirs="$dirs:$d"
+  done
+  if [ -z "$dirs" ]; then
+    while read -r f; do
+      dirs="$dirs:$(dirname "$f")"
+    done < <(find / -xdev \( -name 'libcudart.so.13' -o \
+               -name 'libcublas.so.13' -o -name 'libnccl.so.2' \) 2>/dev/null |
+             sort -u)
+  fi
+  echo "${dirs#:}"
+}
+
+run() {
+  local dir=${1:-${OUT:-gpu_results}}
+  mkdir -p "$dir" || die "cannot create $dir"
+  results="$(cd "$dir" && pwd)/gpu_results.txt"
+  : >"$results"
+  [ -f "$TARBALL" ] ||
+    die "no $TARBALL here: run 'tools/gpu_check.sh' on the build machine" \
+      "and carry it"
+  rm -rf "$KIT" && tar -xJf "$TARBALL" || die "could not unpack $TARBALL"
+  local kit
+  kit=$(cd "$KIT" && pwd)
+  local libpath
+  libpath="$kit/lib:$(find_cuda_libs)"
+  # This build's libstdc++ only where the machine's own is older.
+  local sys_cxx
+  sys_cxx=$(ldconfig -p 2>/dev/null |
+            awk '/libstdc\+\+\.so\.6 .*x86-64/ {print $NF; exit}')
+  if [ -z "$sys_cxx" ] || ! grep -qa GLIBCXX_3.4.30 "$sys_cxx"; then
+    libpath="$libpath:$kit/compat"
+  fi
+  export LD_LIBRARY_PATH="$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  log "gpu_check: kit $(cat "$kit/REVISION" 2>/dev/null), $(date -u +%FT%TZ)"
+  log "gpu_check: host $(uname -nrm), $(ldd --version 2>/dev/null | head -1)"
+  log "gpu_check: LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+  command -v nvidia-smi >/dev/null &&
+    check nvidia-smi 30 nvidia-smi --format=csv \
+      --query-gpu=name,memory.total,driver_version,clocks.max.sm
+  check cuda_info 60 "$kit/bin/cuda_info"
+  check dtype_cuda_test 120 "$kit/bin/dtype_cuda_test"
+  check cuda_kernels_test 120 "$kit/bin/cuda_kernels_test"
+  check nccl_communicator_test 120 "$kit/bin/nccl_communicator_test"
+  # The host's loopback link to the servers: gather/push against raw TCP.
+  check transfer_bench 120 env -C "$kit" bin/transfer_bench
+  local py=${GPU_CHECK_PYTHON:-}
+  if [ -z "$py" ]; then
+    py=/opt/torch/.venv/bin/python3
+    [ -x "$py" ] || py=python3
+  fi
+  # shellcheck disable=SC2086  # GPU_CHECK_TORCH_ARGS is a list of flags
+  PYTHONPATH="$PWD/python" ZEROSHARD_LIB="$kit/lib/libzeroshard.so" \
+    ZEROSHARD_SERVER="$kit/bin/zeroshard-server" \
+    check gpu_torch_check 300 "$py" tests/python/gpu_torch_check.py \
+    --device=cuda ${GPU_CHECK_TORCH_ARGS:-}
+  log ""
+  log "gpu_check: $passed passed, $failed failed, $skipped skipped"
+  [ "$failed" -eq 0 ]
+}
+
+case "${1:-collect}" in
+  collect) collect ;;
+  run) shift; run "$@" ;;
+  -h|--help) sed -n '2,24p' "$0" ;;
+  *) die "unknown command '$1' (collect or run; --help)" ;;
+esac
