@@ -34,6 +34,10 @@ class GradientPipeline:
     def _setup_grads(self):
         self._gflat = torch.zeros(self.numel, dtype=self.dtype,
                                   device=self.device)
+        # On CUDA: the pipeline's stream and pinned host buffer (made on
+        # first use).
+        self._copy_stream = None
+        self._staging, self._staging_base = None, 0
         self._gviews = [self._gflat[e.offset:e.end].view(e.shape)
                         for e in self.entries]
         if self._params.grads_in_views:
@@ -93,8 +97,15 @@ class GradientPipeline:
                 work = self._reduce_scatter(k, begin, end)
         slot = (self._micro_index() * self.world + self.rank
                 if self.aggregation else 0)
+        ready = None
+        if self._gflat.device.type == "cuda":
+            # The bucket's gradients are final at this point of the
+            # backward's stream: the copy stream starts from here.
+            ready = torch.cuda.Event()
+            ready.record()
         self._pending.append(self._pipe.submit(
-            self._finish, k, work, slot, self._epoch, self._state["step"]))
+            self._finish, k, work, slot, self._epoch, self._state["step"],
+            ready))
 
     def _reduce_scatter(self, k, begin, end):
         """Bucket k's reduce-scatter over the ranks' slices. gloo (torch
@@ -139,9 +150,20 @@ class GradientPipeline:
                 total = part.clone() if total is None else total.add_(part)
             mine.copy_(total)
 
-    def _finish(self, k, work, slot, epoch, step):
+    def _finish(self, k, work, slot, epoch, step, ready=None):
         """On the pipeline thread: wait for the reduce, scale this rank's
-        part, push it (on the push pool). Returns push futures."""
+        part, push it (on the push pool). Returns push futures. On CUDA
+        (ready: the event _issue recorded) this runs on the engine's copy
+        stream, beside the backward that goes on."""
+        if ready is None:
+            return self._finish_bucket(k, work, slot, epoch, step)
+        if self._copy_stream is None:
+            self._copy_stream = torch.cuda.Stream()
+        self._copy_stream.wait_event(ready)
+        with torch.cuda.stream(self._copy_stream):
+            return self._finish_bucket(k, work, slot, epoch, step)
+
+    def _finish_bucket(self, k, work, slot, epoch, step):
         begin, end = self._buckets[k]
         if work is not None:
             t = time.perf_counter()
@@ -166,11 +188,30 @@ class GradientPipeline:
             if sq != sq or sq == float("inf"):
                 self._nonfinite = True
         if part.device.type != "cpu":
-            part = part.cpu()
+            part = self._stage_out(mine, part)
         key = f"w{self.rank}/s{step}/m{slot}/o{mine[0]}"
         return [self._pool.submit(self._client.push, mine[0], part,
                                   epoch=epoch, step=step, slot=slot,
                                   key_prefix=key)]
+
+    def _stage_out(self, piece, part):
+        """Copies `part` (on the device: the flat range `piece`) into its
+        place in the pinned staging buffer, allocated once (this rank's
+        slice, or the whole flat space with server aggregation) and
+        returns that host view once the copy is done. The buffer is
+        reused every micro-batch: backward() waits for the previous pushes
+        before the gradients are written again."""
+        base, n = ((0, self.numel) if self.aggregation else
+                   (self._slice[0], self._slice[1] - self._slice[0]))
+        buf = self._staging
+        if (buf is None or self._staging_base != base or buf.numel() != n or
+                buf.dtype != part.dtype):
+            buf = torch.empty(n, dtype=part.dtype, pin_memory=True)
+            self._staging, self._staging_base = buf, base
+        host = buf[piece[0] - base:piece[1] - base]
+        host.copy_(part, non_blocking=True)
+        torch.cuda.current_stream().synchronize()
+        return host
 
     def _micro_index(self):
         return (self._micro_steps % self.gas)

@@ -61,14 +61,19 @@ def server_ranges(client):
             for k in range(client.num_servers())]
 
 
-def _gather_into(engine, ranges, out, pool):
+def _gather_into(engine, ranges, out, pool, host=None):
     """Gathers flat ranges [(begin, end)] from the servers into the 1-D
     tensor `out` (their concatenation), splitting at server boundaries so
-    that every server is asked at once; fp32 or the serving dtype."""
+    that every server is asked at once; fp32 or the serving dtype. host:
+    where the values land first when `out` cannot take them (another
+    dtype or a device), e.g. a pinned buffer kept across steps; a fresh
+    one when None."""
     precision = engine.precision
     want = torch.float32 if precision == "fp32" else _SERVING[precision]
-    host = out if (out.dtype == want and out.device.type == "cpu") else \
-        torch.empty(out.numel(), dtype=want)
+    if out.dtype == want and out.device.type == "cpu":
+        host = out
+    elif host is None:
+        host = torch.empty(out.numel(), dtype=want)
     jobs, pos = [], 0
     for begin, end in ranges:
         for sb, se in engine._server_ranges:
@@ -91,6 +96,7 @@ class FlatParams:
         e0 = engine.entries
         self.flat = torch.empty(engine.numel, dtype=engine.dtype,
                                 device=engine.device)
+        self._host = None  # CUDA: the pinned landing buffer of fetch()
         for e in e0:
             view = self.flat[e.offset:e.end]
             view.copy_(e.param.data.reshape(-1))
@@ -100,8 +106,16 @@ class FlatParams:
         return self.flat.detach().float().cpu().contiguous()
 
     def fetch(self, behind=False):  # noqa: ARG002 - see behind.py
+        if self.flat.device.type == "cuda" and self._host is None:
+            # Gathered into pinned memory, then one copy to the device:
+            # no fresh pages to fault in, and a DMA at full speed.
+            precision = self.engine.precision
+            self._host = torch.empty(
+                self.engine.numel, pin_memory=True,
+                dtype=torch.float32 if precision == "fp32" else
+                _SERVING[precision])
         _gather_into(self.engine, [(0, self.engine.numel)], self.flat,
-                     self.engine._pool)
+                     self.engine._pool, self._host)
 
     def wait_part(self):
         pass
