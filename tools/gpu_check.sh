@@ -13,7 +13,8 @@
 #       gpu_kit.tar.xz: unpacks it, runs every check with a time limit and
 #       writes their output to RESULTS_DIR/gpu_results.txt ($OUT, else
 #       ./gpu_results): the device and library versions, the dtype and CUDA
-#       kernel parity tests (per layer), the NCCL communicator tests, the
+#       kernel parity tests (per layer), GPT-2 on the CUDA device against
+#       the CPU model, the NCCL communicator tests, the
 #       servers' gather/push bandwidth (transfer_bench), and the torch
 #       check (tests/python/gpu_torch_check.py: zeroshard's engine on the
 #       device against torch, parity and benchmark). Last
@@ -34,6 +35,7 @@ BINARIES=(
   "common/cuda/cuda_info:bin/cuda_info"
   "common/cuda/dtype_cuda_test:bin/dtype_cuda_test"
   "worker/gpt2/cuda/cuda_kernels_test:bin/cuda_kernels_test"
+  "worker/gpt2/cuda/cuda_model_test:bin/cuda_model_test"
   "worker/collective/nccl_communicator_test:bin/nccl_communicator_test"
   "server/zeroshard-server:bin/zeroshard-server"
   "tests/bench/transfer_bench:bin/transfer_bench"
@@ -185,6 +187,7 @@ run() {
   check cuda_info 60 "$kit/bin/cuda_info"
   check dtype_cuda_test 120 "$kit/bin/dtype_cuda_test"
   check cuda_kernels_test 120 "$kit/bin/cuda_kernels_test"
+  check cuda_model_test 120 "$kit/bin/cuda_model_test"
   check nccl_communicator_test 120 "$kit/bin/nccl_communicator_test"
   # The host's loopback link to the servers: gather/push against raw TCP.
   check transfer_bench 120 env -C "$kit" bin/transfer_bench

@@ -71,6 +71,10 @@
 //              --checkpoint_dir (zeroshard train --checkpoint-dir). Turns on
 //              recovery: resume from the newest checkpoint, roll back when a
 //              server restarts.
+//     device: where the workers' model computes: "cpu" (the default),
+//              "cuda" (the GPU; docs/cuda.md) or "host-emulated" (the GPU
+//              path on host memory, for tests); zeroshard train --device
+//              overrides it.
 // - tensorboard, csv_monitor, wandb, comet: DeepSpeed's monitor sections
 //   (monitor_config.h).
 // - Numbers: integers may be written as floats when integral (5e8); a
@@ -173,6 +177,7 @@ struct ZeroShardConfig {
   bool server_aggregation = false;
   uint32_t alignment = 64;
   int checkpoint_interval = 0;  // steps; 0 = no checkpoints
+  std::string device = "cpu";   // "cpu", "cuda" or "host-emulated"
 };
 
 struct EngineConfig {

@@ -492,6 +492,13 @@ absl::Status ParseZeroShard(ObjectReader& root, ZeroShardConfig* out) {
   ZS_ASSIGN_OR_RETURN(int64_t interval,
                       zs.Int("checkpoint_interval", 0, 0, int64_t{1} << 31));
   out->checkpoint_interval = static_cast<int>(interval);
+  ZS_ASSIGN_OR_RETURN(out->device, zs.String("device", "cpu"));
+  if (out->device != "cpu" && out->device != "cuda" &&
+      out->device != "host-emulated") {
+    return zs.Error("device", absl::StrCat("must be \"cpu\", \"cuda\" or "
+                                           "\"host-emulated\", got \"",
+                                           out->device, "\""));
+  }
   zs.WarnUnknown();
   return absl::OkStatus();
 }

@@ -319,6 +319,9 @@ TEST(DsConfigTest, ErrorsNameTheirKey) {
        "zeroshard.alignment: must be an integer in [1, 4294967295], got 0"},
       {R"("zeroshard": {"server_aggregation": 1})",
        "zeroshard.server_aggregation: must be true or false, got 1"},
+      {R"("zeroshard": {"device": "gpu"})",
+       "zeroshard.device: must be \"cpu\", \"cuda\" or \"host-emulated\", "
+       "got \"gpu\""},
   };
   for (const Case& c : cases) {
     const std::string json =

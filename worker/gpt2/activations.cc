@@ -63,8 +63,16 @@ void Carve(const Config& c, int B, int T, bool checkpoint, Carver* k,
 
 }  // namespace
 
+ActivationArena::~ActivationArena() {
+  if (device_ != nullptr) {
+    device_->Free(memory_);
+  } else {
+    std::free(memory_);
+  }
+}
+
 absl::StatusOr<std::unique_ptr<ActivationArena>> ActivationArena::Create(
-    const Config& config, int B, int T, bool checkpoint) {
+    const Config& config, int B, int T, bool checkpoint, Device* device) {
   if (B < 1 || T < 1 || T > config.max_seq_len) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "GPT-2 batch shape B=%d T=%d: need B >= 1 and 1 <= T <= max_seq_len "
@@ -88,13 +96,26 @@ absl::StatusOr<std::unique_ptr<ActivationArena>> ActivationArena::Create(
   auto arena = std::unique_ptr<ActivationArena>(new ActivationArena());
   arena->floats_ = static_cast<int64_t>(sizer.used());
   const size_t bytes = static_cast<size_t>(arena->floats_) * sizeof(float);
-  arena->memory_ = static_cast<float*>(std::aligned_alloc(64, bytes));
-  if (arena->memory_ == nullptr) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "GPT-2 activations: cannot allocate %d bytes for B=%d T=%d (%s)", bytes,
-        B, T, DescribeConfig(config)));
+  if (device != nullptr) {
+    auto memory = device->Alloc(bytes);  // zeroed
+    if (!memory.ok()) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "GPT-2 activations: cannot allocate %d bytes on %s for B=%d T=%d "
+          "(%s): %s",
+          bytes, device->Name(), B, T, DescribeConfig(config),
+          memory.status().message()));
+    }
+    arena->device_ = device;
+    arena->memory_ = static_cast<float*>(*memory);
+  } else {
+    arena->memory_ = static_cast<float*>(std::aligned_alloc(64, bytes));
+    if (arena->memory_ == nullptr) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "GPT-2 activations: cannot allocate %d bytes for B=%d T=%d (%s)",
+          bytes, B, T, DescribeConfig(config)));
+    }
+    std::memset(arena->memory_, 0, bytes);  // touch every page now
   }
-  std::memset(arena->memory_, 0, bytes);  // touch every page now
   Carver carver(arena->memory_);
   Carve(config, B, T, checkpoint, &carver, &arena->acts_);
   return arena;

@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "worker/gpt2/config.h"
+#include "worker/gpt2/device.h"
 
 namespace zeroshard::gpt2 {
 
@@ -58,17 +59,21 @@ class ActivationArena {
   // INVALID_ARGUMENT when B < 1, T < 1, T > max_seq_len, B*T exceeds
   // INT_MAX, or a buffer's size overflows int64 (naming the shape);
   // RESOURCE_EXHAUSTED when the allocation fails. `config` must be valid.
+  // `device` (not owned; must outlive the arena): the arena lives in its
+  // memory; null: host memory.
   static absl::StatusOr<std::unique_ptr<ActivationArena>> Create(
-      const Config& config, int B, int T, bool checkpoint);
+      const Config& config, int B, int T, bool checkpoint,
+      Device* device = nullptr);
 
   const Activations& acts() const { return acts_; }
   // Size of the allocation, in floats.
   int64_t floats() const { return floats_; }
 
-  ~ActivationArena() { std::free(memory_); }
+  ~ActivationArena();
 
  private:
   ActivationArena() = default;
+  Device* device_ = nullptr;
   float* memory_ = nullptr;
   int64_t floats_ = 0;
   Activations acts_;

@@ -4,10 +4,24 @@
 #include <memory>
 #include <utility>
 
+#include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "worker/gpt2/cuda/cuda_device.h"
+#include "worker/gpt2/host_device.h"
 
 namespace zeroshard::gpt2 {
 namespace {
+
+// The engine's view of a model's parameter event (L blocks).
+engine::UnitEvent ToUnitEvent(const ParamEvent& e, int L) {
+  engine::UnitEvent u;
+  u.kind = e.kind == ParamEvent::Kind::kNeeded
+               ? engine::UnitEvent::Kind::kNeeded
+               : engine::UnitEvent::Kind::kReleased;
+  u.unit = UnitIndex(e.part, e.layer, L);
+  u.range = e.range;
+  return u;
+}
 
 class EngineGpt2 : public engine::Model {
  public:
@@ -31,7 +45,108 @@ class EngineGpt2 : public engine::Model {
   std::unique_ptr<gpt2::Model> model_;
 };
 
+// GPT-2 on a Device: the model's parameters, gradients and activations in
+// device memory; the engine's flat buffers stay in host memory. Parameters
+// go up before they are read: a unit at its kNeeded (after the engine's hook
+// has put it in place, when there is one), else the whole buffer at each
+// Forward. Gradients come down a unit at a time as Backward announces them
+// final, before the engine's grad hook sees them; the engine zeroes them
+// every micro-batch through ZeroGrad.
+class DeviceGpt2 : public engine::Model {
+ public:
+  DeviceGpt2(engine::ModelLayout layout, std::unique_ptr<Device> device,
+             absl::Span<float> host_params, absl::Span<float> host_grads,
+             bool per_unit)
+      : layout_(std::move(layout)),
+        device_(std::move(device)),
+        host_params_(host_params),
+        host_grads_(host_grads),
+        per_unit_(per_unit) {}
+
+  absl::Status Init(const Config& config, int B, int T, bool checkpoint,
+                    const engine::UnitHook& unit_hook) {
+    ModelOptions mo;
+    mo.checkpoint = checkpoint;
+    mo.device = device_.get();
+    if (unit_hook) {
+      const int L = config.num_layers;
+      mo.param_hook = [this, hook = unit_hook, L](const ParamEvent& e) {
+        ZS_RETURN_IF_ERROR(hook(ToUnitEvent(e, L)));
+        if (e.kind != ParamEvent::Kind::kNeeded) return absl::OkStatus();
+        return Up(e.range);
+      };
+    }
+    ZS_ASSIGN_OR_RETURN(model_, gpt2::Model::Create(config, B, T, mo));
+    return absl::OkStatus();
+  }
+
+  const engine::ModelLayout& layout() const override { return layout_; }
+
+  absl::StatusOr<float> Forward(const engine::MicroBatch& batch) override {
+    if (!per_unit_) {
+      ZS_RETURN_IF_ERROR(Up(Range{0, layout_.num_params()}));
+    }
+    return model_->Forward(batch.tokens, batch.targets);
+  }
+
+  absl::Status Backward(const engine::GradHook& hook) override {
+    const int L = model_->config().num_layers;
+    absl::Status copied;
+    absl::Status s = model_->Backward([&](const GradSegment& seg) {
+      if (!copied.ok()) return;
+      copied = device_->ToHost(host_grads_.data() + seg.range.begin,
+                               model_->grads().data() + seg.range.begin,
+                               seg.range.size() * sizeof(float));
+      if (copied.ok() && hook) {
+        hook(engine::GradReady{UnitIndex(seg.part, seg.layer, L), seg.range});
+      }
+    });
+    ZS_RETURN_IF_ERROR(copied);
+    return s;
+  }
+
+  void ZeroGrad() override {
+    model_->ZeroGrad();
+    std::fill(host_grads_.begin(), host_grads_.end(), 0.0f);
+  }
+
+ private:
+  absl::Status Up(Range r) {
+    return device_->ToDevice(model_->params().data() + r.begin,
+                             host_params_.data() + r.begin,
+                             r.size() * sizeof(float));
+  }
+
+  const engine::ModelLayout layout_;
+  std::unique_ptr<Device> device_;  // outlives model_ (declared before it)
+  std::unique_ptr<gpt2::Model> model_;
+  absl::Span<float> host_params_, host_grads_;
+  const bool per_unit_;
+};
+
+absl::StatusOr<std::unique_ptr<Device>> MakeDevice(const std::string& kind,
+                                                   const Config& config, int B,
+                                                   int T, int threads) {
+  if (kind == "host-emulated") {
+    ZS_ASSIGN_OR_RETURN(auto d, HostEmulatedDevice::Create(threads));
+    return std::unique_ptr<Device>(std::move(d));
+  }
+  if (kind == "cuda") {
+    return CreateCudaDevice(config, B, T, CudaPrecision::kFp32);
+  }
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "GPT-2 device '%s': want cpu, cuda or host-emulated", kind));
+}
+
 }  // namespace
+
+absl::Status ValidateDeviceKind(const std::string& kind) {
+  if (kind == "cpu" || kind == "cuda" || kind == "host-emulated") {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrFormat("device '%s': want cpu, cuda or host-emulated", kind));
+}
 
 int UnitIndex(GradSegment::Part part, int layer, int num_layers) {
   switch (part) {
@@ -68,12 +183,22 @@ absl::StatusOr<engine::ModelLayout> EngineLayout(const Config& config) {
 }
 
 absl::StatusOr<engine::ModelDef> EngineModel(const Config& config, int B, int T,
-                                             bool checkpoint) {
+                                             bool checkpoint,
+                                             const std::string& device) {
+  ZS_RETURN_IF_ERROR(ValidateDeviceKind(device));
   engine::ModelDef def;
   ZS_ASSIGN_OR_RETURN(def.layout, EngineLayout(config));
-  def.create = [config, B, T, checkpoint,
+  def.create = [config, B, T, checkpoint, device,
                 layout = def.layout](const engine::ModelContext& c)
       -> absl::StatusOr<std::unique_ptr<engine::Model>> {
+    if (device != "cpu") {
+      ZS_ASSIGN_OR_RETURN(std::unique_ptr<Device> d,
+                          MakeDevice(device, config, B, T, c.threads));
+      auto m = std::make_unique<DeviceGpt2>(layout, std::move(d), c.params,
+                                            c.grads, c.unit_hook != nullptr);
+      ZS_RETURN_IF_ERROR(m->Init(config, B, T, checkpoint, c.unit_hook));
+      return std::unique_ptr<engine::Model>(std::move(m));
+    }
     ModelOptions mo;
     mo.threads = c.threads;
     mo.checkpoint = checkpoint;
@@ -82,13 +207,7 @@ absl::StatusOr<engine::ModelDef> EngineModel(const Config& config, int B, int T,
     if (c.unit_hook) {
       const int L = config.num_layers;
       mo.param_hook = [hook = c.unit_hook, L](const ParamEvent& e) {
-        engine::UnitEvent u;
-        u.kind = e.kind == ParamEvent::Kind::kNeeded
-                     ? engine::UnitEvent::Kind::kNeeded
-                     : engine::UnitEvent::Kind::kReleased;
-        u.unit = UnitIndex(e.part, e.layer, L);
-        u.range = e.range;
-        return hook(u);
+        return hook(ToUnitEvent(e, L));
       };
     }
     ZS_ASSIGN_OR_RETURN(std::unique_ptr<Model> model,

@@ -12,6 +12,7 @@
 #ifndef ZEROSHARD_WORKER_GPT2_ENGINE_MODEL_H_
 #define ZEROSHARD_WORKER_GPT2_ENGINE_MODEL_H_
 
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -25,9 +26,21 @@ namespace zeroshard::gpt2 {
 absl::StatusOr<engine::ModelLayout> EngineLayout(const Config& config);
 
 // GPT-2 of `config` on micro-batches of B × T tokens; `checkpoint`: recompute
-// each block in backward (ModelOptions::checkpoint).
+// each block in backward (ModelOptions::checkpoint). `device`: where the
+// model computes (device.h): "cpu" (host memory, CpuKernels), "cuda" (the
+// GPU: CudaKernels in fp32; the engine's buffers stay in host memory and
+// parameters go up per unit as they are needed, gradients come down per
+// unit as they are final) or "host-emulated" (the cuda path with host
+// memory standing in for the GPU's and CpuKernels: the same bits as "cpu",
+// every copy checked). INVALID_ARGUMENT for another device; creating the
+// model fails with the device's error (e.g. UNAVAILABLE: no GPU).
 absl::StatusOr<engine::ModelDef> EngineModel(const Config& config, int B, int T,
-                                             bool checkpoint = false);
+                                             bool checkpoint = false,
+                                             const std::string& device = "cpu");
+
+// OK for "cpu", "cuda" and "host-emulated"; INVALID_ARGUMENT naming the
+// value otherwise.
+absl::Status ValidateDeviceKind(const std::string& kind);
 
 // The unit of (part, layer) in a model of `num_layers` blocks.
 int UnitIndex(GradSegment::Part part, int layer, int num_layers);

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string_view>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -31,29 +32,51 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(
     }
   }
   std::unique_ptr<Model> m(new Model(std::move(layout), B, T));
-  ZS_ASSIGN_OR_RETURN(
-      m->arena_, ActivationArena::Create(config, B, T, options.checkpoint));
+  Device* device = options.device;
+  if (device != nullptr && options.kernels != nullptr) {
+    return absl::InvalidArgumentError(
+        "GPT-2 model: give either a device or kernels, not both");
+  }
+  ZS_ASSIGN_OR_RETURN(m->arena_, ActivationArena::Create(
+                                     config, B, T, options.checkpoint, device));
   m->checkpoint_ = options.checkpoint;
   m->param_hook_ = options.param_hook;
-  if (options.kernels != nullptr) {
+  m->device_ = device;
+  if (device != nullptr) {
+    m->kernels_ = &device->kernels();
+    m->host_losses_.assign(static_cast<size_t>(B) * T, 0.0f);
+  } else if (options.kernels != nullptr) {
     m->kernels_ = options.kernels;
   } else {
     ZS_ASSIGN_OR_RETURN(m->owned_kernels_, CpuKernels::Create(options.threads));
     m->kernels_ = m->owned_kernels_.get();
   }
-  if (options.params.empty()) {
-    m->owned_params_.assign(n, 0.0f);
-    m->params_ = absl::MakeSpan(m->owned_params_);
-  } else {
-    m->params_ = options.params;
+  // Model-owned buffers: host vectors, or one device allocation of both.
+  const int owned = options.params.empty() + options.grads.empty();
+  if (device != nullptr && owned > 0) {
+    ZS_ASSIGN_OR_RETURN(void* p, device->Alloc(owned * n * sizeof(float)));
+    m->device_owned_ = static_cast<float*>(p);
   }
-  if (options.grads.empty()) {
-    m->owned_grads_.assign(n, 0.0f);
-    m->grads_ = absl::MakeSpan(m->owned_grads_);
-  } else {
-    m->grads_ = options.grads;
+  float* next = m->device_owned_;
+  for (auto [span, vec, dst] :
+       {std::tuple{options.params, &m->owned_params_, &m->params_},
+        {options.grads, &m->owned_grads_, &m->grads_}}) {
+    if (!span.empty()) {
+      *dst = span;
+    } else if (device != nullptr) {
+      *dst = absl::MakeSpan(next, n);  // zeroed by Alloc
+      next += n;
+    } else {
+      vec->assign(n, 0.0f);
+      *dst = absl::MakeSpan(*vec);
+    }
   }
   return m;
+}
+
+Model::~Model() {
+  arena_.reset();
+  if (device_ != nullptr) device_->Free(device_owned_);
 }
 
 absl::Span<float> Model::param(ParamKind kind, int layer) {
@@ -98,6 +121,7 @@ absl::Span<const float> Model::logits() const {
 }
 
 absl::Span<const float> Model::losses() const {
+  if (device_ != nullptr) return host_losses_;
   return {arena_->acts().losses, static_cast<size_t>(B_) * T_};
 }
 
@@ -127,8 +151,17 @@ absl::StatusOr<float> Model::Forward(absl::Span<const int> inputs,
     }
   }
   const Activations& a = arena_->acts();
-  std::copy(inputs.begin(), inputs.end(), a.inputs);
-  std::copy(targets.begin(), targets.end(), a.targets);
+  if (device_ != nullptr) {
+    ZS_RETURN_IF_ERROR(
+        device_->ToDevice(a.inputs, inputs.data(), bt * sizeof(int)));
+    if (!targets.empty()) {
+      ZS_RETURN_IF_ERROR(
+          device_->ToDevice(a.targets, targets.data(), bt * sizeof(int)));
+    }
+  } else {
+    std::copy(inputs.begin(), inputs.end(), a.inputs);
+    std::copy(targets.begin(), targets.end(), a.targets);
+  }
 
   const Config& c = config();
   const int C = c.channels, L = c.num_layers;
@@ -161,10 +194,17 @@ absl::StatusOr<float> Model::Forward(absl::Span<const int> inputs,
   if (backward_ready_) {
     k.CrossEntropyForward(a.losses, a.logits, a.targets, N, V,
                           c.padded_vocab_size);
+    const float* losses = a.losses;
+    if (device_ != nullptr) {
+      ZS_RETURN_IF_ERROR(
+          device_->ToHost(host_losses_.data(), a.losses, bt * sizeof(float)));
+      losses = host_losses_.data();
+    }
     double sum = 0;
-    for (int64_t i = 0; i < N; ++i) sum += a.losses[i];
+    for (int64_t i = 0; i < N; ++i) sum += losses[i];
     loss_ = static_cast<float>(sum / N);
   }
+  if (device_ != nullptr) ZS_RETURN_IF_ERROR(device_->status());
   ZS_RETURN_IF_ERROR(Params(E::kReleased, Part::kEmbeddings));
   ZS_RETURN_IF_ERROR(Params(E::kReleased, Part::kFinalNorm));
   return loss_;
@@ -240,6 +280,7 @@ absl::Status Model::Backward(const GradHook& hook) {
   k.EncoderBackward(G(ParamKind::kWte), G(ParamKind::kWpe), a.dres, a.inputs,
                     B_, T_, C);
   announce(GradSegment::Part::kEmbeddings, -1, layout_.EmbeddingRange());
+  if (device_ != nullptr) return device_->status();
   return absl::OkStatus();
 }
 

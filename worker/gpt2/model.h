@@ -61,6 +61,7 @@
 #include "common/partition.h"
 #include "worker/gpt2/activations.h"
 #include "worker/gpt2/config.h"
+#include "worker/gpt2/device.h"
 #include "worker/gpt2/kernels.h"
 
 namespace zeroshard::gpt2 {
@@ -100,6 +101,13 @@ struct ModelOptions {
   // Called around every use of a part's parameters (see the file comment);
   // null: no calls.
   ParamHook param_hook;
+  // Where the model computes (device.h; not owned, must outlive the model),
+  // or null for host memory and the kernels above. With a device, `kernels`
+  // must be null (the device's compute), the activations and model-owned
+  // parameters and gradients are device memory, and caller `params` /
+  // `grads` must be too; Forward copies the tokens in and the per-position
+  // losses out (losses() stays host memory; logits() is device memory).
+  Device* device = nullptr;
 };
 
 class Model {
@@ -117,6 +125,8 @@ class Model {
   int T() const { return T_; }
   bool checkpoint() const { return checkpoint_; }
   Kernels& kernels() { return *kernels_; }
+  ~Model();
+  Device* device() const { return device_; }
   // Floats of activation memory (fixed at Create).
   int64_t activation_floats() const { return arena_->floats(); }
 
@@ -134,8 +144,9 @@ class Model {
   absl::StatusOr<float> Forward(absl::Span<const int> inputs,
                                 absl::Span<const int> targets);
 
-  // Logits (B,T,Vp) of the last Forward (padded columns included); valid
-  // until Backward, which overwrites them with their gradient.
+  // Logits (B,T,Vp) of the last Forward (padded columns included), in the
+  // model's memory (a device's, with one); valid until Backward, which
+  // overwrites them with their gradient.
   absl::Span<const float> logits() const;
   // Per-position losses (B,T) of the last Forward with targets.
   absl::Span<const float> losses() const;
@@ -165,6 +176,9 @@ class Model {
   int B_, T_;
   bool checkpoint_ = false;
   ParamHook param_hook_;
+  Device* device_ = nullptr;
+  float* device_owned_ = nullptr;   // params then grads, with a device
+  std::vector<float> host_losses_;  // with a device: losses() (B,T)
   std::unique_ptr<Kernels> owned_kernels_;
   Kernels* kernels_ = nullptr;
   std::unique_ptr<ActivationArena> arena_;

@@ -68,11 +68,11 @@ bool operator==(const TrainFlags& a, const TrainFlags& b) {
          a.steps == b.steps && a.seed == b.seed && a.threads == b.threads &&
          a.init_std == b.init_std && a.save == b.save &&
          a.checkpoint_interval == b.checkpoint_interval &&
-         a.job_id == b.job_id && a.val_data == b.val_data &&
-         a.eval_every == b.eval_every && s.tls_ca == t.tls_ca &&
-         s.tls_cert == t.tls_cert && s.tls_key == t.tls_key &&
-         s.token_file == t.token_file && s.insecure == t.insecure &&
-         a.autos == b.autos;
+         a.device == b.device && a.job_id == b.job_id &&
+         a.val_data == b.val_data && a.eval_every == b.eval_every &&
+         s.tls_ca == t.tls_ca && s.tls_cert == t.tls_cert &&
+         s.tls_key == t.tls_key && s.token_file == t.token_file &&
+         s.insecure == t.insecure && a.autos == b.autos;
 }
 
 void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
@@ -107,6 +107,10 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
                "zeroshard.checkpoint_interval; the servers need "
                "--checkpoint_dir); resumes from the newest checkpoint and "
                "rolls back when a server restarts");
+  flags->String("device", &f->device,
+                "where the model computes: cpu, cuda (the GPU; docs/cuda.md) "
+                "or host-emulated (the GPU path on host memory, for tests); "
+                "empty: the config's zeroshard.device, else cpu");
   flags->String("job_id", &f->job_id, "job id on the servers");
   flags->String("val_data", &f->val_data,
                 "held-out token files or patterns, comma-separated (e.g. "
@@ -132,6 +136,10 @@ absl::Status ValidateTrainFlags(const TrainFlags& f) {
                                 " must be a finite number >= 0"));
   }
   if (f.job_id.empty()) return Invalid("--job_id must not be empty");
+  if (!f.device.empty()) {
+    absl::Status s = gpt2::ValidateDeviceKind(f.device);
+    if (!s.ok()) return Invalid(absl::StrCat("--", s.message()));
+  }
   ZS_RETURN_IF_ERROR(InRange("eval_every", f.eval_every, -1, kIntMax));
   if (f.model_file.empty()) ZS_RETURN_IF_ERROR(ValidateShape(f));
   return absl::OkStatus();
@@ -183,6 +191,7 @@ absl::StatusOr<TrainSpec> TrainSpecFromFlags(
   spec.zero = *std::move(zero);
   spec.zero.job_id = f.job_id;
   spec.zero.threads = static_cast<int>(f.threads);
+  spec.device = f.device.empty() ? config.zeroshard.device : f.device;
   if (f.checkpoint_interval >= 0) {
     spec.zero.checkpoint_interval = static_cast<int>(f.checkpoint_interval);
     absl::Status s = engine::ValidateZeroOptions(spec.zero);
@@ -225,6 +234,7 @@ std::vector<std::string> TrainFlagsArgv(const TrainFlags& f) {
   }
   text("save", f.save, d.save);
   number("checkpoint_interval", f.checkpoint_interval, d.checkpoint_interval);
+  text("device", f.device, d.device);
   text("job_id", f.job_id, d.job_id);
   text("val_data", f.val_data, d.val_data);
   number("eval_every", f.eval_every, d.eval_every);

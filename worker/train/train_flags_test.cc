@@ -37,7 +37,7 @@ TEST(TrainFlagsTest, ParseToArgvParseGivesTheSameFlags) {
        "--job_id=",        "--tls_ca=ca.pem",
        "--tls_cert=c.pem", "--tls_key=c.key",
        "--token_file=t",   "--val_data=val_*.bin",
-       "--eval_every=-1"},
+       "--eval_every=-1",  "--device=host-emulated"},
       {"--config", "ds.json", "--model_file", "init.bin", "--insecure",
        "--checkpoint-interval", "5", "--job-id=j1"},
   };
@@ -95,6 +95,7 @@ TEST(TrainFlagsTest, BadValuesNameTheFlag) {
       {{"--max_seq_len=8"}, "--max_seq_len"},  // below --seq_len 64
       {{"--job_id="}, "--job_id"},
       {{"--eval_every=-2"}, "--eval_every"},
+      {{"--device=gpu"}, "--device 'gpu'"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = c.args;
@@ -118,6 +119,32 @@ TEST(TrainFlagsTest, AModelFileTakesThePlaceOfTheShape) {
   EXPECT_NE(model.status().message().find("/nonexistent/init.bin"),
             absl::string_view::npos)
       << model.status();
+}
+
+}  // namespace
+}  // namespace zeroshard::train
+
+namespace zeroshard::train {
+namespace {
+
+// The model's device: the config's zeroshard.device unless --device says.
+TEST(TrainFlagsTest, DeviceFromTheConfigUnlessTheFlagSays) {
+  TrainFlags f;
+  f.config = "ds.json";
+  config::EngineConfig c;
+  c.batch = {8, 4, 2, 1};  // train batch, micro-batch, accumulation, world
+  std::vector<std::string> warnings;
+  auto spec = TrainSpecFromFlags(f, c, &warnings);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->device, "cpu");
+  c.zeroshard.device = "cuda";
+  spec = TrainSpecFromFlags(f, c, &warnings);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->device, "cuda");
+  f.device = "host-emulated";
+  spec = TrainSpecFromFlags(f, c, &warnings);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->device, "host-emulated");
 }
 
 }  // namespace

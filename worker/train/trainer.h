@@ -49,6 +49,9 @@ struct TrainSpec {
   // Initial parameters from this model file (its config must equal
   // `config`); empty: SeededGpt2Init(seed, init_std).
   std::string init_file;
+  // Where the model computes (gpt2::EngineModel): "cpu", "cuda" or
+  // "host-emulated".
+  std::string device = "cpu";
 };
 
 std::vector<float> SeededGpt2Init(const gpt2::ParamLayout& layout,

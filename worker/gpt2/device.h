@@ -1,0 +1,59 @@
+// Where a GPT-2 model computes (model.h's ModelOptions::device): its memory,
+// copies between that memory and host memory, and the Kernels (kernels.h)
+// that compute on it. Without a Device the model computes in host memory with
+// CpuKernels, as before.
+//
+//   HostEmulatedDevice (host_device.h)  host memory standing in for a GPU's:
+//       every copy is checked against the live allocations, so the device
+//       path's staging and buffer lifetimes run (and fail loudly) in CI;
+//       CpuKernels compute, so the bits are the CPU model's.
+//   CudaDevice (cuda/cuda_device.h)     cudaMalloc'd memory, cudaMemcpy,
+//       CudaKernels.
+//
+// Copies are synchronous: they return with the bytes in place, after the
+// kernels enqueued before them have finished.
+//
+// Errors: Alloc and the copies return them; kernels (whose calls return
+// void) record theirs, and status() gives the first error of either. After
+// an error the device is unusable: destroy it.
+//
+// Threading: one thread at a time, like the Kernels.
+#ifndef ZEROSHARD_WORKER_GPT2_DEVICE_H_
+#define ZEROSHARD_WORKER_GPT2_DEVICE_H_
+
+#include <cstddef>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "worker/gpt2/kernels.h"
+
+namespace zeroshard::gpt2 {
+
+class Device {
+ public:
+  virtual ~Device() = default;
+
+  // "host-emulated (cpu, 2 threads)", "cuda (NVIDIA H200, sm_90, fp32)".
+  virtual std::string Name() const = 0;
+
+  // `bytes` of device memory, 64-byte aligned and zeroed. RESOURCE_EXHAUSTED
+  // naming the size when it cannot be had.
+  virtual absl::StatusOr<void*> Alloc(size_t bytes) = 0;
+  // Returns memory from Alloc (null: nothing).
+  virtual void Free(void* device_ptr) = 0;
+
+  // dst (device) <- src (host); dst (host) <- src (device).
+  virtual absl::Status ToDevice(void* dst, const void* src, size_t bytes) = 0;
+  virtual absl::Status ToHost(void* dst, const void* src, size_t bytes) = 0;
+
+  // The kernels computing on this device's memory; owned by the device.
+  virtual Kernels& kernels() = 0;
+
+  // OK, or the first error of a copy or a kernel.
+  virtual absl::Status status() const = 0;
+};
+
+}  // namespace zeroshard::gpt2
+
+#endif  // ZEROSHARD_WORKER_GPT2_DEVICE_H_

@@ -1,0 +1,118 @@
+#include "worker/gpt2/host_device.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "worker/gpt2/cpu_kernels.h"
+
+namespace zeroshard::gpt2 {
+
+absl::StatusOr<std::unique_ptr<HostEmulatedDevice>> HostEmulatedDevice::Create(
+    int threads) {
+  ZS_ASSIGN_OR_RETURN(std::unique_ptr<CpuKernels> k,
+                      CpuKernels::Create(threads));
+  return std::unique_ptr<HostEmulatedDevice>(
+      new HostEmulatedDevice(std::move(k)));
+}
+
+HostEmulatedDevice::~HostEmulatedDevice() {
+  for (const auto& [p, bytes] : live_) std::free(reinterpret_cast<void*>(p));
+}
+
+std::string HostEmulatedDevice::Name() const {
+  return absl::StrFormat("host-emulated (%s)", kernels_->Name());
+}
+
+uint64_t HostEmulatedDevice::live_bytes() const {
+  uint64_t n = 0;
+  for (const auto& [p, bytes] : live_) n += bytes;
+  return n;
+}
+
+absl::StatusOr<void*> HostEmulatedDevice::Alloc(size_t bytes) {
+  // aligned_alloc wants a multiple of the alignment; never 0 bytes.
+  const size_t rounded = (bytes + 63) / 64 * 64 + (bytes == 0 ? 64 : 0);
+  void* p = std::aligned_alloc(64, rounded);
+  if (p == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "host-emulated device: cannot allocate %d bytes", bytes));
+  }
+  std::memset(p, 0, rounded);
+  live_[reinterpret_cast<uintptr_t>(p)] = bytes;
+  return p;
+}
+
+void HostEmulatedDevice::Free(void* device_ptr) {
+  if (device_ptr == nullptr) return;
+  auto it = live_.find(reinterpret_cast<uintptr_t>(device_ptr));
+  if (it == live_.end()) {
+    Fail(absl::InternalError(absl::StrFormat(
+             "host-emulated device: Free(%p) of memory that is not a live "
+             "allocation",
+             device_ptr)))
+        .IgnoreError();
+    return;
+  }
+  live_.erase(it);
+  std::free(device_ptr);
+}
+
+bool HostEmulatedDevice::Inside(const void* p, size_t bytes) const {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  auto it = live_.upper_bound(a);
+  if (it == live_.begin()) return false;
+  --it;
+  return a >= it->first && a - it->first <= it->second &&
+         bytes <= it->second - (a - it->first);
+}
+
+bool HostEmulatedDevice::Overlaps(const void* p, size_t bytes) const {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p), end = a + bytes;
+  auto it = live_.upper_bound(a);
+  if (it != live_.end() && it->first < end) return true;  // starts inside
+  if (it == live_.begin()) return false;
+  --it;
+  return a < it->first + it->second;  // begins inside the one before
+}
+
+absl::Status HostEmulatedDevice::Fail(absl::Status s) {
+  if (status_.ok()) status_ = s;
+  return s;
+}
+
+absl::Status HostEmulatedDevice::ToDevice(void* dst, const void* src,
+                                          size_t bytes) {
+  ZS_RETURN_IF_ERROR(status_);
+  if (!Inside(dst, bytes) || Overlaps(src, bytes)) {
+    return Fail(absl::InternalError(absl::StrFormat(
+        "host-emulated device: copy of %d bytes to the device at %p from %p: "
+        "%s",
+        bytes, dst, src,
+        Inside(dst, bytes) ? "the source is device memory"
+                           : "the destination is not inside a live "
+                             "allocation")));
+  }
+  std::memcpy(dst, src, bytes);
+  to_device_ += bytes;
+  return absl::OkStatus();
+}
+
+absl::Status HostEmulatedDevice::ToHost(void* dst, const void* src,
+                                        size_t bytes) {
+  ZS_RETURN_IF_ERROR(status_);
+  if (!Inside(src, bytes) || Overlaps(dst, bytes)) {
+    return Fail(absl::InternalError(absl::StrFormat(
+        "host-emulated device: copy of %d bytes to the host at %p from %p: %s",
+        bytes, dst, src,
+        Inside(src, bytes) ? "the destination is device memory"
+                           : "the source is not inside a live allocation")));
+  }
+  std::memcpy(dst, src, bytes);
+  to_host_ += bytes;
+  return absl::OkStatus();
+}
+
+}  // namespace zeroshard::gpt2

@@ -1,0 +1,60 @@
+// A Device (device.h) made of host memory, for CI: the GPU path's copies and
+// buffer lifetimes, checked, on machines without a GPU.
+//
+// Every Alloc is recorded; a copy whose device side is not inside one live
+// allocation, or whose host side overlaps one, is an error (INTERNAL, naming
+// the direction, size and address) and changes nothing, as is freeing
+// memory that is not live. So a model that reads device memory through a
+// host pointer copy, copies a stale or too-short range, or uses a buffer
+// after Free fails here rather than corrupting a GPU's memory. The kernels
+// are CpuKernels, so results are bit-identical to the CPU model's.
+//
+// Threading: one thread at a time. The byte counters are for tests.
+#ifndef ZEROSHARD_WORKER_GPT2_HOST_DEVICE_H_
+#define ZEROSHARD_WORKER_GPT2_HOST_DEVICE_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "worker/gpt2/device.h"
+
+namespace zeroshard::gpt2 {
+
+class HostEmulatedDevice : public Device {
+ public:
+  // INVALID_ARGUMENT when threads < 1 (CpuKernels::Create's errors).
+  static absl::StatusOr<std::unique_ptr<HostEmulatedDevice>> Create(
+      int threads);
+  ~HostEmulatedDevice() override;
+
+  std::string Name() const override;
+  absl::StatusOr<void*> Alloc(size_t bytes) override;
+  void Free(void* device_ptr) override;
+  absl::Status ToDevice(void* dst, const void* src, size_t bytes) override;
+  absl::Status ToHost(void* dst, const void* src, size_t bytes) override;
+  Kernels& kernels() override { return *kernels_; }
+  absl::Status status() const override { return status_; }
+
+  uint64_t bytes_to_device() const { return to_device_; }
+  uint64_t bytes_to_host() const { return to_host_; }
+  uint64_t live_bytes() const;
+
+ private:
+  explicit HostEmulatedDevice(std::unique_ptr<Kernels> kernels)
+      : kernels_(std::move(kernels)) {}
+  // Whether [p, p + bytes) lies inside one live allocation / overlaps any.
+  bool Inside(const void* p, size_t bytes) const;
+  bool Overlaps(const void* p, size_t bytes) const;
+  absl::Status Fail(absl::Status s);
+
+  std::unique_ptr<Kernels> kernels_;
+  std::map<uintptr_t, size_t> live_;  // address -> bytes
+  uint64_t to_device_ = 0, to_host_ = 0;
+  absl::Status status_;
+};
+
+}  // namespace zeroshard::gpt2
+
+#endif  // ZEROSHARD_WORKER_GPT2_HOST_DEVICE_H_

@@ -1,0 +1,144 @@
+// HostEmulatedDevice: the checks that make it CI's stand-in for a GPU (a
+// copy outside a live allocation, from device memory, or after Free fails
+// and changes nothing; the first error sticks), and a GPT-2 model on it
+// computing the CPU model's bits while its buffers stay on the "device".
+#include "worker/gpt2/host_device.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "worker/gpt2/config.h"
+#include "worker/gpt2/model.h"
+
+namespace zeroshard::gpt2 {
+namespace {
+
+TEST(HostDeviceTest, CopiesInsideLiveAllocationsOnly) {
+  auto d = HostEmulatedDevice::Create(1);
+  ASSERT_TRUE(d.ok()) << d.status();
+  auto p = (*d)->Alloc(64);
+  ASSERT_TRUE(p.ok());
+  float* dev = static_cast<float*>(*p);
+  std::vector<float> host(16, 1.5f), back(16, 0.0f);
+  ASSERT_TRUE((*d)->ToDevice(dev, host.data(), 64).ok());
+  ASSERT_TRUE((*d)->ToHost(back.data(), dev, 64).ok());
+  EXPECT_EQ(back, host);
+  ASSERT_TRUE((*d)->ToDevice(dev + 8, host.data(), 32).ok());  // a tail
+  EXPECT_EQ((*d)->bytes_to_device(), 96u);
+  EXPECT_EQ((*d)->bytes_to_host(), 64u);
+  EXPECT_EQ((*d)->live_bytes(), 64u);
+  EXPECT_TRUE((*d)->status().ok());
+}
+
+TEST(HostDeviceTest, CopyPastTheEndFailsAndSticks) {
+  auto d = HostEmulatedDevice::Create(1);
+  ASSERT_TRUE(d.ok());
+  float* dev = static_cast<float*>(*(*d)->Alloc(64));
+  std::vector<float> host(32, 2.0f);
+  absl::Status s = (*d)->ToDevice(dev + 1, host.data(), 64);  // 4 bytes over
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
+  EXPECT_NE(s.message().find("not inside a live allocation"), std::string::npos)
+      << s;
+  EXPECT_EQ(dev[1], 0.0f);  // nothing was written
+  EXPECT_EQ((*d)->status(), s);
+  // Sticky: a good copy now fails with the first error.
+  EXPECT_EQ((*d)->ToDevice(dev, host.data(), 4), s);
+}
+
+TEST(HostDeviceTest, HostSideMustNotBeDeviceMemory) {
+  auto d = HostEmulatedDevice::Create(1);
+  ASSERT_TRUE(d.ok());
+  float* a = static_cast<float*>(*(*d)->Alloc(64));
+  float* b = static_cast<float*>(*(*d)->Alloc(64));
+  absl::Status s = (*d)->ToHost(b, a, 64);  // "host" b is device memory
+  EXPECT_NE(s.message().find("destination is device memory"), std::string::npos)
+      << s;
+}
+
+TEST(HostDeviceTest, UseAfterFreeAndBadFreeFail) {
+  auto d = HostEmulatedDevice::Create(1);
+  ASSERT_TRUE(d.ok());
+  void* p = *(*d)->Alloc(64);
+  (*d)->Free(p);
+  EXPECT_EQ((*d)->live_bytes(), 0u);
+  float x = 1;
+  EXPECT_FALSE((*d)->ToDevice(p, &x, sizeof x).ok());
+  auto d2 = HostEmulatedDevice::Create(1);
+  ASSERT_TRUE(d2.ok());
+  int stack = 0;
+  (*d2)->Free(&stack);
+  EXPECT_NE((*d2)->status().message().find("not a live allocation"),
+            std::string::npos)
+      << (*d2)->status();
+}
+
+// maxT 16, V 50, Vp 64, L 2, NH 2, C 16.
+Config Tiny() { return Config{16, 50, 64, 2, 2, 16}; }
+
+TEST(HostDeviceTest, ModelOnTheDeviceGivesTheCpuBits) {
+  const Config c = Tiny();
+  const int B = 2, T = 8;
+  auto cpu = Model::Create(c, B, T, ModelOptions{});
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  auto dev = HostEmulatedDevice::Create(1);
+  ASSERT_TRUE(dev.ok());
+  ModelOptions mo;
+  mo.device = dev->get();
+  auto on = Model::Create(c, B, T, mo);
+  ASSERT_TRUE(on.ok()) << on.status();
+  const size_t n = (*cpu)->params().size();
+  // The model's own parameters and gradients live on the device.
+  EXPECT_GE((*dev)->live_bytes(), 2 * n * sizeof(float));
+  std::vector<float> init(n);
+  for (size_t i = 0; i < n; ++i) {
+    init[i] = 0.02f * (static_cast<int>((i * 7919) % 201) - 100) / 100;
+  }
+  std::copy(init.begin(), init.end(), (*cpu)->params().begin());
+  ASSERT_TRUE(
+      (*dev)
+          ->ToDevice((*on)->params().data(), init.data(), n * sizeof(float))
+          .ok());
+  std::vector<int> in(B * T), tg(B * T);
+  for (int i = 0; i < B * T; ++i) in[i] = (i * 13) % 50;
+  for (int i = 0; i < B * T; ++i) tg[i] = (i * 7 + 3) % 50;
+  auto l1 = (*cpu)->Forward(in, tg);
+  auto l2 = (*on)->Forward(in, tg);
+  ASSERT_TRUE(l1.ok() && l2.ok()) << l2.status();
+  ASSERT_TRUE(std::isfinite(*l1));
+  EXPECT_EQ(*l1, *l2);
+  EXPECT_EQ(
+      std::vector<float>((*cpu)->losses().begin(), (*cpu)->losses().end()),
+      std::vector<float>((*on)->losses().begin(), (*on)->losses().end()));
+  ASSERT_TRUE((*cpu)->Backward().ok());
+  ASSERT_TRUE((*on)->Backward().ok());
+  std::vector<float> g(n);
+  ASSERT_TRUE(
+      (*dev)->ToHost(g.data(), (*on)->grads().data(), n * sizeof(float)).ok());
+  EXPECT_EQ(0,
+            std::memcmp(g.data(), (*cpu)->grads().data(), n * sizeof(float)));
+  // Bad tokens are refused before anything is copied.
+  const uint64_t before = (*dev)->bytes_to_device();
+  std::vector<int> bad = in;
+  bad[3] = 50;
+  EXPECT_EQ((*on)->Forward(bad, tg).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*dev)->bytes_to_device(), before);
+  on->reset();
+  EXPECT_EQ((*dev)->live_bytes(), 0u);  // the model freed what it took
+  EXPECT_TRUE((*dev)->status().ok()) << (*dev)->status();
+}
+
+TEST(HostDeviceTest, DeviceAndKernelsTogetherAreRefused) {
+  auto dev = HostEmulatedDevice::Create(1);
+  ASSERT_TRUE(dev.ok());
+  ModelOptions mo;
+  mo.device = dev->get();
+  mo.kernels = &(*dev)->kernels();
+  EXPECT_EQ(Model::Create(Tiny(), 1, 4, mo).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace zeroshard::gpt2
