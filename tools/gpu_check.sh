@@ -21,10 +21,16 @@
 #       line: "gpu_check: N passed, N failed, N skipped". Exit status 1 when
 #       a check failed.
 #
+#   tools/gpu_check.sh train-bench KIT PYTHON DEVICE [zeroshard train flags]
+#       The kit's `zeroshard train` benchmark alone (run calls it with
+#       DEVICE cuda and GPT-2 124M): one worker, 2 servers, stage 0.
+#
 # Environment for `run`: GPU_CHECK_PYTHON (a python with torch; default
 # /opt/torch/.venv/bin/python3, else python3), GPU_CHECK_TORCH_ARGS (extra
-# flags for gpu_torch_check.py, e.g. "--rounds=5").
+# flags for gpu_torch_check.py, e.g. "--rounds=5"), GPU_CHECK_TRAIN_ARGS
+# (extra zeroshard train flags for the train benchmark, e.g. "--steps=50").
 set -uo pipefail
+SELF="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"
 cd "$(dirname "$0")/.." || exit 1
 
 KIT=gpu_kit
@@ -39,6 +45,8 @@ BINARIES=(
   "worker/collective/nccl_communicator_test:bin/nccl_communicator_test"
   "server/zeroshard-server:bin/zeroshard-server"
   "tests/bench/transfer_bench:bin/transfer_bench"
+  "launcher/zeroshard:bin/zeroshard"
+  "worker/train/zeroshard-worker:bin/zeroshard-worker"
   "client/libzeroshard.so:lib/libzeroshard.so"
 )
 
@@ -140,6 +148,45 @@ check() {
   rm -f "$out"
 }
 
+# train_bench KIT PYTHON DEVICE ARGS...: `zeroshard train` (one worker, 2
+# servers, stage 0, the model on DEVICE) on synthetic tokens; prints its
+# report's tokens/s as "train_bench tokens_per_s=N". ARGS: the model's shape
+# and steps (zeroshard train's flags).
+train_bench() {
+  local kit=$1 py=$2 device=$3
+  shift 3
+  local dir
+  dir=$(mktemp -d) || return 1
+  # An llm.c token file: 256 int32 header (magic, version, count), uint16s.
+  "$py" - "$dir/tokens.bin" <<'PY' || return 1
+import random, struct, sys
+n = 1 << 20
+random.seed(1)
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<256i", 20240520, 1, n, *([0] * 253)))
+    f.write(struct.pack(f"<{n}H",
+                        *(random.randrange(50257) for _ in range(n))))
+PY
+  cat >"$dir/ds.json" <<JSON
+{"train_micro_batch_size_per_gpu": 8, "gradient_accumulation_steps": 1,
+ "optimizer": {"type": "AdamW", "params": {"lr": 6e-4, "weight_decay": 0.1}},
+ "zero_optimization": {"stage": 0},
+ "zeroshard": {"servers": 2, "device": "$device"}}
+JSON
+  "$kit/bin/zeroshard" train --config="$dir/ds.json" --data="$dir/tokens.bin" \
+    --workers=1 --work_dir="$dir/run" --eval_every=-1 --print_every=5 "$@" ||
+    return 1
+  local tps
+  tps=$(awk -F'|' '/tokens\/s \(all workers\)/ {gsub(/ /, "", $3); print $3}' \
+        "$dir/run/report.md")
+  if [ -z "$tps" ]; then
+    echo "train_bench: no tokens/s in $dir/run/report.md"
+    return 1
+  fi
+  echo "train_bench device=$device tokens_per_s=$tps"
+  rm -rf "$dir"
+}
+
 find_cuda_libs() {
   # The toolkit's libraries: /usr/local/cuda, else the NVIDIA wheels that
   # torch brings (site-packages/nvidia/*/lib).
@@ -201,6 +248,23 @@ run() {
     ZEROSHARD_SERVER="$kit/bin/zeroshard-server" \
     check gpu_torch_check 300 "$py" tests/python/gpu_torch_check.py \
     --device=cuda ${GPU_CHECK_TORCH_ARGS:-}
+  # zeroshard train on the GPU: GPT-2 124M (12 layers, 12 heads, 768
+  # channels, T = 1024, batch 8, fp32), stage 0, against eager torch's
+  # tokens/s from the torch check (the same model, batch and precision).
+  # shellcheck disable=SC2086  # GPU_CHECK_TRAIN_ARGS is a list of flags
+  check gpu_train_bench 300 bash "$SELF" train-bench "$kit" "$py" cuda \
+    --layers=12 --heads=12 --channels=768 --vocab=50257 --seq_len=1024 \
+    --steps=20 ${GPU_CHECK_TRAIN_ARGS:-}
+  local eager cpp ratio
+  eager=$(awk -F'tokens_per_s=' '/bench variant=eager/ {
+            split($2, a, " "); print a[1]}' "$results" | tail -1)
+  cpp=$(awk -F'tokens_per_s=' '/^train_bench device=cuda/ {print $2}' \
+        "$results" | tail -1)
+  if [ -n "$eager" ] && [ -n "$cpp" ]; then
+    ratio=$(awk -v a="$cpp" -v b="$eager" 'BEGIN{printf "%.3f", a / b}')
+    log "RESULT gpu_stage0_vs_torch=$ratio" \
+      "zeroshard_train_tokens_per_s=$cpp torch_eager_tokens_per_s=$eager"
+  fi
   log ""
   log "gpu_check: $passed passed, $failed failed, $skipped skipped"
   [ "$failed" -eq 0 ]
@@ -209,6 +273,7 @@ run() {
 case "${1:-collect}" in
   collect) collect ;;
   run) shift; run "$@" ;;
+  train-bench) shift; train_bench "$@" ;;
   -h|--help) sed -n '2,24p' "$0" ;;
   *) die "unknown command '$1' (collect or run; --help)" ;;
 esac
