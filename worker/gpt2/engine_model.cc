@@ -124,9 +124,13 @@ class DeviceGpt2 : public engine::Model {
   const bool per_unit_;
 };
 
-absl::StatusOr<std::unique_ptr<Device>> MakeDevice(const std::string& kind,
-                                                   const Config& config, int B,
-                                                   int T, int threads) {
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Device>> CreateDevice(const std::string& kind,
+                                                     const Config& config,
+                                                     int B, int T,
+                                                     int threads) {
+  ZS_RETURN_IF_ERROR(ValidateDeviceKind(kind));
   if (kind == "host-emulated") {
     ZS_ASSIGN_OR_RETURN(auto d, HostEmulatedDevice::Create(threads));
     return std::unique_ptr<Device>(std::move(d));
@@ -134,11 +138,8 @@ absl::StatusOr<std::unique_ptr<Device>> MakeDevice(const std::string& kind,
   if (kind == "cuda") {
     return CreateCudaDevice(config, B, T, CudaPrecision::kFp32);
   }
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "GPT-2 device '%s': want cpu, cuda or host-emulated", kind));
+  return std::unique_ptr<Device>();  // cpu: no device
 }
-
-}  // namespace
 
 absl::Status ValidateDeviceKind(const std::string& kind) {
   if (kind == "cpu" || kind == "cuda" || kind == "host-emulated") {
@@ -193,7 +194,7 @@ absl::StatusOr<engine::ModelDef> EngineModel(const Config& config, int B, int T,
       -> absl::StatusOr<std::unique_ptr<engine::Model>> {
     if (device != "cpu") {
       ZS_ASSIGN_OR_RETURN(std::unique_ptr<Device> d,
-                          MakeDevice(device, config, B, T, c.threads));
+                          CreateDevice(device, config, B, T, c.threads));
       auto m = std::make_unique<DeviceGpt2>(layout, std::move(d), c.params,
                                             c.grads, c.unit_hook != nullptr);
       ZS_RETURN_IF_ERROR(m->Init(config, B, T, checkpoint, c.unit_hook));

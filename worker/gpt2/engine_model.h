@@ -12,12 +12,14 @@
 #ifndef ZEROSHARD_WORKER_GPT2_ENGINE_MODEL_H_
 #define ZEROSHARD_WORKER_GPT2_ENGINE_MODEL_H_
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "worker/engine/model.h"
 #include "worker/gpt2/config.h"
+#include "worker/gpt2/device.h"
 #include "worker/gpt2/model.h"
 
 namespace zeroshard::gpt2 {
@@ -41,6 +43,13 @@ absl::StatusOr<engine::ModelDef> EngineModel(const Config& config, int B, int T,
 // OK for "cpu", "cuda" and "host-emulated"; INVALID_ARGUMENT naming the
 // value otherwise.
 absl::Status ValidateDeviceKind(const std::string& kind);
+
+// The Device (device.h) of `kind` for GPT-2 `config` on B x T micro-batches
+// (CPU kernels: `threads`), or null for "cpu" (host memory, no device);
+// ValidateDeviceKind's error, or the device's (UNAVAILABLE: no GPU).
+absl::StatusOr<std::unique_ptr<Device>> CreateDevice(const std::string& kind,
+                                                     const Config& config,
+                                                     int B, int T, int threads);
 
 // The unit of (part, layer) in a model of `num_layers` blocks.
 int UnitIndex(GradSegment::Part part, int layer, int num_layers);

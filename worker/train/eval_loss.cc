@@ -1,11 +1,13 @@
 #include "worker/train/eval_loss.h"
 
 #include <algorithm>
+#include <memory>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
+#include "worker/gpt2/engine_model.h"
 #include "worker/gpt2/model.h"
 #include "worker/io/data_loader.h"
 #include "worker/io/token_file.h"
@@ -72,13 +74,30 @@ absl::StatusOr<std::optional<EvalSet>> OpenEvalSet(
 
 absl::StatusOr<EvalResult> EvalLoss(const TrainSpec& spec, const EvalSet& set,
                                     const std::vector<float>& params) {
-  std::vector<float> p = params;  // the model takes a mutable buffer
+  // On the training's device (declared before the model, which it
+  // outlives), else in host memory.
+  const int B = spec.zero.micro_batch, T = spec.zero.seq_len;
+  ZS_ASSIGN_OR_RETURN(
+      std::unique_ptr<gpt2::Device> device,
+      gpt2::CreateDevice(spec.device, spec.config, B, T, spec.zero.threads));
+  std::vector<float> p;
   gpt2::ModelOptions mo;
   mo.threads = spec.zero.threads;
-  mo.params = absl::MakeSpan(p);
-  ZS_ASSIGN_OR_RETURN(auto model,
-                      gpt2::Model::Create(spec.config, spec.zero.micro_batch,
-                                          spec.zero.seq_len, mo));
+  mo.device = device.get();
+  if (device == nullptr) {
+    p = params;  // the model takes a mutable buffer
+    mo.params = absl::MakeSpan(p);
+  }
+  ZS_ASSIGN_OR_RETURN(auto model, gpt2::Model::Create(spec.config, B, T, mo));
+  if (device != nullptr) {
+    if (params.size() != model->params().size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("eval: ", params.size(), " parameters for a model of ",
+                       model->params().size()));
+    }
+    ZS_RETURN_IF_ERROR(device->ToDevice(model->params().data(), params.data(),
+                                        params.size() * sizeof(float)));
+  }
   double sum = 0;
   for (size_t i = 0; i < set.inputs.size(); ++i) {
     absl::StatusOr<float> loss = model->Forward(set.inputs[i], set.targets[i]);

@@ -117,6 +117,16 @@ TEST(EvalLossTest, LossIsTheMeanOverBatches) {
     sum += r->loss;
   }
   EXPECT_NEAR(all->loss, sum / (*set)->inputs.size(), 1e-6);
+  // On the training's device: the host-emulated one gives the CPU's loss,
+  // bit for bit; an unknown device is refused by name.
+  TrainSpec on = spec;
+  on.device = "host-emulated";
+  auto dev = EvalLoss(on, **set, params);
+  ASSERT_TRUE(dev.ok()) << dev.status();
+  EXPECT_EQ(dev->loss, all->loss);
+  on.device = "abacus";
+  EXPECT_NE(EvalLoss(on, **set, params).status().message().find("abacus"),
+            std::string::npos);
   EXPECT_GT(all->loss, 5.0);  // near ln 256 = 5.55 at init
   EXPECT_TRUE(all->held_out);
   const std::string record = EvalRecord(40, *all);
