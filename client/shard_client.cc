@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/model_spec.h"
 #include "common/status_macros.h"
@@ -30,10 +31,20 @@ void SetTransferArgs(grpc::ChannelArguments* args) {
   args->SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
 }
 
-bool Retryable(grpc::StatusCode code) {
+// Also RESOURCE_EXHAUSTED from the transport's "Received RST_STREAM with
+// error code 11" (ENHANCE_YOUR_CALM): a server under its --max_inflight_bytes
+// memory quota refuses new streams that way before any handler sees them,
+// so the call is retried after the backoff, like a refused stream
+// (UNAVAILABLE). The server's own RESOURCE_EXHAUSTED errors (a full disk, a
+// model too large) say otherwise and are not retried.
+bool Retryable(const grpc::Status& status) {
+  const grpc::StatusCode code = status.error_code();
   return code == grpc::StatusCode::UNAVAILABLE ||
          code == grpc::StatusCode::DEADLINE_EXCEEDED ||
-         code == grpc::StatusCode::ABORTED;
+         code == grpc::StatusCode::ABORTED ||
+         (code == grpc::StatusCode::RESOURCE_EXHAUSTED &&
+          absl::StartsWith(status.error_message(),
+                           "Received RST_STREAM with error code 11"));
 }
 
 // Runs fn(i) for i in [0, n) on separate threads (the caller takes i = 0)
@@ -143,8 +154,7 @@ absl::Status ShardClient::WithRetries(
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + options_.deadline);
     status = attempt(&ctx);
-    if (status.ok() || !Retryable(status.error_code()) ||
-        i == options_.max_attempts) {
+    if (status.ok() || !Retryable(status) || i == options_.max_attempts) {
       break;
     }
     std::this_thread::sleep_for(backoff);
