@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "common/model_spec.h"
 #include "common/status_macros.h"
 #include "grpcpp/grpcpp.h"
@@ -45,6 +47,51 @@ bool Retryable(const grpc::Status& status) {
          (code == grpc::StatusCode::RESOURCE_EXHAUSTED &&
           absl::StartsWith(status.error_message(),
                            "Received RST_STREAM with error code 11"));
+}
+
+// Whether `address` (a gRPC target) names this host's loopback, where a
+// server is on the same host as this process.
+bool IsLoopback(absl::string_view address) {
+  for (absl::string_view scheme : {"ipv4:", "ipv6:", "dns:///", "dns:"}) {
+    if (absl::ConsumePrefix(&address, scheme)) break;
+  }
+  if (absl::StartsWith(address, "unix:")) return true;
+  absl::string_view host = address;
+  if (absl::ConsumePrefix(&host, "[")) {
+    host = host.substr(0, host.find(']'));
+  } else if (const size_t colon = host.rfind(':');
+             colon != absl::string_view::npos) {
+    host = host.substr(0, colon);
+  }
+  return host == "localhost" || absl::StartsWith(host, "127.") || host == "::1";
+}
+
+// Starts a Gather of piece `p` whose GatherChunk messages arrive as raw
+// bytes (wire::ParseGatherChunk); `shared`: into that segment instead.
+std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> StartGather(
+    const std::shared_ptr<grpc::Channel>& channel, grpc::ClientContext* ctx,
+    const std::string& job, const ShardPiece& p, v1::DType dtype,
+    const v1::SharedRef* shared) {
+  const grpc::internal::RpcMethod method(
+      kGatherMethod, grpc::internal::RpcMethod::SERVER_STREAMING, channel);
+  v1::GatherRequest req;
+  req.set_job_id(job);
+  req.set_offset(p.range.begin);
+  req.set_length(p.range.size());
+  req.set_dtype(dtype);
+  if (shared != nullptr) *req.mutable_shared() = *shared;
+  return std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>>(
+      grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
+          channel.get(), method, ctx, req));
+}
+
+// A server's (or this host's) "no" to shared memory, after which the
+// stream is used.
+bool IsSharedRefusal(const absl::Status& s) {
+  return (s.code() == absl::StatusCode::kFailedPrecondition ||
+          s.code() == absl::StatusCode::kUnavailable ||
+          s.code() == absl::StatusCode::kUnimplemented) &&
+         absl::StrContains(s.message(), "shared memory: ");
 }
 
 // Runs fn(i) for i in [0, n) on separate threads (the caller takes i = 0)
@@ -130,7 +177,31 @@ absl::StatusOr<std::unique_ptr<ShardClient>> ShardClient::Connect(
     client->channels_.push_back(std::move(channels));
     client->stubs_.push_back(std::move(stubs));
   }
+  const size_t k = options.addresses.size();
+  client->shared_on_ = std::make_unique<std::atomic<bool>[]>(k);
+  for (size_t i = 0; i < k; ++i) {
+    const bool on = options.shared_memory && IsLoopback(options.addresses[i]);
+    client->shared_on_[i].store(on);
+    if (on && client->segments_ == nullptr) {
+      client->segments_ = std::make_unique<SegmentPool>();
+    }
+  }
   return client;
+}
+
+bool ShardClient::SharedMemoryOn(uint32_t server) const {
+  return server < num_servers() && shared_on_[server].load();
+}
+
+void ShardClient::SharedMemoryOff(uint32_t server,
+                                  const absl::Status& why) const {
+  if (shared_on_[server].exchange(false)) {
+    std::fprintf(stderr,
+                 "zeroshard: %s: not through shared memory (%s); the "
+                 "stream carries its bytes\n",
+                 options_.addresses[server].c_str(),
+                 std::string(why.message()).c_str());
+  }
 }
 
 v1::ShardService::Stub* ShardClient::Stub(uint32_t server,
@@ -287,28 +358,85 @@ absl::Status ShardClient::WriteParameters(const Range& r, const float* data) {
   });
 }
 
-absl::Status ShardClient::GatherPiece(const ShardPiece& p, size_t salt,
-                                      v1::DType dtype, char* out,
-                                      uint64_t* step) const {
-  const size_t esize = DTypeSize(dtype);
-  const uint64_t total = p.range.size() * esize;  // bytes
+absl::Status ShardClient::GatherShared(const ShardPiece& p, size_t salt,
+                                       v1::DType dtype, char* out,
+                                       uint64_t* step, bool* refused) const {
+  const uint64_t total = p.range.size() * DTypeSize(dtype);  // bytes
+  absl::StatusOr<SegmentPool::Lease> lease = segments_->Acquire(total);
+  if (!lease.ok()) {
+    SharedMemoryOff(p.server, lease.status());
+    *refused = true;
+    return lease.status();
+  }
   const std::shared_ptr<grpc::Channel>& channel = Channel(p.server, salt);
-  const grpc::internal::RpcMethod method(
-      kGatherMethod, grpc::internal::RpcMethod::SERVER_STREAMING, channel);
   absl::Status framing = absl::OkStatus();
   absl::Status s =
       WithRetries(p.server, "Gather", [&](grpc::ClientContext* ctx) {
         framing = absl::OkStatus();
-        v1::GatherRequest req;
-        req.set_job_id(spec_.job_id());
-        req.set_offset(p.range.begin);
-        req.set_length(p.range.size());
-        req.set_dtype(dtype);
-        // GatherChunk messages arrive as raw bytes; the payload is copied
-        // from gRPC's slices straight into `out`.
-        std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
-            grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
-                channel.get(), method, ctx, req));
+        auto reader =
+            StartGather(channel, ctx, spec_.job_id(), p, dtype, &lease->ref());
+        grpc::ByteBuffer message;
+        wire::GatherChunkView chunk;
+        int chunks = 0;
+        while (reader->Read(&message)) {
+          const wire::WireMessage m(message);
+          framing = wire::ParseGatherChunk(m, &chunk);
+          if (framing.ok() &&
+              (chunks > 0 || chunk.data.size != 0 ||
+               chunk.shared_bytes != total || chunk.offset != p.range.begin)) {
+            framing = absl::DataLossError(
+                absl::StrCat("Gather on shard ", p.server,
+                             ": the answer to a shared-"
+                             "memory gather does not cover its ",
+                             total, " bytes"));
+          }
+          if (!framing.ok()) {
+            ctx->TryCancel();
+            break;
+          }
+          *step = chunk.step;
+          ++chunks;
+        }
+        grpc::Status st = reader->Finish();
+        if (st.ok() && framing.ok() && chunks != 1) {
+          framing =
+              absl::DataLossError(absl::StrCat("Gather on shard ", p.server,
+                                               ": no answer to a shared-"
+                                               "memory gather"));
+        }
+        return framing.ok() ? st : grpc::Status::OK;
+      });
+  if (IsSharedRefusal(s)) {
+    SharedMemoryOff(p.server, s);
+    *refused = true;
+    return s;
+  }
+  if (!s.ok() || !framing.ok()) {
+    lease->Discard();  // the server may still be writing there
+    return s.ok() ? framing : s;
+  }
+  std::memcpy(out, lease->data(), total);
+  return absl::OkStatus();
+}
+
+absl::Status ShardClient::GatherPiece(const ShardPiece& p, size_t salt,
+                                      v1::DType dtype, char* out,
+                                      uint64_t* step) const {
+  if (SharedMemoryOn(p.server)) {
+    bool refused = false;
+    absl::Status s = GatherShared(p, salt, dtype, out, step, &refused);
+    if (!refused) return s;
+  }
+  const size_t esize = DTypeSize(dtype);
+  const uint64_t total = p.range.size() * esize;  // bytes
+  const std::shared_ptr<grpc::Channel>& channel = Channel(p.server, salt);
+  absl::Status framing = absl::OkStatus();
+  absl::Status s =
+      WithRetries(p.server, "Gather", [&](grpc::ClientContext* ctx) {
+        framing = absl::OkStatus();
+        // The payload is copied from gRPC's slices straight into `out`.
+        auto reader =
+            StartGather(channel, ctx, spec_.job_id(), p, dtype, nullptr);
         grpc::ByteBuffer message;
         wire::GatherChunkView chunk;
         uint64_t received = 0;  // bytes
@@ -422,6 +550,11 @@ absl::Status ShardClient::PushPiece(const ShardPiece& p, size_t salt,
   header.set_length(p.range.size());
   header.set_dtype(dtype);
   header.set_idempotency_key(absl::StrCat(id.key_prefix, "/", p.range.begin));
+  if (SharedMemoryOn(p.server)) {
+    bool refused = false;
+    absl::Status s = PushShared(p, salt, dtype, data, header, &refused);
+    if (!refused) return s;
+  }
   return WithRetries(p.server, "PushGradients", [&](grpc::ClientContext* ctx) {
     v1::PushGradientsResponse resp;
     std::unique_ptr<grpc::ClientWriter<grpc::ByteBuffer>> writer(
@@ -445,6 +578,47 @@ absl::Status ShardClient::PushPiece(const ShardPiece& p, size_t salt,
     writer->WritesDone();
     return writer->Finish();
   });
+}
+
+absl::Status ShardClient::PushShared(const ShardPiece& p, size_t salt,
+                                     v1::DType dtype, const char* data,
+                                     const v1::PushHeader& header,
+                                     bool* refused) const {
+  const uint64_t total = p.range.size() * DTypeSize(dtype);  // bytes
+  absl::StatusOr<SegmentPool::Lease> lease = segments_->Acquire(total);
+  if (!lease.ok()) {
+    SharedMemoryOff(p.server, lease.status());
+    *refused = true;
+    return lease.status();
+  }
+  std::memcpy(lease->data(), data, total);
+  v1::PushGradientsRequest first;
+  *first.mutable_header() = header;
+  *first.mutable_shared() = lease->ref();
+  const std::string bytes = first.SerializeAsString();
+  const std::shared_ptr<grpc::Channel>& channel = Channel(p.server, salt);
+  const grpc::internal::RpcMethod method(
+      kPushMethod, grpc::internal::RpcMethod::CLIENT_STREAMING, channel);
+  absl::Status s =
+      WithRetries(p.server, "PushGradients", [&](grpc::ClientContext* ctx) {
+        v1::PushGradientsResponse resp;
+        std::unique_ptr<grpc::ClientWriter<grpc::ByteBuffer>> writer(
+            grpc::internal::ClientWriterFactory<grpc::ByteBuffer>::Create(
+                channel.get(), method, ctx, &resp));
+        grpc::Slice slice(bytes.data(), bytes.size(),
+                          grpc::Slice::STATIC_SLICE);
+        grpc::ByteBuffer message(&slice, 1);
+        writer->Write(message);
+        writer->WritesDone();
+        return writer->Finish();
+      });
+  if (IsSharedRefusal(s)) {
+    SharedMemoryOff(p.server, s);
+    *refused = true;
+    return s;
+  }
+  if (!s.ok()) lease->Discard();  // the server may still be reading there
+  return s;
 }
 
 absl::Status ShardClient::Push(const Range& r, v1::DType dtype,

@@ -33,6 +33,7 @@
 #ifndef ZEROSHARD_CLIENT_SHARD_CLIENT_H_
 #define ZEROSHARD_CLIENT_SHARD_CLIENT_H_
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <future>
@@ -43,6 +44,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "client/shared_memory.h"
 #include "common/malloc_tuning.h"
 #include "common/partition.h"
 #include "grpcpp/channel.h"
@@ -67,6 +69,13 @@ struct ClientOptions {
   // Largest piece one stream carries; larger pieces are split so that
   // several streams share the work.
   uint64_t max_piece_bytes = 64ull << 20;
+  // Gathers and pushes to servers at loopback addresses (127.0.0.0/8,
+  // [::1], localhost, unix:) move their bytes through shared memory
+  // (client/shared_memory.h, docs/shared_memory.md) instead of gRPC and
+  // the TCP stack; a server that refuses (another host behind a forwarded
+  // port, another pid namespace, --shared_memory=false) is reached over
+  // the stream from then on. false: always the stream.
+  bool shared_memory = true;
   // Channel credentials (TLS); null means plaintext.
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   // Called once per channel; the interceptors it returns (per-call
@@ -178,6 +187,9 @@ class ShardClient {
   const std::shared_ptr<grpc::Channel>& Channel(uint32_t server,
                                                 uint64_t salt) const;
 
+  // Whether gathers and pushes to `server` go through shared memory now.
+  bool SharedMemoryOn(uint32_t server) const;
+
  private:
   explicit ShardClient(ClientOptions options);
   // Installs `spec` and its `plan` unless `spec` is the one in use.
@@ -195,11 +207,25 @@ class ShardClient {
                            v1::DType dtype, char* out, uint64_t* step) const;
   absl::Status PushPiece(const ShardPiece& piece, size_t salt, v1::DType dtype,
                          const char* data, const PushId& id) const;
+  // The same through a shared segment; *refused: the server (or this
+  // host) cannot, and shared memory is now off for that server.
+  absl::Status GatherShared(const ShardPiece& piece, size_t salt,
+                            v1::DType dtype, char* out, uint64_t* step,
+                            bool* refused) const;
+  absl::Status PushShared(const ShardPiece& piece, size_t salt, v1::DType dtype,
+                          const char* data, const v1::PushHeader& header,
+                          bool* refused) const;
+  // Turns shared memory off for `server`, saying why once.
+  void SharedMemoryOff(uint32_t server, const absl::Status& why) const;
 
   const ClientOptions options_;
   // channels_[server][channel], and a stub on each
   std::vector<std::vector<std::shared_ptr<grpc::Channel>>> channels_;
   std::vector<std::vector<std::unique_ptr<v1::ShardService::Stub>>> stubs_;
+  // Shared memory: the segments (null: off for every server) and, per
+  // server, whether it is on.
+  std::unique_ptr<SegmentPool> segments_;
+  std::unique_ptr<std::atomic<bool>[]> shared_on_;
   std::unique_ptr<PartitionPlan> plan_;
   v1::ModelSpec spec_;
 };

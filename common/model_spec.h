@@ -17,6 +17,14 @@ namespace zeroshard {
 // WriteParameters).
 inline constexpr size_t kMaxChunkBytes = 1 << 20;
 
+// A shared segment (v1::SharedRef, docs/shared_memory.md): a memfd named
+// kSharedSegmentName (its /proc link reads "/memfd:<name> (deleted)")
+// whose first kSharedTokenBytes bytes are the token; payloads start at or
+// after kSharedHeaderBytes.
+inline constexpr uint64_t kSharedHeaderBytes = 64;
+inline constexpr size_t kSharedTokenBytes = 16;
+inline constexpr char kSharedSegmentName[] = "zeroshard-segment";
+
 // Bytes per element of a wire dtype; 0 for an invalid one.
 size_t DTypeSize(v1::DType dtype);
 

@@ -217,7 +217,7 @@ bool ReadOnce(Reader& in, Bytes* out) {
 
 absl::Status ParseGatherChunk(const WireMessage& message,
                               GatherChunkView* out) {
-  out->step = out->offset = 0;
+  out->step = out->offset = out->shared_bytes = 0;
   out->data.Clear();
   return ForEachField(
       message, "GatherChunk",
@@ -230,6 +230,9 @@ absl::Status ParseGatherChunk(const WireMessage& message,
         if (field == 3 && wire_type == kLengthDelimited) {
           return ReadOnce(in, &out->data);
         }
+        if (field == 4 && wire_type == kVarint) {
+          return in.ReadVarint(&out->shared_bytes);
+        }
         *unknown = true;
         return false;
       });
@@ -239,6 +242,7 @@ absl::Status ParsePushRequest(const WireMessage& message,
                               PushRequestView* out) {
   out->header.Clear();
   out->data.Clear();
+  out->shared.Clear();
   return ForEachField(
       message, "PushGradientsRequest",
       [out](Reader& in, uint32_t field, uint32_t wire_type, bool* unknown) {
@@ -247,6 +251,9 @@ absl::Status ParsePushRequest(const WireMessage& message,
         }
         if (wire_type == kLengthDelimited && field == 2) {
           return ReadOnce(in, &out->data);
+        }
+        if (wire_type == kLengthDelimited && field == 3) {
+          return ReadOnce(in, &out->shared);
         }
         *unknown = true;
         return false;

@@ -95,11 +95,13 @@ struct GatherChunkView {
   uint64_t step = 0;
   uint64_t offset = 0;
   Bytes data;
+  uint64_t shared_bytes = 0;  // written to the request's shared segment
 };
 
 struct PushRequestView {
   Bytes header;  // the serialized PushHeader (present: the field was sent)
   Bytes data;
+  Bytes shared;  // the serialized SharedRef
 };
 
 absl::Status ParseGatherChunk(const WireMessage& message, GatherChunkView* out);

@@ -116,7 +116,8 @@ void FreeChunk(void* p) { delete[] static_cast<char*>(p); }
 class GatherReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   GatherReactor(ShardStore* store, const grpc::ByteBuffer* request,
-                grpc::CallbackServerContext* ctx, IdleStreams* idle)
+                grpc::CallbackServerContext* ctx, IdleStreams* idle,
+                SharedSegments* shared)
       : store_(store),
         idle_(idle),
         watch_(idle != nullptr ? idle->Start(ctx) : nullptr) {
@@ -134,6 +135,10 @@ class GatherReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
       return;
     }
     esize_ = DTypeSize(req_.dtype());
+    if (req_.has_shared()) {
+      FillShared(shared);
+      return;
+    }
     Next();
   }
 
@@ -186,6 +191,47 @@ class GatherReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     StartWrite(&message_);
   }
 
+  // The whole range into the client's shared segment, then one chunk
+  // saying so (or the refusal).
+  void FillShared(SharedSegments* shared) {
+    if (shared == nullptr) {
+      Finish(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          "shared memory: off on this server "
+                          "(--shared_memory=false)"));
+      return;
+    }
+    absl::StatusOr<SharedSegments::View> view =
+        shared->Resolve(req_.shared(), req_.length() * esize_);
+    if (!view.ok()) {
+      Finish(ToGrpcStatus(view.status()));
+      return;
+    }
+    const uint64_t per_chunk = kMaxChunkBytes / esize_;
+    for (uint64_t done = 0; done < req_.length(); done += per_chunk) {
+      const uint64_t n = std::min(per_chunk, req_.length() - done);
+      uint64_t step = 0;
+      const absl::Status s =
+          store_->GatherInto(req_.offset() + done, n, req_.dtype(),
+                             view->data + done * esize_, &step);
+      if (done == 0) first_step_ = step;
+      if (!s.ok() || step != first_step_) {
+        Finish(s.ok() ? grpc::Status(grpc::StatusCode::ABORTED,
+                                     "a step was committed during the "
+                                     "gather; retry")
+                      : ToGrpcStatus(s));
+        return;
+      }
+    }
+    v1::GatherChunk chunk;
+    chunk.set_step(first_step_);
+    chunk.set_offset(req_.offset());
+    chunk.set_shared_bytes(req_.length() * esize_);
+    grpc::Slice slice(chunk.SerializeAsString());
+    message_ = grpc::ByteBuffer(&slice, 1);
+    done_ = req_.length();  // OnWriteDone then finishes
+    StartWrite(&message_);
+  }
+
   ShardStore* const store_;
   IdleStreams* const idle_;
   const std::shared_ptr<IdleStreams::Watch> watch_;
@@ -199,10 +245,12 @@ class GatherReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 class PushReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
   PushReactor(ShardStore* store, grpc::ByteBuffer* response,
-              grpc::CallbackServerContext* ctx, IdleStreams* idle)
+              grpc::CallbackServerContext* ctx, IdleStreams* idle,
+              SharedSegments* shared)
       : store_(store),
         response_(response),
         idle_(idle),
+        shared_(shared),
         watch_(idle != nullptr ? idle->Start(ctx) : nullptr) {
     StartRead(&message_);
   }
@@ -268,6 +316,17 @@ class PushReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       if (!header.ParseFromString(view.header.ToString())) {
         return Invalid("malformed PushHeader (bad protobuf encoding)");
       }
+      SharedSegments::View in_shared;
+      if (view.shared.present) {  // before anything changes
+        absl::StatusOr<SharedSegments::View> v = ResolveShared(header, view);
+        if (!v.ok()) {
+          if (v.status().code() == absl::StatusCode::kInvalidArgument) {
+            return Invalid(std::string(v.status().message()));
+          }
+          return ToGrpcStatus(v.status());
+        }
+        in_shared = *std::move(v);
+      }
       auto session = store_->BeginPush(header);
       if (!session.ok()) return ToGrpcStatus(session.status());
       session_ = std::move(*session);
@@ -280,11 +339,58 @@ class PushReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
         *answered = true;
         return grpc::Status::OK;
       }
-    } else if (view.header.present) {
-      return Invalid("only the first message may carry a header");
+      if (in_shared.data != nullptr) {
+        shared_push_ = true;
+        return ToGrpcStatus(FeedShared(in_shared.data));
+      }
+    } else if (view.header.present || view.shared.present) {
+      return Invalid(
+          "only the first message may carry a header or a "
+          "shared segment");
     }
     if (view.data.size == 0) return grpc::Status::OK;
+    if (shared_push_) {
+      return Invalid("a push from shared memory carries no data messages");
+    }
     return ToGrpcStatus(Feed(view.data));
+  }
+
+  // Where the contribution `header` announces lies in the shared segment
+  // the first message names.
+  absl::StatusOr<SharedSegments::View> ResolveShared(
+      const v1::PushHeader& header, const wire::PushRequestView& view) {
+    if (shared_ == nullptr) {
+      return absl::FailedPreconditionError(
+          "shared memory: off on this server (--shared_memory=false)");
+    }
+    v1::SharedRef ref;
+    if (!ref.ParseFromString(view.shared.ToString())) {
+      return absl::InvalidArgumentError(
+          "malformed SharedRef (bad protobuf encoding)");
+    }
+    if (view.data.size != 0) {
+      return absl::InvalidArgumentError(
+          "a push from shared memory carries no data");
+    }
+    const uint64_t esize = DTypeSize(header.dtype());
+    if (esize == 0 || header.length() > (uint64_t{1} << 56) / esize) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "shared memory: a push of ", header.length(), " elements of dtype ",
+          header.dtype(), " is not a size"));
+    }
+    return shared_->Resolve(ref, header.length() * esize);
+  }
+
+  // The whole contribution from shared memory, chunk by chunk.
+  absl::Status FeedShared(const char* data) {
+    const uint64_t total = session_->length() * esize_;
+    const uint64_t chunk = kMaxChunkBytes / esize_ * esize_;
+    for (uint64_t off = 0; off < total; off += chunk) {
+      absl::Status s =
+          session_->AddChunk(data + off, std::min(chunk, total - off));
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
   }
 
   // Hands one chunk's payload to the session.
@@ -355,6 +461,8 @@ class PushReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   ShardStore* const store_;
   grpc::ByteBuffer* const response_;
   IdleStreams* const idle_;
+  SharedSegments* const shared_;
+  bool shared_push_ = false;  // the payload came from shared memory
   const std::shared_ptr<IdleStreams::Watch> watch_;
   grpc::ByteBuffer message_;
   std::unique_ptr<PushSession> session_;
@@ -367,14 +475,16 @@ class PushReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* NewGatherReactor(
     ShardStore* store, const grpc::ByteBuffer* request,
-    grpc::CallbackServerContext* ctx, IdleStreams* idle) {
-  return new GatherReactor(store, request, ctx, idle);
+    grpc::CallbackServerContext* ctx, IdleStreams* idle,
+    SharedSegments* shared) {
+  return new GatherReactor(store, request, ctx, idle, shared);
 }
 
 grpc::ServerReadReactor<grpc::ByteBuffer>* NewPushReactor(
     ShardStore* store, grpc::ByteBuffer* response,
-    grpc::CallbackServerContext* ctx, IdleStreams* idle) {
-  return new PushReactor(store, response, ctx, idle);
+    grpc::CallbackServerContext* ctx, IdleStreams* idle,
+    SharedSegments* shared) {
+  return new PushReactor(store, response, ctx, idle, shared);
 }
 
 }  // namespace zeroshard

@@ -9,6 +9,10 @@
 //     from the received slices (through a small staging buffer only where
 //     an element straddles two slices or a slice is not aligned to the
 //     element size).
+// A request naming a shared segment (v1::SharedRef; a client on this host,
+// server/shared_memory.h) moves no payload through gRPC: a gather writes
+// the whole range there and answers with one chunk carrying shared_bytes,
+// a push's session reads the contribution from there.
 // Behaviour (statuses, messages, counters, "a rejected request changes
 // nothing") is the store's, exactly as with the generated protobuf
 // handlers; bytes that do not parse as the request message are
@@ -35,6 +39,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
+#include "server/shared_memory.h"
 #include "server/store/shard_store.h"
 
 namespace zeroshard {
@@ -73,16 +78,19 @@ class IdleStreams {
 };
 
 // Starts streaming the range `request` asks for (GatherRequest bytes).
-// `idle` may be null (no idle deadline).
+// `idle` may be null (no idle deadline); `shared` null: requests naming a
+// shared segment are refused (FAILED_PRECONDITION "shared memory: ...").
 grpc::ServerWriteReactor<grpc::ByteBuffer>* NewGatherReactor(
     ShardStore* store, const grpc::ByteBuffer* request,
-    grpc::CallbackServerContext* ctx = nullptr, IdleStreams* idle = nullptr);
+    grpc::CallbackServerContext* ctx = nullptr, IdleStreams* idle = nullptr,
+    SharedSegments* shared = nullptr);
 
 // Receives one contribution (PushGradientsRequest messages) and answers
 // with PushGradientsResponse bytes in `response`.
 grpc::ServerReadReactor<grpc::ByteBuffer>* NewPushReactor(
     ShardStore* store, grpc::ByteBuffer* response,
-    grpc::CallbackServerContext* ctx = nullptr, IdleStreams* idle = nullptr);
+    grpc::CallbackServerContext* ctx = nullptr, IdleStreams* idle = nullptr,
+    SharedSegments* shared = nullptr);
 
 }  // namespace zeroshard
 

@@ -133,6 +133,12 @@ int Main(int argc, char** argv) {
                "A Gather or PushGradients stream that makes no progress for "
                "this long is cancelled (a push's range is released); 0: "
                "never. In [0, 86400].");
+  bool shared_memory = true;
+  flags.Bool("shared_memory", &shared_memory,
+             "Serve Gather and PushGradients through shared memory to "
+             "clients on this host that offer it (docs/shared_memory.md): "
+             "the bytes skip gRPC and the TCP stack. false: every byte "
+             "travels on the stream.");
   StorageFlags storage_flags;
   AddStorageFlags(&flags, &storage_flags);
   ServerSecurityFlags security_flags;
@@ -329,8 +335,10 @@ int Main(int argc, char** argv) {
   RequestGuard guard(
       std::move(security->tokens), [&store] { return store.job_id(); },
       static_cast<uint64_t>(max_state_bytes));
+  SharedSegments shared_segments;
   ShardServiceImpl service(&store, &guard,
-                           absl::Seconds(stream_idle_timeout_seconds));
+                           absl::Seconds(stream_idle_timeout_seconds),
+                           shared_memory ? &shared_segments : nullptr);
   MembershipOptions membership_options;
   membership_options.lease_ms = lease_ms;
   membership_options.committed_step = [&store] { return store.Stats().step; };

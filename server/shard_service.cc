@@ -239,7 +239,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* ShardServiceImpl::Gather(
   if (grpc::Status a = Admit(ctx, kGather); !a.ok()) {
     return new RejectedReactor<grpc::ServerWriteReactor<grpc::ByteBuffer>>(a);
   }
-  return NewGatherReactor(store_, request, ctx, &idle_);
+  return NewGatherReactor(store_, request, ctx, &idle_, shared_);
 }
 
 grpc::ServerReadReactor<grpc::ByteBuffer>* ShardServiceImpl::PushGradients(
@@ -247,7 +247,7 @@ grpc::ServerReadReactor<grpc::ByteBuffer>* ShardServiceImpl::PushGradients(
   if (grpc::Status a = Admit(ctx, kPush); !a.ok()) {
     return new RejectedReactor<grpc::ServerReadReactor<grpc::ByteBuffer>>(a);
   }
-  return NewPushReactor(store_, response, ctx, &idle_);
+  return NewPushReactor(store_, response, ctx, &idle_, shared_);
 }
 
 grpc::Status ShardServiceImpl::PrepareStep(grpc::ServerContext* ctx,

@@ -47,11 +47,16 @@ class ShardServiceImpl final : public ShardServiceBase {
   // Every handler first asks `guard` (server/auth/request_guard.h) whether
   // the caller may make the call; null: everyone may (in-process tests).
   // Data-plane streams idle for `stream_idle_timeout` are cancelled
-  // (IdleStreams; <= 0: never).
+  // (IdleStreams; <= 0: never). `shared` (not owned; null: off) serves
+  // the data plane's requests that name a shared segment.
   explicit ShardServiceImpl(
       ShardStore* store, const RequestGuard* guard = nullptr,
-      absl::Duration stream_idle_timeout = absl::ZeroDuration())
-      : store_(store), guard_(guard), idle_(stream_idle_timeout) {}
+      absl::Duration stream_idle_timeout = absl::ZeroDuration(),
+      SharedSegments* shared = nullptr)
+      : store_(store),
+        guard_(guard),
+        idle_(stream_idle_timeout),
+        shared_(shared) {}
 
   // The unary methods as gRPC calls them (ServeUnary around the typed
   // handlers below).
@@ -122,6 +127,7 @@ class ShardServiceImpl final : public ShardServiceBase {
   ShardStore* store_;
   const RequestGuard* guard_;
   IdleStreams idle_;
+  SharedSegments* shared_;
 };
 
 }  // namespace zeroshard

@@ -22,6 +22,9 @@ allowed=(
   # A child's log file: a raw descriptor to dup2 onto its stdout/stderr
   # before exec, which an Env's File does not hand out.
   common/subprocess.cc
+  # A client's shared-memory segment: /proc/<pid>/fd/<fd> opened to mmap
+  # it (with its seals checked on the descriptor), not a file to read.
+  server/shared_memory.cc
 )
 
 pattern='(^|[^A-Za-z0-9_])(open|fopen|rename)[[:space:]]*\(|std::(i|o)?fstream([^A-Za-z0-9_]|$)'

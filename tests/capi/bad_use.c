@@ -102,6 +102,10 @@ static void versions_and_options(void) {
   EXPECT(zs_connect(&o, &c), ZS_INVALID_ARGUMENT, "deadline_seconds");
   o.deadline_seconds = 5, o.max_attempts = 0;
   EXPECT(zs_connect(&o, &c), ZS_INVALID_ARGUMENT, "max_attempts");
+  o.max_attempts = 3;
+  setenv("ZEROSHARD_SHARED_MEMORY", "maybe", 1);
+  EXPECT(zs_connect(&o, &c), ZS_INVALID_ARGUMENT, "ZEROSHARD_SHARED_MEMORY");
+  unsetenv("ZEROSHARD_SHARED_MEMORY");
   TRUE(c == NULL); /* no failed connect wrote a handle */
   TRUE(zs_client_error(NULL, buf, sizeof buf) ==
        strlen("the client handle is NULL"));

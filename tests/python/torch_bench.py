@@ -36,10 +36,20 @@ def free_port():
         return s.getsockname()[1]
 
 
+def _cpu_seconds(pid):
+    """User + system CPU seconds a live process has used so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--only", default="",
+                    help="comma-separated variants to run (ddp, zero2, "
+                    "zero3, zero3o, zero2_base, zero3_base); all by default")
     ap.add_argument("--baseline", default="",
                     help="a directory holding another zeroshard package")
     a = ap.parse_args()
@@ -63,17 +73,24 @@ def main():
             env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2",
                        LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE="2",
                        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-                       OMP_NUM_THREADS="1")
+                       OMP_NUM_THREADS="1", TORCH_BENCH_ONLY=a.only)
             procs.append(subprocess.Popen(
                 [sys.executable, os.path.join(HERE, "torch_bench_worker.py"),
                  out, ";".join(f.address_string for f in fleets),
                  str(a.rounds), str(a.steps), base], env=env))
         codes = [p.wait() for p in procs]
+        names = ["zero2", "zero3", "zero3o", "zero2_base", "zero3_base"]
+        server_cpu = {n: sum(_cpu_seconds(f.pid(i))
+                             for i in range(f.num_servers))
+                      for n, f in zip(names, fleets)}
     if any(codes):
         sys.exit(f"torch_bench: a rank failed: exit codes {codes}")
     with open(out) as f:
         r = json.load(f)
     med = r["median"]
+    need = {"ddp", "zero2", "zero3", "zero3o"}
+    if not need <= set(med):  # --only: no RESULT line
+        need = set()
     print(f"model: {r['params']} parameters, W = 2 processes (gloo, "
           f"1 thread each), K = 2 servers per zeroshard variant; "
           f"{a.rounds} rounds x {a.steps} steps, alternated")
@@ -81,11 +98,19 @@ def main():
         lo, hi = r["spread"][name]
         print(f"  {name:6s} median {1e3 * med[name]:8.2f} ms/step "
               f"(rounds {1e3 * lo:.2f} .. {1e3 * hi:.2f})")
-    for name in r["split"]:
+    for name in med:
+        servers = ""
+        if name in server_cpu:
+            per_step = server_cpu[name] / r["steps"][name]
+            servers = (f", its 2 servers {1e3 * per_step:.2f} (the whole "
+                       "run over its steps)")
+        print(f"  {name} CPU per step (ms): rank 0 "
+              f"{1e3 * r['rank_cpu'][name]:.2f}{servers}")
+    for name in (n for n in r["split"] if n in med):
         split = ", ".join(f"{k} {1e3 * v:.2f}"
                           for k, v in r["split"][name].items())
         print(f"  {name} time split per step (ms): {split}")
-    if base:
+    if base and {"zero2_base", "zero3_base"} <= set(med):
         print(f"  against the baseline package ({a.baseline}): stage 2 "
               f"{med['zero2'] / med['zero2_base']:.3f}, stage 3 "
               f"{med['zero3'] / med['zero3_base']:.3f} of its step time; "
@@ -94,6 +119,8 @@ def main():
               f"{med['zero3_base'] / med['ddp']:.3f}")
     print(f"load average (1 min) at the end: {os.getloadavg()[0]:.2f} on "
           f"{os.cpu_count()} cores")
+    if not need:
+        return
     print(f"RESULT torch_zero2_vs_ddp={med['zero2'] / med['ddp']:.3f} "
           f"torch_zero3_vs_ddp={med['zero3'] / med['ddp']:.3f} "
           f"torch_zero3_offload_vs_ddp={med['zero3o'] / med['ddp']:.3f}")

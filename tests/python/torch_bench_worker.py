@@ -10,6 +10,7 @@ with offload_param to the servers, then with BASE stage 2 and stage 3
 through the package zeroshard_base in the directory BASE).
 """
 import json
+import os
 import statistics
 import sys
 import time
@@ -89,7 +90,12 @@ def main():
 
     variants = {"ddp": ddp_step}
     variants.update((k, engine_step(e)) for k, e in engines.items())
+    only = [v for v in os.environ.get("TORCH_BENCH_ONLY", "").split(",")
+            if v]
+    if only:
+        variants = {k: v for k, v in variants.items() if k in only}
     times = {name: [] for name in variants}
+    cpu = dict.fromkeys(variants, 0.0)
     step = 0
     for name, run in variants.items():  # warm-up
         for _ in range(3):
@@ -100,10 +106,11 @@ def main():
     for _ in range(rounds):
         for name, run in variants.items():
             dist.barrier()
-            start = time.perf_counter()
+            start, cpu0 = time.perf_counter(), time.process_time()
             for _ in range(steps):
                 run(step)
                 step += 1
+            cpu[name] += time.process_time() - cpu0
             dist.barrier()
             times[name].append((time.perf_counter() - start) / steps)
     if rank == 0:
@@ -112,12 +119,15 @@ def main():
             "params": sum(p.numel() for p in net.parameters()),
             "median": {k: statistics.median(v) for k, v in times.items()},
             "spread": {k: [min(v), max(v)] for k, v in times.items()},
+            "rank_cpu": {k: v / n for k, v in cpu.items()},
+            "steps": {k: n + 3 for k in times},
             "split": {name: {k: v / n for k, v in e.timings.items()}
                       for name, e in engines.items()}}
         with open(out, "w") as f:
             json.dump(result, f)
     for e in engines.values():
         e.close()
+    dist.barrier()
 
 
 if __name__ == "__main__":
