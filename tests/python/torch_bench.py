@@ -5,6 +5,11 @@ the same run, variants alternated round by round, medians.
 
   bazel run //tests/python:torch_bench [-- --rounds=15 --steps=4]
   bazel run //tests/python:torch_bench -- --baseline=/path/to/python
+  bazel run //tests/python:torch_bench -- --only=ddp,zero2
+
+(Besides the step times it prints each variant's CPU per step: rank 0's
+process while the variant ran, and its two servers' CPU over the whole
+run divided by its steps. --only: just those variants, no RESULT line.)
 
 (--baseline: also runs stage 2 and stage 3 through the `zeroshard`
 package in that directory, e.g. another checkout's python/, as variants
