@@ -688,7 +688,7 @@ absl::StatusOr<StepNorm> ShardClient::Prepare(uint64_t epoch, uint64_t step) {
 
 absl::Status ShardClient::Commit(uint64_t epoch, uint64_t step, float clip_coef,
                                  double lr, bool skip,
-                                 const v1::TrainerState* state) {
+                                 const v1::TrainerState* state, bool prepare) {
   if (plan_ == nullptr) {
     return absl::FailedPreconditionError("RegisterModel first");
   }
@@ -701,6 +701,7 @@ absl::Status ShardClient::Commit(uint64_t epoch, uint64_t step, float clip_coef,
     req.set_clip_coef(clip_coef);
     req.set_lr(lr);
     req.set_skip(skip);
+    req.set_prepare(prepare);
     if (state != nullptr) *req.mutable_trainer_state() = *state;
     v1::CommitStepResponse resp;
     return WithRetries(s, "CommitStep", [&](grpc::ClientContext* ctx) {

@@ -159,9 +159,12 @@ class ShardClient {
   absl::StatusOr<StepNorm> Prepare(uint64_t epoch, uint64_t step);
   // Commits the step on every server (in shard order). `state` (if not
   // null): the workers' state after the step, kept by the servers for
-  // checkpoints taken from outside the job.
+  // checkpoints taken from outside the job. `prepare`: each server
+  // prepares the step first if needed (CommitStepRequest.prepare), so a
+  // caller that needs no norm skips Prepare's round trip.
   absl::Status Commit(uint64_t epoch, uint64_t step, float clip_coef, double lr,
-                      bool skip, const v1::TrainerState* state = nullptr);
+                      bool skip, const v1::TrainerState* state = nullptr,
+                      bool prepare = false);
 
   // Checkpoints committed step `step` on every server: each writes its
   // shard file, then each writes the manifest listing all of them. `state`

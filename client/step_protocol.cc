@@ -5,6 +5,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
@@ -244,9 +245,30 @@ absl::Status StepProtocol::LeaderCommit(uint64_t step, const StepDecision& d,
                                         const v1::TrainerState& after,
                                         bool prepared) {
   const auto start = std::chrono::steady_clock::now();
+  absl::Status s;
+  if (!prepared && !recovery() && !options_.elastic) {
+    // Each server prepares within the commit: one round trip instead of
+    // two, and a non-skip commit of NaN/Inf gradients is refused there.
+    // Only without recovery: a server that cannot prepare (a SIGTERM'd
+    // one) may then leave the others committed, which ends such a job as
+    // the failed prepare would; with recovery every server must be
+    // prepared before any commits, so that the step can be redone.
+    s = client_->Commit(epoch_, step, d.grad_scale, lr, d.skip, &after,
+                        /*prepare=*/true);
+    if (absl::IsFailedPrecondition(s) &&
+        absl::StrContains(s.message(), "NaN/Inf")) {
+      s = absl::DataLossError(
+          absl::StrCat("step ", step,
+                       ": the servers hold NaN/Inf gradients the workers "
+                       "did not see (",
+                       s.message(), ")"));
+    }
+    ServerWait(SecondsSince(start));
+    return s;
+  }
   absl::StatusOr<StepNorm> norm =
       prepared ? StepNorm() : client_->Prepare(epoch_, step);
-  absl::Status s = norm.status();
+  s = norm.status();
   if (norm.ok() && norm->overflow && !d.skip) {
     s = absl::DataLossError(absl::StrCat(
         "step ", step,

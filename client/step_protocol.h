@@ -15,7 +15,9 @@
 //           (common/optim/clip.h), every rank receives the decision;
 //   commit  the leader prepares (unless `decide` did), commits with the
 //           clip coefficient, lr and skip, and checkpoints every
-//           `checkpoint_interval` steps; every rank learns the outcome;
+//           `checkpoint_interval` steps; every rank learns the outcome.
+//           Without recovery and not elastic, each server prepares within
+//           the commit (CommitStepRequest.prepare): one round trip;
 //   fetch   every rank reports how its parameter fetch went.
 //
 // Recovery (checkpoint_interval > 0): after the pushes and after the fetch

@@ -177,6 +177,23 @@ absl::StatusOr<CommitResult> ShardStore::Commit(
   {
     absl::MutexLock l(&mu_);
     if (absl::Status s = CheckJob(req.job_id()); !s.ok()) return Reject(s);
+    if (req.prepare() && !ledger_->prepared() &&
+        req.step() + 1 != ledger_->step()) {
+      // Prepare first, with PrepareStep's answers (a retry of a commit
+      // that is done goes on to BeginCommit, which acknowledges it).
+      bool ready = false;
+      PrepareResult r;
+      absl::Status s =
+          ledger_->BeginPrepare(req.epoch(), req.step(), &ready, &r);
+      if (!s.ok()) return Reject(s);
+      if (!ready) {
+        return absl::AbortedError(absl::StrCat(
+            "step ", req.step(), " has ", r.received_elements, " of ",
+            r.expected_elements, " gradient elements; commit again"));
+      }
+      ZS_RETURN_IF_ERROR(state_->Reduce(&r.sum_squares, &r.overflow));
+      ledger_->SetPrepared(r);
+    }
     absl::StatusOr<CommitTicket> ticket = ledger_->BeginCommit(req);
     if (!ticket.ok()) return Reject(ticket.status());
     if (ticket->already_committed) return ticket->result;

@@ -2,8 +2,10 @@
 // it on SIGTERM): Drain refuses new work but lets a prepared step commit,
 // WriteShutdownSnapshot keeps the last commit, the next store's
 // RestoreNewest loads it (once) when it is newer than every checkpoint, and
-// Restore with resume keeps a state that is already at the step. The
-// state lives on a MemEnv checkpoint directory.
+// Restore with resume keeps a state that is already at the step; and a
+// commit that prepares its step itself (CommitStepRequest.prepare), which
+// the drain refuses like a prepare. The state lives on a MemEnv checkpoint
+// directory.
 #include <cmath>
 #include <thread>
 #include <vector>
@@ -45,20 +47,25 @@ class ShutdownSnapshotTest : public ::testing::Test {
     return std::make_unique<ShardStore>(o);
   }
 
-  // Pushes a gradient for the store's current step at `epoch`.
-  static absl::Status Push(ShardStore* store, uint64_t step, uint64_t epoch) {
+  // Pushes a gradient for the store's current step at `epoch`: elements
+  // [offset, offset + length), element `nan_at` (if in range) NaN.
+  static absl::Status Push(ShardStore* store, uint64_t step, uint64_t epoch,
+                           uint64_t offset = 0, uint64_t length = kElements,
+                           uint64_t nan_at = kElements) {
     v1::PushHeader h;
     h.set_job_id(kJob);
-    h.set_offset(0);
-    h.set_length(kElements);
+    h.set_offset(offset);
+    h.set_length(length);
     h.set_dtype(v1::DTYPE_FP32);
     h.set_step(step);
     h.set_epoch(epoch);
-    h.set_idempotency_key(absl::StrCat("g", step, "e", epoch));
+    h.set_idempotency_key(absl::StrCat("g", step, "e", epoch, "o", offset));
     absl::StatusOr<std::unique_ptr<PushSession>> push = store->BeginPush(h);
     if (!push.ok()) return push.status();
-    std::vector<float> g(kElements);
-    for (uint64_t i = 0; i < kElements; ++i) g[i] = std::sin(i + step);
+    std::vector<float> g(length);
+    for (uint64_t i = 0; i < length; ++i) {
+      g[i] = offset + i == nan_at ? NAN : std::sin(offset + i + step);
+    }
     absl::Status s = (*push)->AddChunk(g.data(), g.size() * 4);
     return s.ok() ? (*push)->Finish() : s;
   }
@@ -237,6 +244,66 @@ TEST_F(ShutdownSnapshotTest, DrainRefusesNewWorkButLetsAPreparedStepCommit) {
   absl::StatusOr<std::string> path = store->WriteShutdownSnapshot();
   ASSERT_TRUE(path.ok());
   EXPECT_NE(path->find("step-0000000002"), std::string::npos);
+}
+
+TEST_F(ShutdownSnapshotTest, ACommitThatPreparesGivesTheTwoPhaseBits) {
+  auto two_phase = NewStore();
+  auto fused = NewStore();
+  ASSERT_TRUE(two_phase->RegisterModel(Spec()).ok());
+  ASSERT_TRUE(fused->RegisterModel(Spec()).ok());
+  for (uint64_t step = 0; step < 3; ++step) {
+    Step(two_phase.get(), step);
+    ASSERT_TRUE(Push(fused.get(), step, 0).ok());
+    v1::CommitStepRequest c = CommitOf(step);
+    c.set_prepare(true);
+    absl::StatusOr<CommitResult> r = fused->Commit(c);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(r->applied);
+    // A retry of it (its answer lost) is acknowledged, not redone.
+    r = fused->Commit(c);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(r->already_committed);
+  }
+  EXPECT_EQ(fused->Stats().step, 3u);
+  EXPECT_EQ(Params(fused.get()), Params(two_phase.get()));
+}
+
+TEST_F(ShutdownSnapshotTest, ACommitThatPreparesRefusesWhatPrepareWould) {
+  auto store = NewStore();
+  ASSERT_TRUE(store->RegisterModel(Spec()).ok());
+  const std::vector<float> before = Params(store.get());
+  v1::CommitStepRequest c = CommitOf(0);
+  c.set_prepare(true);
+  // Part of the gradient (up to an aligned boundary): ABORTED (commit
+  // again later), nothing changes.
+  constexpr uint64_t kHalf = 496;
+  ASSERT_TRUE(Push(store.get(), 0, 0, 0, kHalf).ok());
+  absl::Status s = store->Commit(c).status();
+  EXPECT_TRUE(absl::IsAborted(s)) << s;
+  EXPECT_NE(s.message().find("496 of 1000 gradient elements"),
+            std::string::npos)
+      << s;
+  EXPECT_EQ(store->Stats().step, 0u);
+  // The rest with a NaN: a non-skip commit is refused, a skip goes.
+  ASSERT_TRUE(
+      Push(store.get(), 0, 0, kHalf, kElements - kHalf, kElements - 1).ok());
+  s = store->Commit(c).status();
+  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+  EXPECT_NE(s.message().find("NaN/Inf"), std::string::npos) << s;
+  EXPECT_EQ(Params(store.get()), before);
+  c.set_skip(true);
+  absl::StatusOr<CommitResult> r = store->Commit(c);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->applied);
+  EXPECT_EQ(store->Stats().step, 1u);
+  EXPECT_EQ(Params(store.get()), before);
+  // Draining with nothing prepared: refused like a prepare.
+  ASSERT_TRUE(Push(store.get(), 1, 0).ok());
+  EXPECT_TRUE(store->Drain(absl::Milliseconds(1)));  // nothing prepared
+  c = CommitOf(1);
+  c.set_prepare(true);
+  EXPECT_TRUE(absl::IsUnavailable(store->Commit(c).status()));
+  EXPECT_EQ(store->Stats().step, 1u);
 }
 
 TEST_F(ShutdownSnapshotTest, NothingToKeepWithoutAModel) {

@@ -163,6 +163,8 @@ class StepLedger {
   void set_draining() { draining_ = true; }
   // Neither a prepared step nor a commit in progress (Drain waits for it).
   bool settled() const { return !prepared_ && !committing_; }
+  // The step in progress is prepared (SetPrepared).
+  bool prepared() const { return prepared_; }
 
   // ------------------------------------------------------------- state
   uint64_t step() const { return step_; }
