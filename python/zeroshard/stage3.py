@@ -445,8 +445,13 @@ class PartitionedParams:
                              dtype=self.engine.dtype)
         if self.world == 1 and not self.offload:
             self._copy_from_part(ranges, values)
-        else:
+        elif self.offload or self.engine.device.type != "cpu":
             _gather_into(self.engine, ranges, values, self.engine._pool)
+        else:
+            # What lies in this rank's slice comes from it (one gather from
+            # the servers per range fewer: most persistent units are small
+            # and scattered).
+            self._load_mixed(ranges, values)
         return values
 
     def _wait_slice(self):
@@ -512,23 +517,26 @@ class PartitionedParams:
 
     def _load_mixed(self, ranges, out):
         """On the prefetch pool: `ranges` into `out` (their
-        concatenation), this rank's slice's part copied from it, the rest
-        gathered from the servers."""
-        self._wait_slice()
+        concatenation), the rest gathered from the servers first, then this
+        rank's slice's part copied from it (once the slice's own gather,
+        started after the step, is in: a unit wholly outside the slice
+        does not wait for it)."""
         lo, hi = self.slices[self.rank]
-        remote, pos = [], 0
+        remote, mine, pos = [], [], 0
         for b, e in ranges:
-            mine = layout.intersect((b, e), (lo, hi))
-            if mine is not None:
-                at = pos + mine[0] - b
-                out[at:at + mine[1] - mine[0]].copy_(
-                    self.part[mine[0] - lo:mine[1] - lo])
+            m = layout.intersect((b, e), (lo, hi))
+            if m is not None:
+                mine.append((pos + m[0] - b, m))
             for r in ((b, min(e, lo)), (max(b, hi), e)):
                 if r[0] < r[1]:
                     remote.append((r, out[pos + r[0] - b:pos + r[1] - b]))
             pos += e - b
         for r, view in remote:
             _gather_into(self.engine, [r], view, self.engine._pool)
+        if mine:
+            self._wait_slice()
+        for at, (b, e) in mine:
+            out[at:at + e - b].copy_(self.part[b - lo:e - lo])
         return out
 
     def _materialise(self, unit, values=None):
