@@ -426,19 +426,23 @@ class PartitionedParams:
         for u in self.units:
             self._release(u, force=True)
         persistent = [u for u in self.units if u.persistent and u.entries]
-        if not persistent:
-            return
-        # Every persistent unit in one gather from the servers.
-        ranges = _merge([r for u in persistent for r in u.ranges])
-        if not behind:
-            values = self._load_persistent(ranges)
+        if persistent:
+            # Every persistent unit in one gather from the servers.
+            ranges = _merge([r for u in persistent for r in u.ranges])
+            if not behind:
+                values = self._load_persistent(ranges)
+                for u in persistent:
+                    self._materialise(u, _unit_values(u, ranges, values))
+                return
+            job = self._pool.submit(self._load_persistent, ranges)
             for u in persistent:
-                self._materialise(u, _unit_values(u, ranges, values))
-            return
-        job = self._pool.submit(self._load_persistent, ranges)
-        for u in persistent:
-            u.pending = _Piece(job, u, ranges)
-            self.pending_elements += u.numel
+                u.pending = _Piece(job, u, ranges)
+                self.pending_elements += u.numel
+        if behind and not self.tracing:
+            # The next forward's first units, from now: their loads run
+            # while the step returns and the next batch is made, instead of
+            # starting when their modules are called.
+            self._prefetch([self.units[i] for i in self.trace])
 
     def _load_persistent(self, ranges):
         values = torch.empty(sum(e - b for b, e in ranges),
