@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -136,6 +137,19 @@ absl::StatusOr<std::unique_ptr<ShardClient>> ShardClient::Connect(
     return absl::InvalidArgumentError(
         "channels_per_server and max_attempts must be >= 1, "
         "max_piece_bytes >= 1 MiB");
+  }
+  // $ZEROSHARD_SHARED_MEMORY can turn shared memory off for any program
+  // (docs/shared_memory.md).
+  if (const char* shm = std::getenv("ZEROSHARD_SHARED_MEMORY");
+      shm != nullptr && shm[0] != '\0') {
+    const absl::string_view v(shm);
+    if (v == "0" || v == "false" || v == "off") {
+      options.shared_memory = false;
+    } else if (v != "1" && v != "true" && v != "on") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("$ZEROSHARD_SHARED_MEMORY is \"", v,
+                       "\"; give 1/true/on or 0/false/off"));
+    }
   }
   auto client = std::unique_ptr<ShardClient>(new ShardClient(options));
   for (const std::string& address : options.addresses) {

@@ -74,7 +74,8 @@ struct ClientOptions {
   // (client/shared_memory.h, docs/shared_memory.md) instead of gRPC and
   // the TCP stack; a server that refuses (another host behind a forwarded
   // port, another pid namespace, --shared_memory=false) is reached over
-  // the stream from then on. false: always the stream.
+  // the stream from then on. false: always the stream; so does
+  // ZEROSHARD_SHARED_MEMORY=0 in the environment (Connect reads it).
   bool shared_memory = true;
   // Channel credentials (TLS); null means plaintext.
   std::shared_ptr<grpc::ChannelCredentials> credentials;

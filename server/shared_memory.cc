@@ -51,20 +51,30 @@ class Fd {
 absl::StatusOr<std::shared_ptr<SharedSegments::Mapping>> SharedSegments::Map(
     const v1::SharedRef& ref) {
   const std::string path = absl::StrCat("/proc/", ref.pid(), "/fd/", ref.fd());
-  char link[256] = {0};
-  const ssize_t n = readlink(path.c_str(), link, sizeof(link) - 1);
-  if (n < 0) {
+  // Named as a segment before anything is opened (opening a device can do
+  // things), and again once opened (the client may have replaced the
+  // descriptor in between).
+  const auto is_segment = [](const std::string& link_path) {
+    char link[256] = {0};
+    const ssize_t n = readlink(link_path.c_str(), link, sizeof(link) - 1);
+    return n >= 0 &&
+           absl::StartsWith(absl::string_view(link, n),
+                            absl::StrCat("/memfd:", kSharedSegmentName));
+  };
+  if (access(path.c_str(), F_OK) != 0) {
     return Refused(absl::StrCat("cannot see ", path, " (", ErrnoText(),
                                 "): the client is not on this host, or in "
                                 "another pid namespace"));
   }
-  const std::string want = absl::StrCat("/memfd:", kSharedSegmentName);
-  if (!absl::StartsWith(absl::string_view(link, n), want)) {
+  if (!is_segment(path)) {
     return Refused(absl::StrCat(path, " is not a zeroshard segment"));
   }
-  Fd fd(open(path.c_str(), O_RDWR | O_CLOEXEC));
+  Fd fd(open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
   if (fd.get() < 0) {
     return Refused(absl::StrCat("cannot open ", path, ": ", ErrnoText()));
+  }
+  if (!is_segment(absl::StrCat("/proc/self/fd/", fd.get()))) {
+    return Refused(absl::StrCat(path, " is not a zeroshard segment"));
   }
   struct stat st;
   if (fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) ||

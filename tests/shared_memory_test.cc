@@ -5,6 +5,7 @@
 // the server cannot use is refused before anything changes.
 #include <sys/stat.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -112,6 +113,24 @@ TEST(SharedMemoryTest, NotTriedForAddressesOffThisHost) {
   EXPECT_TRUE((*client)->SharedMemoryOn(2));
   EXPECT_FALSE((*client)->SharedMemoryOn(3));
   EXPECT_FALSE((*client)->SharedMemoryOn(4));
+}
+
+TEST(SharedMemoryTest, TheEnvironmentCanTurnItOff) {
+  ClientOptions options;
+  options.addresses = {"127.0.0.1:1"};
+  setenv("ZEROSHARD_SHARED_MEMORY", "0", 1);
+  auto off = ShardClient::Connect(options);
+  setenv("ZEROSHARD_SHARED_MEMORY", "sometimes", 1);
+  auto bad = ShardClient::Connect(options);
+  setenv("ZEROSHARD_SHARED_MEMORY", "1", 1);
+  auto on = ShardClient::Connect(options);
+  unsetenv("ZEROSHARD_SHARED_MEMORY");
+  ASSERT_TRUE(off.ok() && on.ok());
+  EXPECT_FALSE((*off)->SharedMemoryOn(0));
+  EXPECT_TRUE((*on)->SharedMemoryOn(0));
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.status().message()),
+              HasSubstr("$ZEROSHARD_SHARED_MEMORY is \"sometimes\""));
 }
 
 // A raw push naming a segment the server cannot map: refused with the

@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <utility>
@@ -102,18 +101,6 @@ absl::StatusOr<ClientOptions> ToClientOptions(const zs_connect_options& o) {
                             "; give a value in [1, 1000]"));
   }
   out.max_attempts = o.max_attempts;
-  // Shared memory with servers on this host (docs/shared_memory.md):
-  // on unless $ZEROSHARD_SHARED_MEMORY turns it off.
-  if (const char* shm = std::getenv("ZEROSHARD_SHARED_MEMORY");
-      shm != nullptr && shm[0] != '\0') {
-    const absl::string_view v(shm);
-    if (v == "0" || v == "false" || v == "off") {
-      out.shared_memory = false;
-    } else if (v != "1" && v != "true" && v != "on") {
-      return Bad(absl::StrCat("$ZEROSHARD_SHARED_MEMORY is \"", v,
-                              "\"; give 1/true/on or 0/false/off"));
-    }
-  }
   ZS_RETURN_IF_ERROR(ApplySecurity(o, &out));
   return out;
 }
