@@ -395,9 +395,15 @@ absl::Status ShardClient::GatherShared(const ShardPiece& p, size_t salt,
         while (reader->Read(&message)) {
           const wire::WireMessage m(message);
           framing = wire::ParseGatherChunk(m, &chunk);
-          if (framing.ok() &&
-              (chunks > 0 || chunk.data.size != 0 ||
-               chunk.shared_bytes != total || chunk.offset != p.range.begin)) {
+          if (framing.ok() && chunk.data.size != 0) {
+            // A server from before shared memory ignores the field and
+            // streams the bytes: the stream it is.
+            framing = absl::FailedPreconditionError(
+                "shared memory: the server sends the bytes on the stream "
+                "(a version without shared memory)");
+          } else if (framing.ok() &&
+                     (chunks > 0 || chunk.shared_bytes != total ||
+                      chunk.offset != p.range.begin)) {
             framing = absl::DataLossError(
                 absl::StrCat("Gather on shard ", p.server,
                              ": the answer to a shared-"
@@ -420,6 +426,7 @@ absl::Status ShardClient::GatherShared(const ShardPiece& p, size_t salt,
         }
         return framing.ok() ? st : grpc::Status::OK;
       });
+  if (s.ok() && IsSharedRefusal(framing)) s = framing;
   if (IsSharedRefusal(s)) {
     SharedMemoryOff(p.server, s);
     *refused = true;
