@@ -89,6 +89,7 @@ TEST(WireTest, ParsesProtobufsBytesAcrossAnySlices) {
     chunk.set_step(kValues[rng() % 10]);
     chunk.set_offset(kValues[rng() % 10]);
     chunk.set_data(Payload(rng() % 3000));
+    if (round % 3 == 0) chunk.set_shared_bytes(kValues[rng() % 10]);
     const grpc::ByteBuffer buffer = Split(chunk.SerializeAsString(), &rng);
     const WireMessage m(buffer);
     GatherChunkView view;
@@ -97,6 +98,7 @@ TEST(WireTest, ParsesProtobufsBytesAcrossAnySlices) {
     EXPECT_EQ(view.offset, chunk.offset());
     EXPECT_EQ(view.data.size, chunk.data().size());
     EXPECT_EQ(view.data.ToString(), chunk.data());
+    EXPECT_EQ(view.shared_bytes, chunk.shared_bytes());
 
     v1::PushGradientsRequest req;
     if (round % 2 == 0) {
@@ -104,6 +106,11 @@ TEST(WireTest, ParsesProtobufsBytesAcrossAnySlices) {
       req.mutable_header()->set_length(rng());
     }
     req.set_data(Payload(rng() % 3000));
+    if (round % 3 == 0) {
+      req.mutable_shared()->set_pid(rng() % 100000);
+      req.mutable_shared()->set_token(Payload(16));
+      req.mutable_shared()->set_offset(64);
+    }
     const grpc::ByteBuffer pbuf = Split(req.SerializeAsString(), &rng);
     const WireMessage pm(pbuf);
     PushRequestView pview;
@@ -113,6 +120,9 @@ TEST(WireTest, ParsesProtobufsBytesAcrossAnySlices) {
     ASSERT_TRUE(parsed.ParseFromString(pview.header.ToString()));
     EXPECT_EQ(parsed.SerializeAsString(), req.header().SerializeAsString());
     EXPECT_EQ(pview.data.ToString(), req.data());
+    EXPECT_EQ(pview.shared.present, req.has_shared());
+    EXPECT_EQ(pview.shared.ToString(),
+              req.has_shared() ? req.shared().SerializeAsString() : "");
   }
 }
 
