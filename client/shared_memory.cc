@@ -13,15 +13,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/model_spec.h"
+#include "common/unique_fd.h"
 
 namespace zeroshard {
 
 struct SegmentPool::Segment {
   ~Segment() {
     if (base != nullptr) munmap(base, size);
-    if (fd >= 0) close(fd);
   }
-  int fd = -1;
+  UniqueFd fd;
   char* base = nullptr;
   uint64_t size = 0;  // the whole segment, header included
   v1::SharedRef ref;
@@ -47,18 +47,19 @@ uint64_t SegmentSize(uint64_t bytes) {
 absl::StatusOr<std::unique_ptr<SegmentPool::Segment>> NewSegment(
     uint64_t bytes) {
   auto s = std::make_unique<SegmentPool::Segment>();
-  s->fd = memfd_create(kSharedSegmentName, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (s->fd < 0) return OsError("memfd_create");
+  s->fd = UniqueFd(
+      memfd_create(kSharedSegmentName, MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (s->fd.get() < 0) return OsError("memfd_create");
   s->size = SegmentSize(bytes);
-  if (ftruncate(s->fd, static_cast<off_t>(s->size)) != 0) {
+  if (ftruncate(s->fd.get(), static_cast<off_t>(s->size)) != 0) {
     return OsError("ftruncate");
   }
   // The server maps it: no one may shrink it under the mapping.
-  if (fcntl(s->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_SEAL) != 0) {
+  if (fcntl(s->fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_SEAL) != 0) {
     return OsError("sealing");
   }
-  void* base =
-      mmap(nullptr, s->size, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd, 0);
+  void* base = mmap(nullptr, s->size, PROT_READ | PROT_WRITE, MAP_SHARED,
+                    s->fd.get(), 0);
   if (base == MAP_FAILED) return OsError("mmap");
   s->base = static_cast<char*>(base);
   char token[kSharedTokenBytes];
@@ -67,7 +68,7 @@ absl::StatusOr<std::unique_ptr<SegmentPool::Segment>> NewSegment(
   }
   std::memcpy(s->base, token, sizeof(token));
   s->ref.set_pid(static_cast<uint32_t>(getpid()));
-  s->ref.set_fd(static_cast<uint32_t>(s->fd));
+  s->ref.set_fd(static_cast<uint32_t>(s->fd.get()));
   s->ref.set_token(token, sizeof(token));
   s->ref.set_offset(kSharedHeaderBytes);
   return s;

@@ -11,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/unique_fd.h"
 
 namespace zeroshard {
 
@@ -30,21 +31,6 @@ absl::Status Refused(const std::string& why) {
 }
 
 std::string ErrnoText() { return std::strerror(errno); }
-
-// Closes a descriptor on every path.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  const int fd_;
-};
 
 }  // namespace
 
@@ -69,7 +55,7 @@ absl::StatusOr<std::shared_ptr<SharedSegments::Mapping>> SharedSegments::Map(
   if (!is_segment(path)) {
     return Refused(absl::StrCat(path, " is not a zeroshard segment"));
   }
-  Fd fd(open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+  UniqueFd fd(open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
   if (fd.get() < 0) {
     return Refused(absl::StrCat("cannot open ", path, ": ", ErrnoText()));
   }

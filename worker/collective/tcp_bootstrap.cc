@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "common/unique_fd.h"
 
 namespace zeroshard {
 namespace collective {
@@ -25,23 +26,6 @@ namespace {
 constexpr uint32_t kHello = 0x5a534231;  // "ZSB1"
 constexpr uint32_t kTable = 0x5a534254;  // "ZSBT"
 constexpr uint32_t kMaxBlob = 1 << 20;
-
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
-  Fd& operator=(Fd&& o) noexcept {
-    std::swap(fd_, o.fd_);
-    return *this;
-  }
-  ~Fd() {
-    if (fd_ >= 0) close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 int MillisLeft(absl::Time deadline) {
   const absl::Duration left = deadline - absl::Now();
@@ -240,7 +224,7 @@ absl::StatusOr<std::vector<std::string>> TcpBootstrap::Serve(
   const std::string where = absl::StrCat(host_, ":", port_);
   std::vector<std::string> blobs(w);
   std::vector<bool> present(w, false);
-  std::vector<Fd> conns(w);
+  std::vector<UniqueFd> conns(w);
   blobs[0] = mine;
   present[0] = true;
   int missing = w - 1;
@@ -257,7 +241,7 @@ absl::StatusOr<std::vector<std::string>> TcpBootstrap::Serve(
           where, " within ", absl::FormatDuration(options_.timeout)));
     }
     ZS_RETURN_IF_ERROR(s);
-    Fd conn(accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC));
+    UniqueFd conn(accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC));
     if (conn.get() < 0) continue;
     const std::string what = "bootstrap: reading a peer's hello";
     ZS_ASSIGN_OR_RETURN(uint32_t magic, ReadU32(conn.get(), deadline, what));
@@ -297,13 +281,13 @@ absl::StatusOr<std::vector<std::string>> TcpBootstrap::Join(
     const std::string& mine) {
   const absl::Time deadline = absl::Now() + options_.timeout;
   const std::string where = absl::StrCat(host_, ":", port_);
-  Fd conn;
+  UniqueFd conn;
   std::string last_error = "no attempt";
   while (conn.get() < 0) {
     ZS_ASSIGN_OR_RETURN(addrinfo * res, ResolveBy(host_, port_, false, deadline,
                                                   options_.timeout));
     for (addrinfo* a = res; a != nullptr && conn.get() < 0; a = a->ai_next) {
-      Fd fd(socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+      UniqueFd fd(socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
       if (fd.get() >= 0 && connect(fd.get(), a->ai_addr, a->ai_addrlen) == 0) {
         conn = std::move(fd);
       } else {
