@@ -37,28 +37,16 @@ inline float Canonical(float x) {
   return x != x ? FromBits(kCanonicalNan) : x;  // NOLINT: NaN test
 }
 
-// Per-call scalars, computed in double as Python computes them for torch and
-// then rounded to float the way torch passes scalars to float kernels.
-struct Consts {
-  float scale;          // grad_scale
-  float decay;          // 1 - lr * weight_decay
-  float beta1;          // exp_avg.mul_(beta1)
-  float one_m_beta1;    // .add_(grad, alpha=1 - beta1)
-  float beta2;          // exp_avg_sq.mul_(beta2)
-  float one_m_beta2;    // .addcmul_(grad, grad, value=1 - beta2)
-  float bc2_sqrt;       // sqrt(1 - beta2^t)
-  float eps;            //
-  float neg_step_size;  // -lr / (1 - beta1^t)
-};
+}  // namespace
 
-Consts MakeConsts(const AdamWHyper& h) {
+AdamWScalars MakeAdamWScalars(const AdamWHyper& h) {
   const double lr = h.lr;
   const double b1 = h.beta1;
   const double b2 = h.beta2;
   const double t = static_cast<double>(h.step);
   const double bc1 = 1.0 - std::pow(b1, t);
   const double bc2 = 1.0 - std::pow(b2, t);
-  Consts c;
+  AdamWScalars c;
   c.scale = h.grad_scale;
   c.decay = static_cast<float>(1.0 - lr * h.weight_decay);
   c.beta1 = static_cast<float>(b1);
@@ -71,14 +59,16 @@ Consts MakeConsts(const AdamWHyper& h) {
   return c;
 }
 
+namespace {
+
 // The reference formula. The SIMD paths perform exactly these operations in
 // this order, with FMA exactly where std::fma appears, and convert the
 // serving copy inline (fused into the same pass) with the rules of
 // Fp32ToBf16 / Fp32ToFp16 (vcvtps2ph for fp16, which Fp32ToFp16 matches for
 // every input).
 template <ServingType kSt>
-inline void ScalarElement(const Consts& c, float* p, const float* g, float* m,
-                          float* v, uint16_t* s, size_t i) {
+inline void ScalarElement(const AdamWScalars& c, float* p, const float* g,
+                          float* m, float* v, uint16_t* s, size_t i) {
   const float gs = g[i] * c.scale;
   const float pd = p[i] * c.decay;
   const float mn = std::fma(gs, c.one_m_beta1, m[i] * c.beta1);
@@ -96,8 +86,8 @@ inline void ScalarElement(const Consts& c, float* p, const float* g, float* m,
 }
 
 template <ServingType kSt>
-void RunScalar(const Consts& c, float* p, const float* g, float* m, float* v,
-               uint16_t* s, size_t n) {
+void RunScalar(const AdamWScalars& c, float* p, const float* g, float* m,
+               float* v, uint16_t* s, size_t n) {
   for (size_t i = 0; i < n; ++i) ScalarElement<kSt>(c, p, g, m, v, s, i);
 }
 
@@ -156,8 +146,8 @@ ZS_TARGET_AVX2 ZS_INLINE void Avx2Vec(const Avx2Consts& c, float* p,
 }
 
 template <ServingType kSt>
-ZS_TARGET_AVX2 void RunAvx2(const Consts& k, float* p, const float* g, float* m,
-                            float* v, uint16_t* s, size_t n) {
+ZS_TARGET_AVX2 void RunAvx2(const AdamWScalars& k, float* p, const float* g,
+                            float* m, float* v, uint16_t* s, size_t n) {
   Avx2Consts c;
   c.scale = _mm256_set1_ps(k.scale);
   c.decay = _mm256_set1_ps(k.decay);
@@ -253,7 +243,7 @@ ZS_TARGET_AVX512 ZS_INLINE void Avx512Vec(const Avx512Consts& c, float* p,
 }
 
 template <ServingType kSt>
-ZS_TARGET_AVX512 void RunAvx512(const Consts& k, float* p, const float* g,
+ZS_TARGET_AVX512 void RunAvx512(const AdamWScalars& k, float* p, const float* g,
                                 float* m, float* v, uint16_t* s, size_t n) {
   Avx512Consts c;
   c.scale = _mm512_set1_ps(k.scale);
@@ -284,8 +274,8 @@ ZS_TARGET_AVX512 void RunAvx512(const Consts& k, float* p, const float* g,
 
 #endif  // ZS_OPTIM_X86
 
-using KernelFn = void (*)(const Consts&, float*, const float*, float*, float*,
-                          uint16_t*, size_t);
+using KernelFn = void (*)(const AdamWScalars&, float*, const float*, float*,
+                          float*, uint16_t*, size_t);
 
 KernelFn SelectKernel(SimdLevel level, ServingType st) {
   switch (level) {
@@ -330,7 +320,8 @@ KernelFn SelectKernel(SimdLevel level, ServingType st) {
 void AdamWStep(const AdamWHyper& h, float* p, const float* g, float* m,
                float* v, uint16_t* serve, ServingType st, size_t n) {
   if (n == 0) return;
-  SelectKernel(DetectSimdLevel(), st)(MakeConsts(h), p, g, m, v, serve, n);
+  SelectKernel(DetectSimdLevel(), st)(MakeAdamWScalars(h), p, g, m, v, serve,
+                                      n);
 }
 
 bool AdamWStepAt(SimdLevel level, const AdamWHyper& h, float* p, const float* g,
@@ -341,7 +332,7 @@ bool AdamWStepAt(SimdLevel level, const AdamWHyper& h, float* p, const float* g,
   // what RunAvx2 and RunAvx512 are compiled for.
   if (!SimdLevelUsable(level)) return false;
   if (n == 0) return true;
-  SelectKernel(level, st)(MakeConsts(h), p, g, m, v, serve, n);
+  SelectKernel(level, st)(MakeAdamWScalars(h), p, g, m, v, serve, n);
   return true;
 }
 

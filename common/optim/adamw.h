@@ -51,6 +51,24 @@ struct AdamWHyper {
   int64_t step;  // t >= 1, for bias correction
 };
 
+// The float scalars of the formula above, computed once per call from `h`
+// in double and then rounded to float, as torch receives them from Python.
+// A device kernel given these and the same operations in the same order
+// (FMA where std::fma appears) computes AdamWStep's bits
+// (worker/gpt2/cuda/cuda_optim.cu).
+struct AdamWScalars {
+  float scale;          // grad_scale
+  float decay;          // 1 - lr * weight_decay
+  float beta1;          // exp_avg.mul_(beta1)
+  float one_m_beta1;    // .add_(grad, alpha=1 - beta1)
+  float beta2;          // exp_avg_sq.mul_(beta2)
+  float one_m_beta2;    // .addcmul_(grad, grad, value=1 - beta2)
+  float bc2_sqrt;       // sqrt(1 - beta2^t)
+  float eps;            //
+  float neg_step_size;  // -lr / (1 - beta1^t)
+};
+AdamWScalars MakeAdamWScalars(const AdamWHyper& h);
+
 // One fused AdamW step over n elements: reads p, g, m, v; writes p, m, v and,
 // unless st is kNone, `serve`: serve[i] = Fp32ToBf16(p[i]) or
 // Fp32ToFp16(p[i]) of the new p[i] (common/dtype.h), bit for bit on every

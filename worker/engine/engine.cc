@@ -12,6 +12,7 @@
 #include "worker/engine/lr_schedule.h"
 #include "worker/engine/op_wait.h"
 #include "worker/engine/precision.h"
+#include "worker/engine/resident_grad_path.h"
 #include "worker/engine/scaler_record.h"
 
 namespace zeroshard::engine {
@@ -110,7 +111,12 @@ absl::Status ZeroEngine::Init(const ModelDef& model,
     };
   }
   ZS_ASSIGN_OR_RETURN(model_, model.create(mc));
-  if (options_.server_aggregation) {
+  if (options_.stage == 0 && comm_->size() == 1 && !mixed()) {
+    resident_ = model_->resident_optimizer();
+  }
+  if (resident_ != nullptr) {
+    grad_path_ = std::make_unique<ResidentGradPath>(resident_, n);
+  } else if (options_.server_aggregation) {
     grad_path_ = std::make_unique<GradPusher>(
         options_.reduce_bucket_size, comm_->part_alignment(),
         options_.overlap_comm, comm_->size(), comm_->rank(),
@@ -134,6 +140,7 @@ absl::Status ZeroEngine::Init(const ModelDef& model,
       RoundTo(options_.precision, absl::MakeSpan(params_));
     }
     adamw_ = std::make_unique<LocalAdamW>(spec, layout);
+    if (resident_ != nullptr) return resident_->Enable();
     return absl::OkStatus();
   }
   StepProtocolOptions po;
@@ -231,7 +238,9 @@ absl::Status ZeroEngine::Backward() {
   // Before the gradients are zeroed: the last micro-batch's pushes may
   // still read them.
   grad_path_->BeginMicroBatch(micro_, static_cast<uint64_t>(step_), epoch());
-  model_->ZeroGrad();
+  // A resident optimizer's gradients accumulate in the model over the
+  // step's micro-batches.
+  if (resident_ == nullptr || micro_ == 0) model_->ZeroGrad();
   const float scale = static_cast<float>(scaler_.scale());
   absl::Status s = model_->Backward([&](const GradReady& seg) {
     if (mixed()) {
@@ -277,8 +286,11 @@ absl::Status ZeroEngine::ExchangeNormAndLoss(std::vector<double>* partials,
   return absl::OkStatus();
 }
 
-void ZeroEngine::LocalStep(const StepDecision& d, double lr) {
-  if (d.skip) return;
+absl::Status ZeroEngine::LocalStep(const StepDecision& d, double lr) {
+  if (d.skip) return absl::OkStatus();
+  if (resident_ != nullptr) {
+    return resident_->AdamW(adamw_->Updates(d.grad_scale, lr));
+  }
   // fp32: the parameters are their own master copy.
   std::vector<float>& master = mixed() ? master_ : params_;
   adamw_->Step(absl::MakeSpan(master), grad_path_->full(), d.grad_scale, lr);
@@ -286,6 +298,7 @@ void ZeroEngine::LocalStep(const StepDecision& d, double lr) {
     std::copy(master_.begin(), master_.end(), params_.begin());
     RoundTo(options_.precision, absl::MakeSpan(params_));
   }
+  return absl::OkStatus();
 }
 
 absl::Status ZeroEngine::OptimizerStep() {
@@ -332,8 +345,9 @@ absl::Status ZeroEngine::OptimizerStep() {
   stats_.skipped = d.skip;
   stats_.lr = lr;
   bool restored_this_step = false;
-  if (protocol_ == nullptr) {  // stage 0
-    LocalStep(d, lr);
+  if (protocol_ == nullptr) {    // stage 0
+    ZS_RETURN_IF_ERROR(pushed);  // a resident optimizer's device error
+    ZS_RETURN_IF_ERROR(LocalStep(d, lr));
     phase_ends(&stats_.phases.server_step);
     ++step_;
   } else {
@@ -367,8 +381,10 @@ absl::Status ZeroEngine::OptimizerStep() {
       static_cast<uint64_t>(W) * gas * options_.micro_batch * options_.seq_len;
   stats_.param_bytes = window_ != nullptr ? window_->partition_bytes() : 4 * n;
   stats_.grad_bytes = grad_path_->acc_bytes();
-  stats_.optimizer_bytes =
-      (adamw_ ? adamw_->state_bytes() : 0) + 4 * master_.size();
+  stats_.optimizer_bytes = (resident_ != nullptr ? 8 * n
+                            : adamw_             ? adamw_->state_bytes()
+                                                 : 0) +
+                           4 * master_.size();
   stats_.step_seconds = NowSeconds() - step_start_;
   last_stats_ = stats_;
   step_start_ = -1;
@@ -487,6 +503,7 @@ absl::Status ZeroEngine::ReadParameters(absl::Span<float> out) {
   if (out.size() != params_.size()) {
     return absl::InvalidArgumentError("ReadParameters: wrong size");
   }
+  if (resident_ != nullptr) return resident_->ReadParameters(out);
   // fp16/bf16: params_ holds the rounded copy; the master weights are
   // master_ (stage 0) or on the servers.
   if (protocol_ == nullptr && mixed()) {

@@ -12,6 +12,11 @@
 //
 // Stages (ZeroOptions::stage), W ranks of `comm`, K shard servers:
 //   0  DDP: per-bucket all-reduce, local AdamW (optimizer.h); no servers.
+//      One rank in fp32 with a model that keeps its parameters on a device
+//      (Model::resident_optimizer, model.h): AdamW runs there too, so the
+//      parameters, gradients and moments never cross to the host during a
+//      step (resident_grad_path.h); the same arithmetic, and on the
+//      host-emulated device the same bits.
 //   1  gradients reduce-scattered per bucket while backward runs; each rank
 //      pushes its reduced parts to the servers that own them; the leader
 //      (rank 0) prepares and commits; each rank gathers its slice of the
@@ -177,7 +182,8 @@ class ZeroEngine {
   // Stats of the last optimizer step.
   const StepStats& last_step_stats() const { return last_stats_; }
   // The current parameters (num_params floats): stages 0-2 from the local
-  // copy; stage 3 read from the servers. Not collective.
+  // copy (the device's, stage 0 with a resident optimizer); stage 3 read
+  // from the servers. Not collective.
   absl::Status ReadParameters(absl::Span<float> out);
 
   // Recorded in checkpoints (ZeroOptions::checkpoint_interval): the data
@@ -219,7 +225,7 @@ class ZeroEngine {
                     const ElasticHooks* elastic);
   absl::Status OptimizerStep();
   // Stage 0: AdamW on this rank's copy with the decision.
-  void LocalStep(const StepDecision& d, double lr);
+  absl::Status LocalStep(const StepDecision& d, double lr);
   // All-gathers each rank's sum of squares and loss sum; `partials` in rank
   // order, `loss_sum` added in rank order.
   absl::Status ExchangeNormAndLoss(std::vector<double>* partials,
@@ -257,10 +263,13 @@ class ZeroEngine {
   std::vector<Range> units_;
   std::vector<std::optional<collective::CollectiveOp>> unit_gathers_;
   std::unique_ptr<LocalAdamW> adamw_;  // stage 0
-  std::vector<float> master_;          // stage 0, fp16/bf16: the fp32 weights
-  int micro_ = 0;                      // micro-batches done in this step
-  int64_t step_ = 0;                   // steps done: the servers' step
-  int64_t updates_ = 0;                // steps applied
+  // Stage 0, one rank, fp32, a model on a device: its optimizer (owned by
+  // model_), else null.
+  ResidentOptimizer* resident_ = nullptr;
+  std::vector<float> master_;  // stage 0, fp16/bf16: the fp32 weights
+  int micro_ = 0;              // micro-batches done in this step
+  int64_t step_ = 0;           // steps done: the servers' step
+  int64_t updates_ = 0;        // steps applied
   double loss_sum_ = 0;
   double step_start_ = -1;
   StepStats stats_, last_stats_;

@@ -33,6 +33,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "common/optim/adamw.h"
 #include "common/partition.h"
 
 namespace zeroshard::engine {
@@ -82,9 +83,47 @@ struct MicroBatch {
   absl::Span<const int> targets;
 };
 
+// One tensor's share of an AdamW step: its flat range and its hyperparameters
+// (step count, clip coefficient and learning rate included).
+struct TensorUpdate {
+  Range range;
+  AdamWHyper hyper;
+};
+
+// Stage 0 with the optimizer where the model keeps its parameters and
+// gradients (a GPU's memory), so that a step moves nothing to the host: a
+// model on a device offers it (Model::resident_optimizer) and the engine
+// uses it for one rank in fp32 (engine.h). The engine keeps the arithmetic
+// (the step count, the hyperparameters, the clip decision); the model runs
+// it on its memory with AdamWStep's bits (common/optim/adamw.h).
+// Threading and errors: the model's; a device error is returned and the
+// model is unusable after it.
+class ResidentOptimizer {
+ public:
+  virtual ~ResidentOptimizer() = default;
+  // From now on the model's own copy of the parameters is the only one: it
+  // is written once from the engine's buffer now and updated in place by
+  // AdamW; backward leaves gradients in the model's memory (the engine's
+  // gradient buffer is not written) and adds to them until the model's
+  // ZeroGrad. Allocates the moments m and v (8 bytes per parameter), zero:
+  // RESOURCE_EXHAUSTED naming the size.
+  virtual absl::Status Enable() = 0;
+  // The model's gradients *= s.
+  virtual absl::Status ScaleGrads(float s) = 0;
+  // Sum of the squares of the model's gradients, accumulated in fp64.
+  virtual absl::StatusOr<double> GradSumSquares() = 0;
+  // One AdamW step (AdamWStep of each update's hyper over its range).
+  virtual absl::Status AdamW(absl::Span<const TensorUpdate> updates) = 0;
+  // out (num_params floats) = the model's parameters.
+  virtual absl::Status ReadParameters(absl::Span<float> out) = 0;
+};
+
 class Model {
  public:
   virtual ~Model() = default;
+  // Non-null when the model can keep stage 0's optimizer (above); owned by
+  // the model.
+  virtual ResidentOptimizer* resident_optimizer() { return nullptr; }
   virtual const ModelLayout& layout() const = 0;
   // The mean loss of `batch`. INVALID_ARGUMENT for a batch of the wrong
   // shape or out-of-range labels.

@@ -32,21 +32,30 @@ v1::ModelSpec ZeroModelSpec(const ModelLayout& layout,
 }
 
 LocalAdamW::LocalAdamW(const v1::ModelSpec& spec, const ModelLayout& layout)
-    : spec_(spec), tensors_(layout.tensors) {
-  m_.assign(layout.num_params(), 0.0f);
-  v_.assign(layout.num_params(), 0.0f);
+    : spec_(spec), tensors_(layout.tensors) {}
+
+std::vector<TensorUpdate> LocalAdamW::Updates(float clip_coef, double lr) {
+  ++t_;
+  std::vector<TensorUpdate> out;
+  out.reserve(tensors_.size());
+  for (const TensorInfo& t : tensors_) {
+    out.push_back(TensorUpdate{
+        t.range, GroupAdamWHyper(spec_.param_groups(t.desc.param_group), lr,
+                                 clip_coef, t_)});
+  }
+  return out;
 }
 
 void LocalAdamW::Step(absl::Span<float> params, absl::Span<const float> grads,
                       float clip_coef, double lr) {
-  ++t_;
-  for (size_t i = 0; i < tensors_.size(); ++i) {
-    const TensorInfo& t = tensors_[i];
-    const AdamWHyper h = GroupAdamWHyper(spec_.param_groups(t.desc.param_group),
-                                         lr, clip_coef, t_);
-    const uint64_t at = t.range.begin;
-    AdamWStep(h, params.data() + at, grads.data() + at, m_.data() + at,
-              v_.data() + at, nullptr, ServingType::kNone, t.numel);
+  if (m_.size() != params.size()) {
+    m_.assign(params.size(), 0.0f);
+    v_.assign(params.size(), 0.0f);
+  }
+  for (const TensorUpdate& u : Updates(clip_coef, lr)) {
+    const uint64_t at = u.range.begin;
+    AdamWStep(u.hyper, params.data() + at, grads.data() + at, m_.data() + at,
+              v_.data() + at, nullptr, ServingType::kNone, u.range.size());
   }
 }
 

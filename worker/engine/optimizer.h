@@ -27,14 +27,20 @@ v1::ModelSpec ZeroModelSpec(const ModelLayout& layout,
                             const ZeroOptions& options, uint32_t num_servers,
                             uint32_t alignment);
 
-// Stage 0: AdamW over the whole flat space on this worker, by tensor.
+// Stage 0: AdamW over the whole flat space on this worker, by tensor: here
+// (Step, with the moments in host memory) or where the model keeps its
+// parameters (Updates, for a ResidentOptimizer, model.h).
 class LocalAdamW {
  public:
   LocalAdamW(const v1::ModelSpec& spec, const ModelLayout& layout);
 
-  // p -= AdamW(g · clip_coef); advances the step count.
+  // p -= AdamW(g · clip_coef); advances the step count. The moments are
+  // allocated at the first call.
   void Step(absl::Span<float> params, absl::Span<const float> grads,
             float clip_coef, double lr);
+  // Advances the step count and returns the step's updates, tensor by
+  // tensor in flat order, for the caller to apply.
+  std::vector<TensorUpdate> Updates(float clip_coef, double lr);
   int64_t steps() const { return t_; }
   uint64_t state_bytes() const { return 4 * (m_.size() + v_.size()); }
 

@@ -26,6 +26,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/optim/adamw.h"
 #include "worker/gpt2/kernels.h"
 
 namespace zeroshard::gpt2 {
@@ -43,9 +45,35 @@ class Device {
   // Returns memory from Alloc (null: nothing).
   virtual void Free(void* device_ptr) = 0;
 
+  // Makes host memory the copies use page-locked (CUDA: cudaHostRegister),
+  // so that they run at the link's speed; false when it cannot (the copies
+  // still work, slower). Unpin before the memory is freed.
+  virtual bool PinHost(void* host, size_t bytes) = 0;
+  virtual void UnpinHost(void* host) = 0;
+
   // dst (device) <- src (host); dst (host) <- src (device).
   virtual absl::Status ToDevice(void* dst, const void* src, size_t bytes) = 0;
   virtual absl::Status ToHost(void* dst, const void* src, size_t bytes) = 0;
+
+  // Stage 0's optimizer on this device's memory (engine/model.h's
+  // ResidentOptimizer). Like the copies, each returns with its work done;
+  // every pointer is device memory.
+  struct AdamWTask {
+    AdamWHyper hyper;
+    float* p;
+    const float* g;
+    float* m;
+    float* v;
+    size_t n;
+  };
+  // AdamWStep (common/optim/adamw.h, no serving copy) of every task: its
+  // bits, canonical NaNs included.
+  virtual absl::Status AdamW(absl::Span<const AdamWTask> tasks) = 0;
+  // x (n floats) *= s, each product rounded once.
+  virtual absl::Status Scale(float* x, size_t n, float s) = 0;
+  // The sum of x[i]^2 in fp64: host-emulated in index order (the CPU
+  // engine's bits), CUDA in a fixed tree (the same bits every call).
+  virtual absl::StatusOr<double> SumSquares(const float* x, size_t n) = 0;
 
   // The kernels computing on this device's memory; owned by the device.
   virtual Kernels& kernels() = 0;

@@ -52,7 +52,11 @@ class EngineGpt2 : public engine::Model {
 // Forward. Gradients come down a unit at a time as Backward announces them
 // final, before the engine's grad hook sees them; the engine zeroes them
 // every micro-batch through ZeroGrad.
-class DeviceGpt2 : public engine::Model {
+//
+// As a ResidentOptimizer (stage 0, one rank): after Enable the device's
+// copy of the parameters is the only one, the gradients stay on the device
+// and AdamW runs there on moments kept there.
+class DeviceGpt2 : public engine::Model, public engine::ResidentOptimizer {
  public:
   DeviceGpt2(engine::ModelLayout layout, std::unique_ptr<Device> device,
              absl::Span<float> host_params, absl::Span<float> host_grads,
@@ -65,6 +69,13 @@ class DeviceGpt2 : public engine::Model {
 
   absl::Status Init(const Config& config, int B, int T, bool checkpoint,
                     const engine::UnitHook& unit_hook) {
+    // The engine's buffers, which every step copies to and from: pinned
+    // where the device can (a resident optimizer then leaves them alone).
+    for (absl::Span<float> b : {host_params_, host_grads_}) {
+      if (device_->PinHost(b.data(), b.size() * sizeof(float))) {
+        pinned_.push_back(b.data());
+      }
+    }
     ModelOptions mo;
     mo.checkpoint = checkpoint;
     mo.device = device_.get();
@@ -82,8 +93,16 @@ class DeviceGpt2 : public engine::Model {
 
   const engine::ModelLayout& layout() const override { return layout_; }
 
+  ~DeviceGpt2() override {
+    device_->Free(m_);
+    device_->Free(v_);
+    for (void* p : pinned_) device_->UnpinHost(p);
+  }
+
+  engine::ResidentOptimizer* resident_optimizer() override { return this; }
+
   absl::StatusOr<float> Forward(const engine::MicroBatch& batch) override {
-    if (!per_unit_) {
+    if (!per_unit_ && !resident_) {
       ZS_RETURN_IF_ERROR(Up(Range{0, layout_.num_params()}));
     }
     return model_->Forward(batch.tokens, batch.targets);
@@ -94,6 +113,12 @@ class DeviceGpt2 : public engine::Model {
     absl::Status copied;
     absl::Status s = model_->Backward([&](const GradSegment& seg) {
       if (!copied.ok()) return;
+      if (resident_) {
+        if (hook) {
+          hook(engine::GradReady{UnitIndex(seg.part, seg.layer, L), seg.range});
+        }
+        return;
+      }
       copied = device_->ToHost(host_grads_.data() + seg.range.begin,
                                model_->grads().data() + seg.range.begin,
                                seg.range.size() * sizeof(float));
@@ -107,7 +132,44 @@ class DeviceGpt2 : public engine::Model {
 
   void ZeroGrad() override {
     model_->ZeroGrad();
-    std::fill(host_grads_.begin(), host_grads_.end(), 0.0f);
+    if (!resident_) std::fill(host_grads_.begin(), host_grads_.end(), 0.0f);
+  }
+
+  // engine::ResidentOptimizer
+  absl::Status Enable() override {
+    const size_t bytes = layout_.num_params() * sizeof(float);
+    ZS_ASSIGN_OR_RETURN(void* m, device_->Alloc(bytes));
+    m_ = static_cast<float*>(m);
+    ZS_ASSIGN_OR_RETURN(void* v, device_->Alloc(bytes));
+    v_ = static_cast<float*>(v);
+    ZS_RETURN_IF_ERROR(Up(Range{0, layout_.num_params()}));
+    resident_ = true;
+    return absl::OkStatus();
+  }
+  absl::Status ScaleGrads(float s) override {
+    return device_->Scale(model_->grads().data(), layout_.num_params(), s);
+  }
+  absl::StatusOr<double> GradSumSquares() override {
+    return device_->SumSquares(model_->grads().data(), layout_.num_params());
+  }
+  absl::Status AdamW(absl::Span<const engine::TensorUpdate> updates) override {
+    std::vector<Device::AdamWTask> tasks;
+    tasks.reserve(updates.size());
+    float* p = model_->params().data();
+    const float* g = model_->grads().data();
+    for (const engine::TensorUpdate& u : updates) {
+      const uint64_t at = u.range.begin;
+      tasks.push_back(Device::AdamWTask{u.hyper, p + at, g + at, m_ + at,
+                                        v_ + at, u.range.size()});
+    }
+    return device_->AdamW(tasks);
+  }
+  absl::Status ReadParameters(absl::Span<float> out) override {
+    if (out.size() != layout_.num_params()) {
+      return absl::InvalidArgumentError("ReadParameters: wrong size");
+    }
+    return device_->ToHost(out.data(), model_->params().data(),
+                           out.size() * sizeof(float));
   }
 
  private:
@@ -122,6 +184,10 @@ class DeviceGpt2 : public engine::Model {
   std::unique_ptr<gpt2::Model> model_;
   absl::Span<float> host_params_, host_grads_;
   const bool per_unit_;
+  bool resident_ = false;  // ResidentOptimizer enabled
+  float* m_ = nullptr;     // AdamW moments on the device (resident)
+  float* v_ = nullptr;
+  std::vector<void*> pinned_;  // host buffers PinHost took
 };
 
 }  // namespace

@@ -115,4 +115,43 @@ absl::Status HostEmulatedDevice::ToHost(void* dst, const void* src,
   return absl::OkStatus();
 }
 
+absl::Status HostEmulatedDevice::CheckDevice(const char* what, const void* p,
+                                             size_t n) {
+  if (Inside(p, n * sizeof(float))) return absl::OkStatus();
+  return Fail(absl::InternalError(absl::StrFormat(
+      "host-emulated device: %s: %d floats at %p are not inside a live "
+      "allocation",
+      what, n, p)));
+}
+
+absl::Status HostEmulatedDevice::AdamW(absl::Span<const AdamWTask> tasks) {
+  ZS_RETURN_IF_ERROR(status_);
+  for (const AdamWTask& t : tasks) {
+    ZS_RETURN_IF_ERROR(CheckDevice("AdamW parameters", t.p, t.n));
+    ZS_RETURN_IF_ERROR(CheckDevice("AdamW gradients", t.g, t.n));
+    ZS_RETURN_IF_ERROR(CheckDevice("AdamW m", t.m, t.n));
+    ZS_RETURN_IF_ERROR(CheckDevice("AdamW v", t.v, t.n));
+  }
+  for (const AdamWTask& t : tasks) {
+    AdamWStep(t.hyper, t.p, t.g, t.m, t.v, nullptr, ServingType::kNone, t.n);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status HostEmulatedDevice::Scale(float* x, size_t n, float s) {
+  ZS_RETURN_IF_ERROR(status_);
+  ZS_RETURN_IF_ERROR(CheckDevice("Scale", x, n));
+  for (size_t i = 0; i < n; ++i) x[i] *= s;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> HostEmulatedDevice::SumSquares(const float* x,
+                                                      size_t n) {
+  ZS_RETURN_IF_ERROR(status_);
+  ZS_RETURN_IF_ERROR(CheckDevice("SumSquares", x, n));
+  double sum = 0;
+  for (size_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  return sum;
+}
+
 }  // namespace zeroshard::gpt2

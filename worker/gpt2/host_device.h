@@ -32,8 +32,14 @@ class HostEmulatedDevice : public Device {
   std::string Name() const override;
   absl::StatusOr<void*> Alloc(size_t bytes) override;
   void Free(void* device_ptr) override;
+  // Host memory is what it is: nothing to pin.
+  bool PinHost(void*, size_t) override { return false; }
+  void UnpinHost(void*) override {}
   absl::Status ToDevice(void* dst, const void* src, size_t bytes) override;
   absl::Status ToHost(void* dst, const void* src, size_t bytes) override;
+  absl::Status AdamW(absl::Span<const AdamWTask> tasks) override;
+  absl::Status Scale(float* x, size_t n, float s) override;
+  absl::StatusOr<double> SumSquares(const float* x, size_t n) override;
   Kernels& kernels() override { return *kernels_; }
   absl::Status status() const override { return status_; }
 
@@ -48,6 +54,9 @@ class HostEmulatedDevice : public Device {
   bool Inside(const void* p, size_t bytes) const;
   bool Overlaps(const void* p, size_t bytes) const;
   absl::Status Fail(absl::Status s);
+  // OK when [p, p + n floats) lies inside one live allocation; else Fail's
+  // error naming `what`.
+  absl::Status CheckDevice(const char* what, const void* p, size_t n);
 
   std::unique_ptr<Kernels> kernels_;
   std::map<uintptr_t, size_t> live_;  // address -> bytes

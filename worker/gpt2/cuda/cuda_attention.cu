@@ -53,10 +53,57 @@ __global__ void CausalSoftmaxBackwardKernel(float* ds, const float* att,
   }
 }
 
+// x (B,T, row stride ld) columns [col, col + NH*hs) -> heads (B,NH,T,hs).
+__global__ void ToHeadsKernel(float* __restrict__ heads,
+                              const float* __restrict__ x, int T, int NH,
+                              int hs, int64_t ld, int64_t col, int64_t total) {
+  ZS_GRID_STRIDE_LOOP(i, total) {  // i over (B,NH,T,hs)
+    const int64_t d = i % hs;
+    const int64_t t = (i / hs) % T;
+    const int64_t h = (i / (int64_t{hs} * T)) % NH;
+    const int64_t b = i / (int64_t{hs} * T * NH);
+    heads[i] = x[(b * T + t) * ld + col + h * hs + d];
+  }
+}
+
+// The inverse: heads (B,NH,T,hs) -> x (B,T, row stride ld) columns
+// [col, col + NH*hs).
+__global__ void FromHeadsKernel(float* __restrict__ x,
+                                const float* __restrict__ heads, int T, int NH,
+                                int hs, int64_t ld, int64_t col,
+                                int64_t total) {
+  ZS_GRID_STRIDE_LOOP(i, total) {  // i over (B,T,NH,hs): writes in order
+    const int64_t d = i % hs;
+    const int64_t h = (i / hs) % NH;
+    const int64_t t = (i / (int64_t{hs} * NH)) % T;
+    const int64_t b = i / (int64_t{hs} * NH * T);
+    x[(b * T + t) * ld + col + h * hs + d] =
+        heads[((b * NH + h) * T + t) * hs + d];
+  }
+}
+
 }  // namespace
 
 // ===========================================================================
 // Launchers.
+
+cudaError_t ToHeads(cudaStream_t stream, float* heads, const float* x, int B,
+                    int T, int NH, int hs, int64_t ld, int64_t col) {
+  const int64_t total = int64_t{B} * NH * T * hs;
+  if (total <= 0) return cudaSuccess;
+  ToHeadsKernel<<<GridFor(total), kBlock, 0, stream>>>(heads, x, T, NH, hs, ld,
+                                                       col, total);
+  return cudaGetLastError();
+}
+
+cudaError_t FromHeads(cudaStream_t stream, float* x, const float* heads, int B,
+                      int T, int NH, int hs, int64_t ld, int64_t col) {
+  const int64_t total = int64_t{B} * NH * T * hs;
+  if (total <= 0) return cudaSuccess;
+  FromHeadsKernel<<<GridFor(total), kBlock, 0, stream>>>(x, heads, T, NH, hs,
+                                                         ld, col, total);
+  return cudaGetLastError();
+}
 
 cudaError_t CausalSoftmaxForward(cudaStream_t stream, float* att, int64_t rows,
                                  int T) {

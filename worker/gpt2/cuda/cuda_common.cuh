@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "worker/gpt2/cuda/cuda_launch.h"
+
 namespace zeroshard::gpt2::cuda_launch {
 
 // Threads of every 1-D block. A multiple of the warp size: the reductions
@@ -72,22 +74,45 @@ __device__ inline float BlockMax(float v) {
 constexpr int kColTile = 32;
 constexpr int kRowLanes = 16;
 
+// Column sums acc (C) += sum over rows r of term(r, c), deterministic: rows
+// split into kColChunks chunks; block (tile, chunk) sums its chunk for 32
+// columns, each of kRowLanes lanes every kRowLanes-th row in order, then
+// the lanes in order, into scratch[chunk][c]; a second kernel adds the
+// chunks in order to acc. The tree depends on N and C alone. Without
+// scratch for C columns, one block per column tile sums all rows (the same
+// shape with one chunk).
+constexpr int kColChunks = kColumnChunks;  // cuda_launch.h
+
 // static: each .cu file gets its own instance (no weak kernel symbols shared
 // between separately compiled device modules).
 template <typename Term>
-static __global__ void ColumnSumsKernel(float* acc, int64_t N, int C,
-                                        Term term) {
+static __global__ void ColumnChunkSumsKernel(float* out, int64_t N, int C,
+                                             int64_t rows_per_chunk,
+                                             bool accumulate, Term term) {
   __shared__ float partial[kRowLanes][kColTile];
   const int c = blockIdx.x * kColTile + threadIdx.x;
+  const int64_t r0 = blockIdx.y * rows_per_chunk;
+  const int64_t r1 = r0 + rows_per_chunk < N ? r0 + rows_per_chunk : N;
   float s = 0.0f;
   if (c < C) {
-    for (int64_t r = threadIdx.y; r < N; r += kRowLanes) s += term(r, c);
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += kRowLanes) s += term(r, c);
   }
   partial[threadIdx.y][threadIdx.x] = s;
   __syncthreads();
   if (threadIdx.y == 0 && c < C) {
     float total = 0.0f;
     for (int y = 0; y < kRowLanes; ++y) total += partial[y][threadIdx.x];
+    float* o = out + int64_t{blockIdx.y} * C + c;
+    *o = accumulate ? *o + total : total;
+  }
+}
+
+// acc (C) += sum over k of partial[k][c], k in order.
+static __global__ void AddChunkSumsKernel(float* acc, const float* partial,
+                                          int chunks, int C) {
+  ZS_GRID_STRIDE_LOOP(c, C) {
+    float total = 0.0f;
+    for (int k = 0; k < chunks; ++k) total += partial[int64_t{k} * C + c];
     acc[c] += total;
   }
 }
@@ -101,11 +126,22 @@ struct RowMajorTerm {
 
 template <typename Term>
 cudaError_t LaunchColumnSums(cudaStream_t stream, float* acc, int64_t N, int C,
-                             Term term) {
+                             Term term, float* scratch, int scratch_cols) {
   if (N <= 0 || C <= 0) return cudaSuccess;
-  const unsigned blocks = static_cast<unsigned>((C + kColTile - 1) / kColTile);
-  ColumnSumsKernel<<<blocks, dim3(kColTile, kRowLanes), 0, stream>>>(acc, N, C,
-                                                                     term);
+  const unsigned tiles = static_cast<unsigned>((C + kColTile - 1) / kColTile);
+  const dim3 block(kColTile, kRowLanes);
+  if (scratch == nullptr || C > scratch_cols) {
+    ColumnChunkSumsKernel<<<dim3(tiles, 1), block, 0, stream>>>(
+        acc, N, C, N, /*accumulate=*/true, term);
+    return cudaGetLastError();
+  }
+  const int64_t rows = (N + kColChunks - 1) / kColChunks;
+  const int chunks = static_cast<int>((N + rows - 1) / rows);
+  ColumnChunkSumsKernel<<<dim3(tiles, chunks), block, 0, stream>>>(
+      scratch, N, C, rows, /*accumulate=*/false, term);
+  ZS_RETURN_IF_LAUNCH_FAILED();
+  AddChunkSumsKernel<<<GridFor(C), kBlock, 0, stream>>>(acc, scratch, chunks,
+                                                        C);
   return cudaGetLastError();
 }
 

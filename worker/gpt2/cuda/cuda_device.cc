@@ -2,11 +2,13 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdlib>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "worker/gpt2/cuda/cuda_launch.h"
 
 namespace zeroshard::gpt2 {
 namespace {
@@ -15,7 +17,9 @@ class CudaDevice : public Device {
  public:
   explicit CudaDevice(std::unique_ptr<CudaKernels> kernels)
       : kernels_(std::move(kernels)) {}
-  ~CudaDevice() override = default;
+  ~CudaDevice() override {
+    if (sum_scratch_ != nullptr) cudaFree(sum_scratch_);
+  }
 
   std::string Name() const override {
     return absl::StrFormat("%s, %s", kernels_->Name(),
@@ -42,6 +46,21 @@ class CudaDevice : public Device {
     if (device_ptr != nullptr) cudaFree(device_ptr);
   }
 
+  bool PinHost(void* host, size_t bytes) override {
+    if (host == nullptr || bytes == 0) return false;
+    if (cudaHostRegister(host, bytes, cudaHostRegisterDefault) != cudaSuccess) {
+      cudaGetLastError();  // not sticky: the copies stay pageable
+      return false;
+    }
+    return true;
+  }
+
+  void UnpinHost(void* host) override {
+    if (host != nullptr && cudaHostUnregister(host) != cudaSuccess) {
+      cudaGetLastError();
+    }
+  }
+
   absl::Status ToDevice(void* dst, const void* src, size_t bytes) override {
     ZS_RETURN_IF_ERROR(status());
     const cudaError_t e = cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice);
@@ -53,6 +72,47 @@ class CudaDevice : public Device {
     ZS_RETURN_IF_ERROR(status());
     const cudaError_t e = cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost);
     return e == cudaSuccess ? absl::OkStatus() : Fail("copy to host", bytes, e);
+  }
+
+  absl::Status AdamW(absl::Span<const AdamWTask> tasks) override {
+    ZS_RETURN_IF_ERROR(status());
+    for (const AdamWTask& t : tasks) {
+      const AdamWScalars a = MakeAdamWScalars(t.hyper);
+      const cuda_launch::AdamWConsts c{a.scale,       a.decay, a.beta1,
+                                       a.one_m_beta1, a.beta2, a.one_m_beta2,
+                                       a.bc2_sqrt,    a.eps,   a.neg_step_size};
+      const cudaError_t e = cuda_launch::AdamW(stream(), c, t.p, t.g, t.m, t.v,
+                                               static_cast<int64_t>(t.n));
+      if (e != cudaSuccess) return Fail("AdamW launch", t.n * 4, e);
+    }
+    return Sync("AdamW");
+  }
+
+  absl::Status Scale(float* x, size_t n, float s) override {
+    ZS_RETURN_IF_ERROR(status());
+    const cudaError_t e =
+        cuda_launch::Scale(stream(), x, static_cast<int64_t>(n), s);
+    if (e != cudaSuccess) return Fail("scale launch", n * 4, e);
+    return Sync("scale");
+  }
+
+  absl::StatusOr<double> SumSquares(const float* x, size_t n) override {
+    ZS_RETURN_IF_ERROR(status());
+    const size_t scratch = cuda_launch::kSumSquaresScratch * sizeof(double);
+    if (sum_scratch_ == nullptr) {
+      ZS_ASSIGN_OR_RETURN(void* p, Alloc(scratch));
+      sum_scratch_ = static_cast<double*>(p);
+    }
+    cudaError_t e = cuda_launch::SumSquares(
+        stream(), x, static_cast<int64_t>(n), sum_scratch_);
+    if (e != cudaSuccess) return Fail("sum of squares launch", n * 4, e);
+    double sum = 0;
+    e = cudaMemcpyAsync(&sum,
+                        sum_scratch_ + cuda_launch::kSumSquaresScratch - 1,
+                        sizeof(double), cudaMemcpyDeviceToHost, stream());
+    if (e != cudaSuccess) return Fail("sum of squares copy", n * 4, e);
+    ZS_RETURN_IF_ERROR(Sync("sum of squares"));
+    return sum;
   }
 
   Kernels& kernels() override { return *kernels_; }
@@ -69,14 +129,23 @@ class CudaDevice : public Device {
     return s;
   }
 
+  cudaStream_t stream() const { return kernels_->stream(); }
+
+  absl::Status Sync(const char* what) {
+    const cudaError_t e = cudaStreamSynchronize(stream());
+    return e == cudaSuccess ? absl::OkStatus() : Fail(what, 0, e);
+  }
+
   std::unique_ptr<CudaKernels> kernels_;
   absl::Status status_;
+  double* sum_scratch_ = nullptr;  // cuda_launch::SumSquares's
 };
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Device>> CreateCudaDevice(
-    const Config& config, int B, int T, CudaPrecision precision, int device) {
+    const Config& config, int B, int T, CudaPrecision precision, int device,
+    bool synchronous_kernels) {
   CudaKernelsOptions o;
   o.B = B;
   o.T = T;
@@ -86,6 +155,18 @@ absl::StatusOr<std::unique_ptr<Device>> CreateCudaDevice(
   o.maxT = config.max_seq_len;
   o.precision = precision;
   o.device = device;
+  o.synchronous = synchronous_kernels;
+  // ZEROSHARD_CUDA_ATTENTION=per-entry|batched (docs/cuda.md): the kit's
+  // A/B of attention's two ways.
+  if (const char* a = std::getenv("ZEROSHARD_CUDA_ATTENTION"); a != nullptr) {
+    const std::string v = a;
+    if (v == "per-entry") {
+      o.attention = CudaAttention::kPerEntry;
+    } else if (v != "batched" && !v.empty()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "ZEROSHARD_CUDA_ATTENTION='%s': want batched or per-entry", v));
+    }
+  }
   ZS_ASSIGN_OR_RETURN(std::unique_ptr<CudaKernels> k, CudaKernels::Create(o));
   return std::unique_ptr<Device>(new CudaDevice(std::move(k)));
 }

@@ -3,8 +3,11 @@
 // sized for the model's shape.
 //
 // Copies go through the legacy default stream; CudaKernels's own stream is a
-// blocking one and every kernel call synchronises, so a copy after a kernel
-// sees its result and a kernel after a copy sees the bytes.
+// blocking one, so a copy after a kernel waits for it and sees its result,
+// and a kernel after a copy sees the bytes. Kernel calls return once
+// enqueued unless `synchronous_kernels` (CudaKernelsOptions::synchronous:
+// per-layer timing, CudaKernels::CallTimes); the optimizer operations
+// (device.h) return with their work done.
 //
 // Errors: Create returns CudaKernels::Create's (UNAVAILABLE without a device,
 // UNIMPLEMENTED built without --config=cuda); a failed cudaMalloc is
@@ -24,8 +27,8 @@ namespace zeroshard::gpt2 {
 
 // A device for GPT-2 `config` on micro-batches of B x T tokens.
 absl::StatusOr<std::unique_ptr<Device>> CreateCudaDevice(
-    const Config& config, int B, int T, CudaPrecision precision,
-    int device = 0);
+    const Config& config, int B, int T, CudaPrecision precision, int device = 0,
+    bool synchronous_kernels = false);
 
 }  // namespace zeroshard::gpt2
 

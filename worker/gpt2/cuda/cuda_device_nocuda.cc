@@ -6,7 +6,7 @@ namespace zeroshard::gpt2 {
 
 absl::StatusOr<std::unique_ptr<Device>> CreateCudaDevice(const Config&, int,
                                                          int, CudaPrecision,
-                                                         int) {
+                                                         int, bool) {
   return absl::UnimplementedError("built without --config=cuda");
 }
 

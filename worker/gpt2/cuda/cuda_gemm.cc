@@ -130,13 +130,14 @@ void CudaKernelsImpl::MatmulBackward(float* dinp, float* dw, float* db,
     return;
   }
   Finish("MatmulBackward",
-         db != nullptr ? cuda_launch::AddColumnSums(stream_, db, dout, N, OC)
+         db != nullptr ? cuda_launch::AddColumnSums(stream_, db, dout, N, OC,
+                                                    colsum_, colsum_cols_)
                        : cudaSuccess);
 }
 
-void CudaKernelsImpl::AttentionForward(float* out, float* att, const float* qkv,
-                                       int B, int T, int C, int NH) {
-  if (!Begin()) return;
+bool CudaKernelsImpl::AttentionForwardPerEntry(float* out, float* att,
+                                               const float* qkv, int B, int T,
+                                               int C, int NH) {
   const int hs = C / NH;
   const int64_t C3 = int64_t{3} * C, TT = int64_t{T} * T;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
@@ -146,13 +147,13 @@ void CudaKernelsImpl::AttentionForward(float* out, float* att, const float* qkv,
     // S (NH,T,T) = scale Q K^T, written into att.
     if (!Gemm("AttentionForward QK^T", false, true, T, T, hs, scale, qh, kh,
               0.0f, att + b * NH * TT, T, TT, NH)) {
-      return;
+      return false;
     }
   }
   if (!Check(cuda_launch::CausalSoftmaxForward(stream_, att,
                                                int64_t{B} * NH * T, T),
              "AttentionForward softmax")) {
-    return;
+    return false;
   }
   for (int b = 0; b < B; ++b) {
     const Operand p{att + b * NH * TT, CUDA_R_32F, T, TT};
@@ -160,25 +161,18 @@ void CudaKernelsImpl::AttentionForward(float* out, float* att, const float* qkv,
     // Y (T,hs) per head = P V, into columns h*hs of out (B,T,C).
     if (!Gemm("AttentionForward PV", false, false, T, hs, T, 1.0f, p, vh, 0.0f,
               out + int64_t{b} * T * C, C, hs, NH)) {
-      return;
+      return false;
     }
   }
-  Finish("AttentionForward", cudaSuccess);
+  return true;
 }
 
-void CudaKernelsImpl::AttentionBackward(float* dqkv, const float* dout,
-                                        const float* qkv, const float* att,
-                                        int B, int T, int C, int NH) {
-  if (!Begin()) return;
+bool CudaKernelsImpl::AttentionBackwardPerEntry(float* dqkv, const float* dout,
+                                                const float* qkv,
+                                                const float* att, int B, int T,
+                                                int C, int NH) {
   const int hs = C / NH;
   const int64_t C3 = int64_t{3} * C, TT = int64_t{T} * T;
-  if (NH * TT > att_capacity_) {
-    Fail(absl::OutOfRangeError(absl::StrFormat(
-        "CudaKernels: AttentionBackward: NH*T*T = %d exceeds the scratch of %d "
-        "(see CudaKernelsOptions)",
-        NH * TT, att_capacity_)));
-    return;
-  }
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   float* ds = att_scratch_;  // (NH,T,T): dP, then dS in place
   const Operand dsh{ds, CUDA_R_32F, T, TT};
@@ -202,10 +196,124 @@ void CudaKernelsImpl::AttentionBackward(float* dqkv, const float* dout,
               0.0f, dq, C3, hs, NH) ||
         !Gemm("AttentionBackward dK", true, false, T, hs, T, scale, dsh, qh,
               0.0f, dq + C, C3, hs, NH)) {
-      return;
+      return false;
     }
   }
-  Finish("AttentionBackward", cudaSuccess);
+  return true;
+}
+
+// The whole layer at once: q, k, v (and y / dY) in head-major scratch
+// (cuda_launch::ToHeads), each product one strided batch of B*NH.
+
+bool CudaKernelsImpl::QkvToHeads(const float* qkv, int B, int T, int C, int NH,
+                                 const char* what) {
+  const int64_t slot = int64_t{B} * T * C;
+  for (int i = 0; i < 3; ++i) {  // q, k, v into slots 0, 1, 2
+    if (!Check(cuda_launch::ToHeads(stream_, heads_ + i * slot, qkv, B, T, NH,
+                                    C / NH, int64_t{3} * C, int64_t{i} * C),
+               what)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool CudaKernelsImpl::AttentionForwardBatched(float* out, float* att,
+                                              const float* qkv, int B, int T,
+                                              int C, int NH) {
+  const int hs = C / NH, BNH = B * NH;
+  const int64_t TT = int64_t{T} * T, Ths = int64_t{T} * hs;
+  const int64_t slot = int64_t{B} * T * C;
+  float *q = heads_, *k = heads_ + slot, *v = heads_ + 2 * slot,
+        *y = heads_ + 3 * slot;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  if (!QkvToHeads(qkv, B, T, C, NH, "AttentionForward to heads")) return false;
+  const Operand qh{q, CUDA_R_32F, hs, Ths}, kh{k, CUDA_R_32F, hs, Ths},
+      vh{v, CUDA_R_32F, hs, Ths}, p{att, CUDA_R_32F, T, TT};
+  return Gemm("AttentionForward QK^T", false, true, T, T, hs, scale, qh, kh,
+              0.0f, att, T, TT, BNH) &&
+         Check(cuda_launch::CausalSoftmaxForward(stream_, att, int64_t{BNH} * T,
+                                                 T),
+               "AttentionForward softmax") &&
+         Gemm("AttentionForward PV", false, false, T, hs, T, 1.0f, p, vh, 0.0f,
+              y, hs, Ths, BNH) &&
+         Check(cuda_launch::FromHeads(stream_, out, y, B, T, NH, hs, C, 0),
+               "AttentionForward from heads");
+}
+
+bool CudaKernelsImpl::AttentionBackwardBatched(float* dqkv, const float* dout,
+                                               const float* qkv,
+                                               const float* att, int B, int T,
+                                               int C, int NH) {
+  const int hs = C / NH, BNH = B * NH;
+  const int64_t C3 = int64_t{3} * C, TT = int64_t{T} * T, Ths = int64_t{T} * hs;
+  const int64_t slot = int64_t{B} * T * C;
+  // Slots: q, k, v, dY; dV goes where V was (after dP read it), dQ where dY
+  // was (after dV and dP), dK where K was (after dQ).
+  float *q = heads_, *k = heads_ + slot, *v = heads_ + 2 * slot,
+        *dy = heads_ + 3 * slot;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  float* ds = att_scratch_;  // (B,NH,T,T): dP, then dS in place
+  if (!QkvToHeads(qkv, B, T, C, NH, "AttentionBackward to heads")) {
+    return false;
+  }
+  const Operand qh{q, CUDA_R_32F, hs, Ths}, kh{k, CUDA_R_32F, hs, Ths},
+      vh{v, CUDA_R_32F, hs, Ths}, dyh{dy, CUDA_R_32F, hs, Ths},
+      ph{att, CUDA_R_32F, T, TT}, dsh{ds, CUDA_R_32F, T, TT};
+  return Check(cuda_launch::ToHeads(stream_, dy, dout, B, T, NH, hs, C, 0),
+               "AttentionBackward to heads") &&
+         Gemm("AttentionBackward dP", false, true, T, T, hs, 1.0f, dyh, vh,
+              0.0f, ds, T, TT, BNH) &&
+         Gemm("AttentionBackward dV", true, false, T, hs, T, 1.0f, ph, dyh,
+              0.0f, v, hs, Ths, BNH) &&
+         Check(cuda_launch::CausalSoftmaxBackward(stream_, ds, att, ds,
+                                                  int64_t{BNH} * T, T),
+               "AttentionBackward softmax") &&
+         Gemm("AttentionBackward dQ", false, false, T, hs, T, scale, dsh, kh,
+              0.0f, dy, hs, Ths, BNH) &&
+         Gemm("AttentionBackward dK", true, false, T, hs, T, scale, dsh, qh,
+              0.0f, k, hs, Ths, BNH) &&
+         Check(cuda_launch::FromHeads(stream_, dqkv, dy, B, T, NH, hs, C3, 0),
+               "AttentionBackward from heads") &&
+         Check(cuda_launch::FromHeads(stream_, dqkv, k, B, T, NH, hs, C3, C),
+               "AttentionBackward from heads") &&
+         Check(cuda_launch::FromHeads(stream_, dqkv, v, B, T, NH, hs, C3,
+                                      2 * int64_t{C}),
+               "AttentionBackward from heads");
+}
+
+void CudaKernelsImpl::AttentionForward(float* out, float* att, const float* qkv,
+                                       int B, int T, int C, int NH) {
+  if (!Begin()) return;
+  const bool ok = AttentionBatched(B, T, C, NH)
+                      ? AttentionForwardBatched(out, att, qkv, B, T, C, NH)
+                      : AttentionForwardPerEntry(out, att, qkv, B, T, C, NH);
+  if (ok) Finish("AttentionForward", cudaSuccess);
+}
+
+void CudaKernelsImpl::AttentionBackward(float* dqkv, const float* dout,
+                                        const float* qkv, const float* att,
+                                        int B, int T, int C, int NH) {
+  if (!Begin()) return;
+  const int64_t TT = int64_t{T} * T;
+  if (NH * TT > att_capacity_) {
+    Fail(absl::OutOfRangeError(absl::StrFormat(
+        "CudaKernels: AttentionBackward: NH*T*T = %d exceeds the scratch of %d "
+        "(see CudaKernelsOptions)",
+        NH * TT, att_capacity_)));
+    return;
+  }
+  const bool ok =
+      AttentionBatched(B, T, C, NH)
+          ? AttentionBackwardBatched(dqkv, dout, qkv, att, B, T, C, NH)
+          : AttentionBackwardPerEntry(dqkv, dout, qkv, att, B, T, C, NH);
+  if (ok) Finish("AttentionBackward", cudaSuccess);
+}
+
+bool CudaKernelsImpl::AttentionBatched(int B, int T, int C, int NH) const {
+  return options_.attention == CudaAttention::kBatched &&
+         int64_t{B} * NH * T * T <= att_capacity_ &&
+         int64_t{B} * T * C <= heads_slot_;
 }
 
 }  // namespace zeroshard::gpt2

@@ -128,10 +128,39 @@ absl::Status CudaKernelsImpl::Init() {
     return status_;
   }
   att_capacity_ = int64_t{o.NH} * o.T * o.T;
+  if (o.attention == CudaAttention::kBatched) {
+    att_capacity_ *= o.B;
+    heads_slot_ = int64_t{o.B} * o.T * o.C;
+    if (!Check(cudaMalloc(reinterpret_cast<void**>(&heads_),
+                          4 * heads_slot_ * sizeof(float)),
+               "cudaMalloc (attention heads)")) {
+      return status_;
+    }
+  }
   if (!Check(cudaMalloc(reinterpret_cast<void**>(&att_scratch_),
                         att_capacity_ * sizeof(float)),
              "cudaMalloc (attention scratch)")) {
     return status_;
+  }
+  // Column sums (LayerNorm's dw/db, the matmul bias gradient): up to the
+  // widest output; the embedding backward's sort: B*T positions.
+  colsum_cols_ = std::max(4 * o.C, o.Vp);
+  encoder_.capacity = int64_t{o.B} * o.T;
+  encoder_.temp_bytes = cuda_launch::EncoderSortTempBytes(encoder_.capacity);
+  for (auto [p, bytes] :
+       {std::pair{reinterpret_cast<void**>(&colsum_),
+                  int64_t{cuda_launch::kColumnChunks} * colsum_cols_ * 4},
+        std::pair{reinterpret_cast<void**>(&encoder_.sorted_tokens),
+                  encoder_.capacity * 4},
+        std::pair{reinterpret_cast<void**>(&encoder_.positions),
+                  encoder_.capacity * 4},
+        std::pair{reinterpret_cast<void**>(&encoder_.sorted_positions),
+                  encoder_.capacity * 4},
+        std::pair{&encoder_.temp, static_cast<int64_t>(encoder_.temp_bytes)}}) {
+    if (!Check(cudaMalloc(p, std::max<int64_t>(bytes, 1)),
+               "cudaMalloc (column sum and sort scratch)")) {
+      return status_;
+    }
   }
   if (o.precision == CudaPrecision::kBf16) {
     const int64_t widest = std::max<int64_t>(int64_t{4} * o.C, o.Vp);
@@ -159,6 +188,12 @@ CudaKernelsImpl::~CudaKernelsImpl() {
   if (blas_ != nullptr) cublasDestroy(blas_);
   FreeDevice(blas_workspace_);
   FreeDevice(att_scratch_);
+  FreeDevice(heads_);
+  FreeDevice(colsum_);
+  FreeDevice(encoder_.sorted_tokens);
+  FreeDevice(encoder_.positions);
+  FreeDevice(encoder_.sorted_positions);
+  FreeDevice(encoder_.temp);
   FreeDevice(bf16_inp_);
   FreeDevice(bf16_w_);
   FreeDevice(bf16_dout_);
@@ -186,7 +221,23 @@ bool CudaKernelsImpl::CheckBlas(cublasStatus_t st, const char* what) {
 
 void CudaKernelsImpl::Finish(const char* what, cudaError_t launched) {
   if (!Check(launched, what)) return;
-  Check(cudaStreamSynchronize(stream_), what);
+  if (options_.synchronous && !Check(cudaStreamSynchronize(stream_), what)) {
+    return;
+  }
+  CallTime& t = times_[what];
+  ++t.calls;
+  t.seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - began_)
+          .count();
+}
+
+std::vector<CudaKernels::CallTime> CudaKernelsImpl::CallTimes() const {
+  std::vector<CallTime> out;
+  for (const auto& [name, t] : times_) {
+    out.push_back(t);
+    out.back().name = name;
+  }
+  return out;
 }
 
 // ===========================================================================
@@ -211,7 +262,8 @@ void CudaKernelsImpl::EncoderBackward(float* dwte, float* dwpe,
                                       int T, int C) {
   if (!Begin()) return;
   Finish("EncoderBackward",
-         cuda_launch::EncoderBackward(stream_, dwte, dwpe, dout, inp, B, T, C));
+         cuda_launch::EncoderBackward(stream_, dwte, dwpe, dout, inp, B, T, C,
+                                      encoder_));
 }
 
 void CudaKernelsImpl::LayernormForward(float* out, float* mean, float* rstd,
@@ -227,9 +279,9 @@ void CudaKernelsImpl::LayernormBackward(float* dinp, float* dw, float* db,
                                         const float* w, const float* mean,
                                         const float* rstd, int64_t N, int C) {
   if (!Begin()) return;
-  Finish("LayernormBackward",
-         cuda_launch::LayernormBackward(stream_, dinp, dw, db, dout, inp, w,
-                                        mean, rstd, N, C));
+  Finish("LayernormBackward", cuda_launch::LayernormBackward(
+                                  stream_, dinp, dw, db, dout, inp, w, mean,
+                                  rstd, N, C, colsum_, colsum_cols_));
 }
 
 void CudaKernelsImpl::GeluForward(float* out, const float* inp, int64_t n) {

@@ -30,7 +30,10 @@
 // that scratch records OUT_OF_RANGE (see Errors) instead of running.
 // Capacities:
 //   matmul (kBf16 only): N*C and N*OC <= B*T*max(4C, Vp); OC*C <= C*max(4C,Vp)
-//   attention:           NH*T*T <= options NH*T*T
+//   attention:           NH*T*T <= options NH*T*T (kBatched scratch:
+//                        B*NH*T*T floats for dS and 4*B*T*C for the
+//                        head-major operands; calls beyond those sizes run
+//                        per entry)
 //
 // Stream and synchronisation: all work is enqueued on one stream
 // (options.stream, or one the object creates and owns), and every call ends
@@ -62,7 +65,10 @@
 #ifndef ZEROSHARD_WORKER_GPT2_CUDA_CUDA_KERNELS_H_
 #define ZEROSHARD_WORKER_GPT2_CUDA_CUDA_KERNELS_H_
 
+#include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -75,6 +81,12 @@ struct CUstream_st;
 namespace zeroshard::gpt2 {
 
 enum class CudaPrecision { kFp32, kBf16 };
+
+// How attention's products run (cuda_gemm.cc): one strided batch of B*NH
+// heads per product, with q, k, v and the output gradients copied to
+// head-major scratch first (kBatched); or per batch entry, NH heads at a
+// time, straight from qkv (kPerEntry: less scratch, more, smaller calls).
+enum class CudaAttention { kBatched, kPerEntry };
 
 // "fp32", "bf16".
 inline const char* CudaPrecisionName(CudaPrecision precision) {
@@ -95,6 +107,13 @@ struct CudaKernelsOptions {
   int device = 0;
   // Not owned; null: the object creates (and destroys) its own stream.
   CUstream_st* stream = nullptr;
+  // true: every call synchronises (see the file comment). false: calls
+  // return once their work is enqueued, so the GPU runs ahead of the host;
+  // a fault while it runs surfaces at the caller's next synchronisation
+  // (a cudaMemcpy, which the legacy default stream orders after this
+  // stream's work), not in status(), and CallTimes counts enqueue time.
+  bool synchronous = true;
+  CudaAttention attention = CudaAttention::kBatched;
 };
 
 class CudaKernels : public Kernels {
@@ -110,6 +129,20 @@ class CudaKernels : public Kernels {
   virtual absl::Status status() const = 0;
 
   virtual const CudaKernelsOptions& options() const = 0;
+
+  // The stream every call enqueues on (options.stream, or the object's).
+  virtual CUstream_st* stream() const = 0;
+
+  // Where the time went: per layer call (by its name), how many calls
+  // returned and their wall time from entry to the end of the
+  // synchronisation, so the GPU's time plus the launch and wait overhead.
+  struct CallTime {
+    std::string name;
+    int64_t calls = 0;
+    double seconds = 0;
+  };
+  // In name order.
+  virtual std::vector<CallTime> CallTimes() const = 0;
 
  protected:
   CudaKernels() = default;

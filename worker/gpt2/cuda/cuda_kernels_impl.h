@@ -16,11 +16,15 @@
 #include <cuda_runtime_api.h>
 #include <library_types.h>
 
+#include <chrono>
 #include <cstdint>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "worker/gpt2/cuda/cuda_kernels.h"
+#include "worker/gpt2/cuda/cuda_launch.h"
 
 namespace zeroshard::gpt2 {
 
@@ -38,6 +42,8 @@ class CudaKernelsImpl final : public CudaKernels {
 
   absl::Status status() const override { return status_; }
   const CudaKernelsOptions& options() const override { return options_; }
+  CUstream_st* stream() const override { return stream_; }
+  std::vector<CallTime> CallTimes() const override;
 
   const char* Name() const override { return name_.c_str(); }
   void Zero(float* x, int64_t n) override;
@@ -100,7 +106,26 @@ class CudaKernelsImpl final : public CudaKernels {
                      uint16_t* scratch, int64_t capacity, int64_t ld,
                      Operand* out);
 
-  bool Begin() const { return status_.ok(); }
+  // Attention's two ways (CudaAttention); false: an error was recorded.
+  bool AttentionBatched(int B, int T, int C, int NH) const;
+  // q, k, v of qkv (B,T,3C) into heads_'s slots 0-2 (head-major).
+  bool QkvToHeads(const float* qkv, int B, int T, int C, int NH,
+                  const char* what);
+  bool AttentionForwardBatched(float* out, float* att, const float* qkv, int B,
+                               int T, int C, int NH);
+  bool AttentionBackwardBatched(float* dqkv, const float* dout,
+                                const float* qkv, const float* att, int B,
+                                int T, int C, int NH);
+  bool AttentionForwardPerEntry(float* out, float* att, const float* qkv, int B,
+                                int T, int C, int NH);
+  bool AttentionBackwardPerEntry(float* dqkv, const float* dout,
+                                 const float* qkv, const float* att, int B,
+                                 int T, int C, int NH);
+
+  bool Begin() {
+    began_ = std::chrono::steady_clock::now();
+    return status_.ok();
+  }
   // Records `error` if it is the first; returns status_.ok().
   bool Fail(absl::Status error);
   bool Check(cudaError_t err, const char* what);
@@ -113,6 +138,8 @@ class CudaKernelsImpl final : public CudaKernels {
   absl::Status status_;
   cudaStream_t stream_ = nullptr;
   bool owns_stream_ = false;
+  std::chrono::steady_clock::time_point began_;  // of the call in progress
+  std::map<std::string, CallTime> times_;        // by name (CallTimes)
   cublasHandle_t blas_ = nullptr;
 
   // Scratch (see cuda_kernels.h for the capacities): attention's dP/dS for
@@ -120,6 +147,14 @@ class CudaKernelsImpl final : public CudaKernels {
   // activations (inp), weights (w), output gradients (dout).
   void* blas_workspace_ = nullptr;
   float* att_scratch_ = nullptr;
+  // kBatched: q, k, v and y / dY head-major, heads_slot_ floats each.
+  float* heads_ = nullptr;
+  int64_t heads_slot_ = 0;
+  // The column sums' chunks (kColumnChunks x colsum_cols_ floats) and the
+  // embedding backward's sort (cuda_launch.h).
+  float* colsum_ = nullptr;
+  int colsum_cols_ = 0;
+  cuda_launch::EncoderScratch encoder_;
   int64_t att_capacity_ = 0;
   uint16_t* bf16_inp_ = nullptr;
   uint16_t* bf16_w_ = nullptr;

@@ -111,8 +111,12 @@ bool SameBits(const Outputs& a, const Outputs& b) {
 // the device arrays of the GPU runs (freed at the end).
 class Parity {
  public:
-  Parity(const Shape& s, CudaPrecision precision)
-      : s_(s), N_(int64_t{s.B} * s.T), precision_(precision) {}
+  Parity(const Shape& s, CudaPrecision precision,
+         CudaAttention attention = CudaAttention::kBatched)
+      : s_(s),
+        N_(int64_t{s.B} * s.T),
+        precision_(precision),
+        attention_(attention) {}
   ~Parity() {
     for (void* p : device_) cudaFree(p);
   }
@@ -125,6 +129,7 @@ class Parity {
     o.B = s_.B, o.T = s_.T, o.C = s_.C, o.NH = s_.NH, o.Vp = s_.Vp;
     o.maxT = s_.T + 3;
     o.precision = precision_;
+    o.attention = attention_;
     auto gpu = CudaKernels::Create(o);
     EXPECT_TRUE(gpu.ok()) << gpu.status();
     if (!cpu.ok() || !gpu.ok()) return false;
@@ -215,6 +220,7 @@ class Parity {
   const Shape s_;
   const int64_t N_;
   const CudaPrecision precision_;
+  const CudaAttention attention_;
   std::unique_ptr<CpuKernels> cpu_;
   std::unique_ptr<CudaKernels> gpu_;
   std::mt19937_64 rng_{20240611};
@@ -308,12 +314,15 @@ void Parity::Matmul(const char* name, int K, int OC, bool bias) {
 }
 
 void Parity::Attention() {
+  const char* name = attention_ == CudaAttention::kBatched
+                         ? "attention"
+                         : "attention_per_entry";
   const int B = s_.B, T = s_.T, C = s_.C, NH = s_.NH;
   const int64_t n_att = int64_t{B} * NH * T * T;
   const std::vector<float> qkv = Random(N_ * 3 * C);
   std::vector<float> out(N_ * C), att(n_att);
   cpu_->AttentionForward(out.data(), att.data(), qkv.data(), B, T, C, NH);
-  Compare("attention", "fwd", kFp32Tol, {out, att}, [&] {
+  Compare(name, "fwd", kFp32Tol, {out, att}, [&] {
     float *d = Garbage(N_ * C), *a = Garbage(n_att);
     gpu_->AttentionForward(d, a, Up(qkv), B, T, C, NH);
     return Outputs{Down(d, N_ * C), Down(a, n_att)};
@@ -323,7 +332,7 @@ void Parity::Attention() {
   std::vector<float> dqkv(N_ * 3 * C);
   cpu_->AttentionBackward(dqkv.data(), dout.data(), qkv.data(), att.data(), B,
                           T, C, NH);
-  Compare("attention", "bwd", kFp32Tol, {dqkv}, [&] {
+  Compare(name, "bwd", kFp32Tol, {dqkv}, [&] {
     float* d = Garbage(N_ * 3 * C);
     gpu_->AttentionBackward(d, Up(dout), Up(qkv), Up(att), B, T, C, NH);
     return Outputs{Down(d, N_ * 3 * C)};
@@ -422,6 +431,10 @@ TEST(CudaKernelsTest, ParityWithCpuKernels) {
       t.CrossEntropy();
       t.Zero();
     }
+    // Attention one batch entry at a time (CudaAttention::kPerEntry).
+    Parity e(s, CudaPrecision::kFp32, CudaAttention::kPerEntry);
+    ASSERT_TRUE(e.Init());
+    e.Attention();
   }
 }
 

@@ -35,8 +35,9 @@ cudaError_t BroadcastRows(cudaStream_t stream, float* out, const float* b,
 }
 
 cudaError_t AddColumnSums(cudaStream_t stream, float* acc, const float* x,
-                          int64_t N, int C) {
-  return LaunchColumnSums(stream, acc, N, C, RowMajorTerm{x, C});
+                          int64_t N, int C, float* colsum, int colsum_cols) {
+  return LaunchColumnSums(stream, acc, N, C, RowMajorTerm{x, C}, colsum,
+                          colsum_cols);
 }
 
 }  // namespace zeroshard::gpt2::cuda_launch

@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cub/device/device_radix_sort.cuh>
 
 #include "worker/gpt2/cuda/cuda_common.cuh"
 #include "worker/gpt2/cuda/cuda_launch.h"
@@ -49,9 +50,10 @@ __global__ void EncoderBackwardWpeKernel(float* __restrict__ dwpe,
 }
 
 // dwte[v] += sum of dout[j] over positions j with inp[j] == v, j ascending.
-// Block i (one per position) works only if i is the first position holding
-// its token v, so every row of dwte has exactly one writer; no sort, no
-// atomics, and the order of the additions is CpuKernels's.
+// Without a sort: block i (one per position) works only if i is the first
+// position holding its token v, so every row of dwte has exactly one
+// writer; no atomics, and the order of the additions is CpuKernels's. It
+// scans every later position for each row: the fallback.
 __global__ void EncoderBackwardWteKernel(float* __restrict__ dwte,
                                          const float* __restrict__ dout,
                                          const int* __restrict__ inp,
@@ -71,6 +73,30 @@ __global__ void EncoderBackwardWteKernel(float* __restrict__ dwte,
     }
     row[c] = acc;
   }
+}
+
+// The same sums over the positions sorted by token (stable, so each token's
+// positions ascend): block k works only if sorted entry k starts its
+// token's run, and adds the run in order; the bits of the kernel above.
+__global__ void EncoderBackwardWteSortedKernel(
+    float* __restrict__ dwte, const float* __restrict__ dout,
+    const int* __restrict__ tokens, const int* __restrict__ positions,
+    int64_t BT, int C) {
+  const int64_t k = blockIdx.x;
+  const int v = tokens[k];
+  if (k > 0 && tokens[k - 1] == v) return;  // uniform across the block
+  float* row = dwte + int64_t{v} * C;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    float acc = row[c];
+    for (int64_t j = k; j < BT && tokens[j] == v; ++j) {
+      acc += dout[int64_t{positions[j]} * C + c];
+    }
+    row[c] = acc;
+  }
+}
+
+__global__ void IotaKernel(int* __restrict__ x, int64_t n) {
+  ZS_GRID_STRIDE_LOOP(i, n) { x[i] = static_cast<int>(i); }
 }
 
 // One block per row r: out, mean[r], rstd[r] as vec_scalar.cc's
@@ -193,16 +219,42 @@ cudaError_t EncoderForward(cudaStream_t stream, float* out, const int* inp,
   return cudaGetLastError();
 }
 
+size_t EncoderSortTempBytes(int64_t n) {
+  size_t bytes = 0;
+  if (n <= 0 ||
+      cub::DeviceRadixSort::SortPairs(
+          nullptr, bytes, static_cast<const int*>(nullptr),
+          static_cast<int*>(nullptr), static_cast<const int*>(nullptr),
+          static_cast<int*>(nullptr), static_cast<int>(n)) != cudaSuccess) {
+    return 0;
+  }
+  return bytes;
+}
+
 cudaError_t EncoderBackward(cudaStream_t stream, float* dwte, float* dwpe,
                             const float* dout, const int* inp, int B, int T,
-                            int C) {
+                            int C, const EncoderScratch& scratch) {
   const int64_t BT = int64_t{B} * T;
   if (BT <= 0 || C <= 0) return cudaSuccess;
   EncoderBackwardWpeKernel<<<GridFor(int64_t{T} * C), kBlock, 0, stream>>>(
       dwpe, dout, B, T, C);
   ZS_RETURN_IF_LAUNCH_FAILED();
-  EncoderBackwardWteKernel<<<static_cast<unsigned>(BT), kBlock, 0, stream>>>(
-      dwte, dout, inp, BT, C);
+  if (BT > scratch.capacity || scratch.temp == nullptr) {
+    EncoderBackwardWteKernel<<<static_cast<unsigned>(BT), kBlock, 0, stream>>>(
+        dwte, dout, inp, BT, C);
+    return cudaGetLastError();
+  }
+  IotaKernel<<<GridFor(BT), kBlock, 0, stream>>>(scratch.positions, BT);
+  ZS_RETURN_IF_LAUNCH_FAILED();
+  size_t temp_bytes = scratch.temp_bytes;
+  const cudaError_t sorted = cub::DeviceRadixSort::SortPairs(
+      scratch.temp, temp_bytes, inp, scratch.sorted_tokens, scratch.positions,
+      scratch.sorted_positions, static_cast<int>(BT), 0, 8 * sizeof(int),
+      stream);
+  if (sorted != cudaSuccess) return sorted;
+  EncoderBackwardWteSortedKernel<<<static_cast<unsigned>(BT), kBlock, 0,
+                                   stream>>>(dwte, dout, scratch.sorted_tokens,
+                                             scratch.sorted_positions, BT, C);
   return cudaGetLastError();
 }
 
@@ -218,15 +270,18 @@ cudaError_t LayernormForward(cudaStream_t stream, float* out, float* mean,
 cudaError_t LayernormBackward(cudaStream_t stream, float* dinp, float* dw,
                               float* db, const float* dout, const float* inp,
                               const float* w, const float* mean,
-                              const float* rstd, int64_t N, int C) {
+                              const float* rstd, int64_t N, int C,
+                              float* colsum, int colsum_cols) {
   if (N <= 0 || C <= 0) return cudaSuccess;
   LayernormBackwardDinpKernel<<<static_cast<unsigned>(N), kBlock, 0, stream>>>(
       dinp, dout, inp, w, mean, rstd, C);
   ZS_RETURN_IF_LAUNCH_FAILED();
   const cudaError_t err = LaunchColumnSums(
-      stream, dw, N, C, LayernormDwTerm{dout, inp, mean, rstd, C});
+      stream, dw, N, C, LayernormDwTerm{dout, inp, mean, rstd, C}, colsum,
+      colsum_cols);
   if (err != cudaSuccess) return err;
-  return LaunchColumnSums(stream, db, N, C, RowMajorTerm{dout, C});
+  return LaunchColumnSums(stream, db, N, C, RowMajorTerm{dout, C}, colsum,
+                          colsum_cols);
 }
 
 cudaError_t GeluForward(cudaStream_t stream, float* out, const float* inp,
