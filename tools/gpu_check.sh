@@ -21,9 +21,9 @@
 #       line: "gpu_check: N passed, N failed, N skipped". Exit status 1 when
 #       a check failed.
 #
-#   tools/gpu_check.sh train-bench KIT PYTHON DEVICE [zeroshard train flags]
+#   tools/gpu_check.sh train-bench KIT PYTHON DEVICE STAGE [train flags]
 #       The kit's `zeroshard train` benchmark alone (run calls it with
-#       DEVICE cuda and GPT-2 124M): one worker, 2 servers, stage 0.
+#       DEVICE cuda and GPT-2 124M, stages 0 and 2): one worker, 2 servers.
 #
 # Environment for `run`: GPU_CHECK_PYTHON (a python with torch; default
 # /opt/torch/.venv/bin/python3, else python3), GPU_CHECK_TORCH_ARGS (extra
@@ -42,6 +42,7 @@ BINARIES=(
   "common/cuda/dtype_cuda_test:bin/dtype_cuda_test"
   "worker/gpt2/cuda/cuda_kernels_test:bin/cuda_kernels_test"
   "worker/gpt2/cuda/cuda_model_test:bin/cuda_model_test"
+  "worker/engine/cuda_engine_test:bin/cuda_engine_test"
   "worker/collective/nccl_communicator_test:bin/nccl_communicator_test"
   "server/zeroshard-server:bin/zeroshard-server"
   "tests/bench/transfer_bench:bin/transfer_bench"
@@ -148,13 +149,15 @@ check() {
   rm -f "$out"
 }
 
-# train_bench KIT PYTHON DEVICE ARGS...: `zeroshard train` (one worker, 2
-# servers, stage 0, the model on DEVICE) on synthetic tokens; prints its
-# report's tokens/s as "train_bench tokens_per_s=N". ARGS: the model's shape
-# and steps (zeroshard train's flags).
+# train_bench KIT PYTHON DEVICE STAGE ARGS...: `zeroshard train` (one
+# worker, 2 servers, ZeRO stage STAGE, the model on DEVICE) on synthetic
+# tokens. Prints the median step's split by phase (metrics.jsonl, steps
+# after the first 3) and "train_bench device=D stage=S tokens_per_s=N" from
+# that median step (the report's whole-run figure, first steps included,
+# beside it). ARGS: the model's shape and steps (zeroshard train's flags).
 train_bench() {
-  local kit=$1 py=$2 device=$3
-  shift 3
+  local kit=$1 py=$2 device=$3 stage=$4
+  shift 4
   local dir
   dir=$(mktemp -d) || return 1
   # An llm.c token file: 256 int32 header (magic, version, count), uint16s.
@@ -170,20 +173,29 @@ PY
   cat >"$dir/ds.json" <<JSON
 {"train_micro_batch_size_per_gpu": 8, "gradient_accumulation_steps": 1,
  "optimizer": {"type": "AdamW", "params": {"lr": 6e-4, "weight_decay": 0.1}},
- "zero_optimization": {"stage": 0},
+ "zero_optimization": {"stage": $stage},
  "zeroshard": {"servers": 2, "device": "$device"}}
 JSON
   "$kit/bin/zeroshard" train --config="$dir/ds.json" --data="$dir/tokens.bin" \
     --workers=1 --work_dir="$dir/run" --eval_every=-1 --print_every=5 "$@" ||
     return 1
-  local tps
-  tps=$(awk -F'|' '/tokens\/s \(all workers\)/ {gsub(/ /, "", $3); print $3}' \
-        "$dir/run/report.md")
-  if [ -z "$tps" ]; then
-    echo "train_bench: no tokens/s in $dir/run/report.md"
-    return 1
-  fi
-  echo "train_bench device=$device tokens_per_s=$tps"
+  local whole metrics=$dir/run/metrics-rank0.jsonl
+  whole=$(awk -F'|' '/tokens\/s \(all workers\)/ {
+            gsub(/ /, "", $3); print $3}' "$dir/run/report.md")
+  "$py" - "$metrics" "$device" "$stage" "$whole" <<'PY' || return 1
+import json, statistics, sys
+steps = [r for r in map(json.loads, open(sys.argv[1]))
+         if r.get("event") == "step"][3:]
+if not steps:
+    sys.exit("train_bench: fewer than 4 steps in " + sys.argv[1])
+med = statistics.median(r["step_seconds"] for r in steps)
+phases = {k: statistics.median(r["phase_seconds"][k] for r in steps)
+          for k in steps[0]["phase_seconds"]}
+print("train_bench phases_ms step=%.1f %s" % (med * 1e3, " ".join(
+    "%s=%.1f" % (k, v * 1e3) for k, v in phases.items())))
+print("train_bench device=%s stage=%s tokens_per_s=%.0f whole_run=%s" %
+      (sys.argv[2], sys.argv[3], steps[0]["tokens"] / med, sys.argv[4]))
+PY
   rm -rf "$dir"
 }
 
@@ -235,7 +247,13 @@ run() {
   check dtype_cuda_test 120 "$kit/bin/dtype_cuda_test"
   check cuda_kernels_test 120 "$kit/bin/cuda_kernels_test"
   check cuda_model_test 120 "$kit/bin/cuda_model_test"
+  # Attention one batch entry at a time (the A/B of CudaAttention).
+  check cuda_model_timing_per_entry 120 env ZEROSHARD_CUDA_ATTENTION=per-entry \
+    "$kit/bin/cuda_model_test" --gtest_filter='*Timing*'
   check nccl_communicator_test 120 "$kit/bin/nccl_communicator_test"
+  # The engine on the device against the CPU engine, every stage; its
+  # servers are found as server/zeroshard-server from the kit.
+  check cuda_engine_test 240 env -C "$kit" bin/cuda_engine_test
   # The host's loopback link to the servers: gather/push against raw TCP.
   check transfer_bench 120 env -C "$kit" bin/transfer_bench
   local py=${GPU_CHECK_PYTHON:-}
@@ -249,21 +267,37 @@ run() {
     check gpu_torch_check 300 "$py" tests/python/gpu_torch_check.py \
     --device=cuda ${GPU_CHECK_TORCH_ARGS:-}
   # zeroshard train on the GPU: GPT-2 124M (12 layers, 12 heads, 768
-  # channels, T = 1024, batch 8, fp32), stage 0, against eager torch's
-  # tokens/s from the torch check (the same model, batch and precision).
+  # channels, T = 1024, batch 8, fp32): stage 0 (the optimizer on the
+  # device) against eager torch's tokens/s from the torch check (the same
+  # model, batch and precision); stage 2 (the optimizer on 2 servers here)
+  # against FSDP2 with CPU offload from it.
+  local stage
+  for stage in 0 2; do
+    # shellcheck disable=SC2086  # GPU_CHECK_TRAIN_ARGS is a list of flags
+    check "gpu_train_bench_stage$stage" 300 bash "$SELF" train-bench \
+      "$kit" "$py" cuda "$stage" --layers=12 --heads=12 --channels=768 \
+      --vocab=50257 --seq_len=1024 --steps=20 ${GPU_CHECK_TRAIN_ARGS:-}
+  done
   # shellcheck disable=SC2086  # GPU_CHECK_TRAIN_ARGS is a list of flags
-  check gpu_train_bench 300 bash "$SELF" train-bench "$kit" "$py" cuda \
-    --layers=12 --heads=12 --channels=768 --vocab=50257 --seq_len=1024 \
-    --steps=20 ${GPU_CHECK_TRAIN_ARGS:-}
-  local eager cpp ratio
+  check gpu_train_bench_stage0_per_entry 300 \
+    env ZEROSHARD_CUDA_ATTENTION=per-entry bash "$SELF" train-bench "$kit" \
+    "$py" cuda 0 --layers=12 --heads=12 --channels=768 --vocab=50257 \
+    --seq_len=1024 --steps=20 ${GPU_CHECK_TRAIN_ARGS:-}
+  local eager fsdp2 s0 s2 r0 r2
   eager=$(awk -F'tokens_per_s=' '/bench variant=eager/ {
             split($2, a, " "); print a[1]}' "$results" | tail -1)
-  cpp=$(awk -F'tokens_per_s=' '/^train_bench device=cuda/ {print $2}' \
-        "$results" | tail -1)
-  if [ -n "$eager" ] && [ -n "$cpp" ]; then
-    ratio=$(awk -v a="$cpp" -v b="$eager" 'BEGIN{printf "%.3f", a / b}')
-    log "RESULT gpu_stage0_vs_torch=$ratio" \
-      "zeroshard_train_tokens_per_s=$cpp torch_eager_tokens_per_s=$eager"
+  fsdp2=$(awk -F'tokens_per_s=' '/bench variant=fsdp2/ {
+            split($2, a, " "); print a[1]}' "$results" | tail -1)
+  s0=$(awk -F'tokens_per_s=' '/^train_bench device=cuda stage=0/ {
+         split($2, a, " "); print a[1]}' "$results" | head -1)
+  s2=$(awk -F'tokens_per_s=' '/^train_bench device=cuda stage=2/ {
+         split($2, a, " "); print a[1]}' "$results" | tail -1)
+  if [ -n "$eager" ] && [ -n "$fsdp2" ] && [ -n "$s0" ] && [ -n "$s2" ]; then
+    r0=$(awk -v a="$s0" -v b="$eager" 'BEGIN{printf "%.3f", a / b}')
+    r2=$(awk -v a="$s2" -v b="$fsdp2" 'BEGIN{printf "%.3f", a / b}')
+    log "RESULT gpu_stage0_vs_torch=$r0 gpu_offload_vs_fsdp2=$r2" \
+      "zeroshard_stage0_tokens_per_s=$s0 zeroshard_stage2_tokens_per_s=$s2" \
+      "torch_eager_tokens_per_s=$eager fsdp2_offload_tokens_per_s=$fsdp2"
   fi
   log ""
   log "gpu_check: $passed passed, $failed failed, $skipped skipped"
