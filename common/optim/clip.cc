@@ -33,4 +33,28 @@ StepDecision DecideStep(absl::Span<const double> partial_sums_of_squares,
   return d;
 }
 
+void SquareSum::Add(const float* x, uint64_t n) {
+  uint64_t i = 0;
+  for (; i < n && (count_ + i) % 8 != 0; ++i) {  // to a lane-0 element
+    const double v = x[i];
+    lanes_[(count_ + i) % 8] += v * v;
+  }
+  for (; i + 8 <= n; i += 8) {
+    for (int j = 0; j < 8; ++j) {
+      const double v = x[i + j];
+      lanes_[j] += v * v;
+    }
+  }
+  for (; i < n; ++i) {
+    const double v = x[i];
+    lanes_[(count_ + i) % 8] += v * v;
+  }
+  count_ += n;
+}
+
+double SquareSum::Total() const {
+  return ((lanes_[0] + lanes_[4]) + (lanes_[1] + lanes_[5])) +
+         ((lanes_[2] + lanes_[6]) + (lanes_[3] + lanes_[7]));
+}
+
 }  // namespace zeroshard

@@ -22,9 +22,29 @@
 #ifndef ZEROSHARD_COMMON_OPTIM_CLIP_H_
 #define ZEROSHARD_COMMON_OPTIM_CLIP_H_
 
+#include <cstdint>
+
 #include "absl/types/span.h"
 
 namespace zeroshard {
+
+// The fp64 sum of the squares of a stream of floats, in eight lanes:
+// element e of the stream (counted across Add calls) goes to lane e % 8,
+// and Total adds the lanes in a fixed tree. The same stream gives the same
+// bits on every machine however it is split into Add calls, with eight
+// independent add chains instead of one. Squares of floats are exact in
+// fp64 and cannot overflow it, so Total is NaN or Inf exactly when an
+// element is. Used for every sum of squares of a gradient: the servers'
+// shards, the workers' reduced parts, the device's (host-emulated).
+class SquareSum {
+ public:
+  void Add(const float* x, uint64_t n);
+  double Total() const;
+
+ private:
+  double lanes_[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  uint64_t count_ = 0;
+};
 
 // sqrt of the partial sums of squares added in the given order (shard
 // order), in fp64. Infinite or NaN if any partial is.

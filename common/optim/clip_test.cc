@@ -1,6 +1,7 @@
 #include "common/optim/clip.h"
 
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <vector>
 
@@ -64,6 +65,62 @@ TEST(ClipTest, DecideStepSkipsNonFinite) {
   EXPECT_TRUE(DecideStep(finite, /*any_nonfinite=*/true, 1.0, 1.0).skip);
   const std::vector<double> nan = {std::nan("")};
   EXPECT_TRUE(DecideStep(nan, false, 1.0, 1.0).skip);
+}
+
+// The lanes by their definition: element e into lane e % 8, the fixed tree.
+double LaneReference(const std::vector<float>& x) {
+  double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (size_t e = 0; e < x.size(); ++e) {
+    lane[e % 8] += static_cast<double>(x[e]) * x[e];
+  }
+  return ((lane[0] + lane[4]) + (lane[1] + lane[5])) +
+         ((lane[2] + lane[6]) + (lane[3] + lane[7]));
+}
+
+TEST(SquareSumTest, AnySplitOfTheStreamGivesTheSameBits) {
+  std::vector<float> x(1003);
+  uint32_t s = 99;
+  for (float& v : x) {
+    s = s * 1664525u + 1013904223u;
+    v = static_cast<float>(s >> 8) / 16777216.0f - 0.5f;
+  }
+  const double want = LaneReference(x);
+  double sequential = 0;
+  for (float v : x) sequential += static_cast<double>(v) * v;
+  EXPECT_NEAR(want, sequential, 1e-12 * sequential);
+  // Splits at every offset pattern: aligned, unaligned, empty pieces.
+  for (const std::vector<size_t>& cuts :
+       {std::vector<size_t>{},
+        {1},
+        {7, 8},
+        {3, 3, 500},
+        {8, 16, 1000},
+        {5, 6, 13, 21, 34, 55, 89, 144, 233, 377, 610, 987}}) {
+    SquareSum sum;
+    size_t at = 0;
+    for (size_t c : cuts) {
+      sum.Add(x.data() + at, c - at);
+      at = c;
+    }
+    sum.Add(x.data() + at, x.size() - at);
+    EXPECT_EQ(sum.Total(), want) << "cuts " << cuts.size();
+  }
+}
+
+TEST(SquareSumTest, NonFiniteElementsMakeTheTotalNonFinite) {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float bad : {std::nanf(""), inf, -inf}) {
+    std::vector<float> x(20, 1.0f);
+    x[13] = bad;
+    SquareSum sum;
+    sum.Add(x.data(), x.size());
+    EXPECT_FALSE(std::isfinite(sum.Total())) << bad;
+  }
+  // The largest floats square to ~1.2e77: far from overflowing a double.
+  std::vector<float> big(64, std::numeric_limits<float>::max());
+  SquareSum sum;
+  sum.Add(big.data(), big.size());
+  EXPECT_TRUE(std::isfinite(sum.Total()));
 }
 
 }  // namespace

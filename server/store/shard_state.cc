@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/dtype.h"
 #include "common/model_spec.h"
+#include "common/optim/clip.h"
 #include "common/seeded_random.h"
 #include "common/status_macros.h"
 #include "server/storage/ram_tier.h"
@@ -23,30 +24,15 @@ float SeededNormal(uint64_t seed, uint64_t index, double std) {
   return static_cast<float>(BoxMullerNormal(a, b) * std);
 }
 
-// fp64 sum of squares of g[0, n), and whether any element is NaN or Inf.
-// Eight partial sums (element e into lane e % 8) added in a fixed tree at
-// the end: the same bits on every machine, and eight independent chains
-// instead of one long one (one add's latency per element made this the
-// server's largest cost of a step after AdamW). Non-finite: a NaN or Inf
-// element makes the sum NaN or Inf, and the squares of finite floats (<=
-// 2^256 each) cannot overflow a double.
+// fp64 sum of squares of g[0, n) in SquareSum's eight lanes (clip.h: the
+// same bits on every machine, eight add chains instead of one; this was
+// the server's largest cost of a step after AdamW), and whether any element
+// is NaN or Inf, which makes the sum NaN or Inf.
 void SumSquares(const float* g, uint64_t n, double* sum, bool* nonfinite) {
-  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  uint64_t e = 0;
-  for (; e + 8 <= n; e += 8) {
-    for (int j = 0; j < 8; ++j) {
-      const double x = g[e + j];
-      acc[j] += x * x;
-    }
-  }
-  for (; e < n; ++e) {
-    const double x = g[e];
-    acc[e % 8] += x * x;
-  }
-  const double total = ((acc[0] + acc[4]) + (acc[1] + acc[5])) +
-                       ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-  *sum = total;
-  *nonfinite = !std::isfinite(total);
+  SquareSum s;
+  s.Add(g, n);
+  *sum = s.Total();
+  *nonfinite = !std::isfinite(*sum);
 }
 
 ServingType ServingOf(v1::DType dtype) {

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/optim/clip.h"
 #include "common/status_macros.h"
 #include "worker/engine/op_wait.h"
 #include "worker/engine/zero_plan.h"
@@ -130,17 +131,16 @@ void GradReducer::FinishStep(float s) {
 
 double GradReducer::SumSquares(int r) const {
   const uint32_t align = comm_->part_alignment();
-  double sum = 0;
-  // Buckets in index order: reduction order reversed.
+  // The parts as one stream, buckets in index order (reduction order
+  // reversed): for one rank at stage 0, the flat order.
+  SquareSum sum;
   for (size_t k = buckets_.size(); k-- > 0;) {
     const Range p = PartOf(buckets_[k], comm_->size(), r, align);
     const float* x =
         stage_ == 0 ? acc_.data() + p.begin : acc_.data() + acc_offset_[k];
-    for (uint64_t i = 0; i < p.size(); ++i) {
-      sum += static_cast<double>(x[i]) * x[i];
-    }
+    sum.Add(x, p.size());
   }
-  return sum;
+  return sum.Total();
 }
 
 std::vector<GradReducer::Part> GradReducer::OwnParts() const {

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "common/optim/clip.h"
 #include "common/status_macros.h"
 #include "worker/gpt2/cpu_kernels.h"
 
@@ -149,9 +150,9 @@ absl::StatusOr<double> HostEmulatedDevice::SumSquares(const float* x,
                                                       size_t n) {
   ZS_RETURN_IF_ERROR(status_);
   ZS_RETURN_IF_ERROR(CheckDevice("SumSquares", x, n));
-  double sum = 0;
-  for (size_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
-  return sum;
+  SquareSum sum;  // the CPU engine's (grad_reducer.cc)
+  sum.Add(x, n);
+  return sum.Total();
 }
 
 }  // namespace zeroshard::gpt2
