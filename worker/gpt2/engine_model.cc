@@ -144,6 +144,9 @@ class DeviceGpt2 : public engine::Model, public engine::ResidentOptimizer {
     v_ = static_cast<float*>(v);
     ZS_RETURN_IF_ERROR(Up(Range{0, layout_.num_params()}));
     resident_ = true;
+    // The engine's buffers are not copied again: no need to lock them.
+    for (void* p : pinned_) device_->UnpinHost(p);
+    pinned_.clear();
     return absl::OkStatus();
   }
   absl::Status ScaleGrads(float s) override {

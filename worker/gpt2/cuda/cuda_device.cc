@@ -122,9 +122,13 @@ class CudaDevice : public Device {
   }
 
  private:
+  // `bytes` 0: an operation with no size of its own (a synchronisation).
   absl::Status Fail(const char* what, size_t bytes, cudaError_t e) {
-    absl::Status s = absl::InternalError(absl::StrFormat(
-        "cuda device: %s of %d bytes: %s", what, bytes, cudaGetErrorString(e)));
+    absl::Status s = absl::InternalError(
+        bytes == 0 ? absl::StrFormat("cuda device: %s: %s", what,
+                                     cudaGetErrorString(e))
+                   : absl::StrFormat("cuda device: %s of %d bytes: %s", what,
+                                     bytes, cudaGetErrorString(e)));
     if (status_.ok()) status_ = s;
     return s;
   }
