@@ -199,6 +199,13 @@ PY
   rm -rf "$dir"
 }
 
+# first_tokens_per_s PATTERN: N of "tokens_per_s=N" on the first line of
+# the results matching PATTERN (an awk regex); nothing if none does.
+first_tokens_per_s() {
+  awk -F'tokens_per_s=' -v pat="$1" \
+    '$0 ~ pat {split($2, a, " "); print a[1]; exit}' "$results"
+}
+
 find_cuda_libs() {
   # The toolkit's libraries: /usr/local/cuda, else the NVIDIA wheels that
   # torch brings (site-packages/nvidia/*/lib).
@@ -283,15 +290,13 @@ run() {
     env ZEROSHARD_CUDA_ATTENTION=per-entry bash "$SELF" train-bench "$kit" \
     "$py" cuda 0 --layers=12 --heads=12 --channels=768 --vocab=50257 \
     --seq_len=1024 --steps=20 ${GPU_CHECK_TRAIN_ARGS:-}
+  # The default attention's stage 0 run comes before the per-entry one, so
+  # the first match is its.
   local eager fsdp2 s0 s2 r0 r2
-  eager=$(awk -F'tokens_per_s=' '/bench variant=eager/ {
-            split($2, a, " "); print a[1]}' "$results" | tail -1)
-  fsdp2=$(awk -F'tokens_per_s=' '/bench variant=fsdp2/ {
-            split($2, a, " "); print a[1]}' "$results" | tail -1)
-  s0=$(awk -F'tokens_per_s=' '/^train_bench device=cuda stage=0/ {
-         split($2, a, " "); print a[1]}' "$results" | head -1)
-  s2=$(awk -F'tokens_per_s=' '/^train_bench device=cuda stage=2/ {
-         split($2, a, " "); print a[1]}' "$results" | tail -1)
+  eager=$(first_tokens_per_s 'bench variant=eager')
+  fsdp2=$(first_tokens_per_s 'bench variant=fsdp2')
+  s0=$(first_tokens_per_s '^train_bench device=cuda stage=0')
+  s2=$(first_tokens_per_s '^train_bench device=cuda stage=2')
   if [ -n "$eager" ] && [ -n "$fsdp2" ] && [ -n "$s0" ] && [ -n "$s2" ]; then
     r0=$(awk -v a="$s0" -v b="$eager" 'BEGIN{printf "%.3f", a / b}')
     r2=$(awk -v a="$s2" -v b="$fsdp2" 'BEGIN{printf "%.3f", a / b}')
