@@ -10,21 +10,27 @@
 //
 // Variants, alternated round by round (common/bench/bench.h): stage 0
 // (DDP), 2, 3 and 3 with offload_param_server, each with overlap_comm on
-// and off. A run's figure is the median of rank 0's step times after the
-// first step (its metrics file); a variant's is the median over its runs.
+// and off. A run's figure is the median of rank 0's step periods after
+// the first step (period_seconds of its metrics file: from one step's end
+// to the next's, so that work moved between the steps counts too); a
+// variant's is the median over its runs.
 // Best against best: each stage's faster overlap setting. Correctness in
 // the same run: every run's per-step losses (7 digits) must equal the
 // first DDP run's.
 //
+// --only runs some variants (the first named is the reference).
+//
 //   zero_hosts_bench_run --profile=10g --worker=... --server=...
 //       --netlab=tools/netlab.sh --dir=/tmp/x [--rounds=3] [--steps=12]
-//       [--prefetch=-1] [--reuse_distance=1000000000]
+//       [--prefetch=-1] [--reuse_distance=1000000000] [--bucket=131072]
+//       [--only=ddp,zero3]
 //
 // Host addresses come from NETLAB_IP_<host>. Its last line:
 //   PROFILE <name> zero3_vs_ddp=<best stage 3 / best stage 0>
 //     zero3_offload_vs_ddp=... zero2_vs_ddp=...
 //     overlap_vs_no_overlap_worst=<max over stages of on / off> correct=0|1
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -34,6 +40,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/bench/bench.h"
@@ -45,6 +52,15 @@ namespace zeroshard {
 namespace {
 
 constexpr int kWorld = 4, kLocal = 2, kServers = 2;
+// Rank 0's step, by phase (the metrics file's phase_seconds, then
+// "between": period_seconds - step_seconds, what ran between two steps).
+constexpr int kPhases = 9;
+const char* const kPhaseKeys[kPhases - 1] = {
+    "forward", "backward",    "reduce_wait", "push",
+    "sync",    "server_step", "gather",      "all_gather_wait"};
+const char* const kPhaseNames[kPhases] = {"fwd",    "bwd",     "rs_wait",
+                                          "push",   "sync",    "srv_step",
+                                          "gather", "ag_wait", "between"};
 const char* const kServerHosts[kServers] = {"srv0", "srv1"};
 const char* const kNodeHosts[kWorld / kLocal] = {"node0", "node1"};
 
@@ -56,6 +72,10 @@ struct Paths {
   // stays from its forward to its backward).
   int64_t prefetch = -1;
   int64_t reuse_distance = 1000000000;
+  int64_t bucket = 1 << 17;  // reduce_bucket_size (elements)
+  // Variants to run (names, comma-separated; empty: all). The ratios of
+  // variants left out print as nan.
+  std::string only;
 };
 
 struct Variant {
@@ -66,7 +86,7 @@ struct Variant {
 };
 
 struct Record {
-  std::vector<double> phases[8];  // each run's medians (StepStats::Phases)
+  std::vector<double> phases[kPhases];  // each run's medians
   int runs = 0, same = 0;
 };
 
@@ -75,8 +95,7 @@ std::string HostIp(const std::string& host) {
   return ip != nullptr ? ip : "";
 }
 
-train::TrainSpec Spec(const Variant& v, int steps, const std::string& data,
-                      int prefetch, uint64_t reuse_distance) {
+train::TrainSpec Spec(const Paths& p, const Variant& v, int steps) {
   train::TrainSpec s;
   s.config.max_seq_len = 64;
   s.config.vocab_size = 512;
@@ -88,17 +107,17 @@ train::TrainSpec Spec(const Variant& v, int steps, const std::string& data,
   s.zero.offload_param_server = v.offload;
   s.zero.overlap_comm = v.overlap;
   s.zero.stage3_prefetch_units =
-      prefetch < 0 ? s.config.num_layers + 2 : prefetch;
-  s.zero.stage3_max_reuse_distance = reuse_distance;
+      p.prefetch < 0 ? s.config.num_layers + 2 : static_cast<int>(p.prefetch);
+  s.zero.stage3_max_reuse_distance = static_cast<uint64_t>(p.reuse_distance);
   s.zero.micro_batch = 4;
   s.zero.seq_len = 64;
   s.zero.gradient_clipping = 1.0;
   s.zero.lr_schedule.lr = 1e-3;
-  s.zero.reduce_bucket_size = 1 << 17;
+  s.zero.reduce_bucket_size = static_cast<uint64_t>(p.bucket);
   s.zero.job_id = std::string("zero_hosts_bench_") + v.name;
   s.steps = steps;
   s.seed = 7;
-  s.data = {data};
+  s.data = {p.data};
   return s;
 }
 
@@ -133,23 +152,16 @@ double JsonValue(const std::string& line, const std::string& key) {
   return std::strtod(line.c_str() + at + key.size() + 3, nullptr);
 }
 
-// The value after "name=" in the phases of a --stats line
-// (DescribeStepStats), seconds; NaN when absent.
-double StatsValue(const std::string& line, const std::string& name) {
-  const size_t phases = line.find(" phases:");
-  if (phases == std::string::npos) return std::nan("");
-  const size_t at = line.find(" " + name + "=", phases);
-  if (at == std::string::npos) return std::nan("");
-  return std::strtod(line.c_str() + at + name.size() + 2, nullptr);
-}
-
-// One run of `v`; the median of rank 0's steps after the first.
+// One run of `v`; the median of rank 0's step periods after the first.
 absl::StatusOr<double> RunOnce(const Paths& p, const Variant& v, int steps,
                                int round, std::vector<std::string>* losses0,
                                Record* rec) {
   const std::string dir = absl::StrCat(p.dir, "/", v.name, "-", round);
-  std::system(
-      absl::StrCat("rm -rf '", dir, "' && mkdir -p '", dir, "'").c_str());
+  if (std::system(
+          absl::StrCat("rm -rf '", dir, "' && mkdir -p '", dir, "'").c_str()) !=
+      0) {
+    return absl::InternalError("cannot make " + dir);
+  }
   std::vector<Subprocess> servers;
   std::vector<std::string> addresses;
   if (v.stage > 0) {
@@ -174,13 +186,12 @@ absl::StatusOr<double> RunOnce(const Paths& p, const Variant& v, int steps,
       addresses.push_back(ip + ":" + port);
     }
   }
-  std::vector<std::string> flags = engine::TrainWorkerFlags(
-      Spec(v, steps, p.data, static_cast<int>(p.prefetch),
-           static_cast<uint64_t>(p.reuse_distance)),
-      dir + "/ds_config.json");
-  flags.push_back("--stats");
-  flags.push_back(dir + "/metrics-%r.jsonl");
-  flags.back() = "--metrics_file=" + flags.back();
+  std::vector<std::string> flags =
+      engine::TrainWorkerFlags(Spec(p, v, steps), dir + "/ds_config.json");
+  flags.push_back("--metrics_file=" + dir + "/metrics-%r.jsonl");
+  // One eval, at the end: the default (about 20 per run) would put one
+  // between every two steps of a short run, on rank 0's clock.
+  flags.push_back("--eval_every=-1");
   if (!addresses.empty()) {
     flags.push_back("--servers=" + absl::StrJoin(addresses, ","));
   }
@@ -219,45 +230,38 @@ absl::StatusOr<double> RunOnce(const Paths& p, const Variant& v, int steps,
     }
   }
   for (Subprocess& s : servers) s.Stop(std::chrono::seconds(5));
-  // Rank 0's step times (metrics file) and phases (--stats lines).
+  // Rank 0's step periods and phases (metrics file), the first step left
+  // out (a warm-up).
   std::vector<double> times;
+  std::vector<double> phases[kPhases];
   std::vector<std::string> losses;
   {
     std::ifstream in(dir + "/metrics-0.jsonl");
     std::string line;
     while (std::getline(in, line)) {
       if (line.find("\"event\":\"step\"") == std::string::npos) continue;
-      times.push_back(JsonValue(line, "step_seconds"));
       const size_t at = line.find("\"loss\":");
       losses.push_back(line.substr(at, line.find(',', at) - at));
-    }
-  }
-  std::vector<double> phases[8];
-  {
-    const char* names[8] = {"fwd",  "bwd",      "rs_wait", "push",
-                            "sync", "srv_step", "gather",  "ag_wait"};
-    std::ifstream in(dir + "/rank0.log");
-    std::string line;
-    int n = 0;
-    while (std::getline(in, line)) {
-      if (line.rfind("rank 0: step=", 0) != 0 || n++ == 0) continue;
-      for (int i = 0; i < 8; ++i) {
-        phases[i].push_back(StatsValue(line, names[i]));
+      if (losses.size() == 1) continue;
+      const double period = JsonValue(line, "period_seconds");
+      times.push_back(period);
+      for (int i = 0; i + 1 < kPhases; ++i) {
+        phases[i].push_back(JsonValue(line, kPhaseKeys[i]));
       }
+      phases[kPhases - 1].push_back(period - JsonValue(line, "step_seconds"));
     }
   }
-  if (times.size() < 2) {
+  if (times.empty()) {
     return absl::InternalError(absl::StrCat(v.name, ": rank 0 recorded ",
-                                            times.size(), " steps (", dir,
+                                            losses.size(), " steps (", dir,
                                             "/metrics-0.jsonl)"));
   }
-  for (int i = 0; i < 8; ++i) {
+  for (int i = 0; i < kPhases; ++i) {
     rec->phases[i].push_back(bench::Median(phases[i]));
   }
   if (losses0->empty()) *losses0 = losses;
   ++rec->runs;
   if (losses == *losses0) ++rec->same;
-  times.erase(times.begin());
   return bench::Median(times);
 }
 
@@ -274,6 +278,8 @@ int Main(int argc, char** argv) {
   flags.String("profile", &p.profile, "the link profile's name (printed)");
   flags.Int64("rounds", &rounds, "runs of every variant, alternated");
   flags.Int64("steps", &steps, "steps per run (the first is a warm-up)");
+  flags.Int64("bucket", &p.bucket,
+              "reduce_bucket_size, elements (every variant)");
   flags.Int64("prefetch", &p.prefetch,
               "stage 3: parameter units gathered ahead of their use "
               "(stage3_prefetch_units; -1: DeepSpeed's default "
@@ -281,12 +287,17 @@ int Main(int argc, char** argv) {
   flags.Int64("reuse_distance", &p.reuse_distance,
               "stage 3: stage3_max_reuse_distance (elements; 0: every "
               "unit gathered again for backward)");
+  flags.String("only", &p.only,
+               "run only these variants (comma-separated names, e.g. "
+               "ddp,zero3; the first named is the reference)");
   flags.ParseOrExit(argc, argv);
   if (p.worker.empty() || p.server.empty() || p.netlab.empty() ||
-      p.dir.empty() || rounds < 1 || steps < 2 || p.reuse_distance < 0) {
+      p.dir.empty() || rounds < 1 || steps < 2 || p.reuse_distance < 0 ||
+      p.bucket < 1) {
     ExitWithError(flags.program(),
                   "--worker, --server, --netlab and --dir are required; "
-                  "--rounds >= 1, --steps >= 2, --reuse_distance >= 0");
+                  "--rounds >= 1, --steps >= 2, --reuse_distance >= 0, "
+                  "--bucket >= 1");
   }
   for (const char* h : {"srv0", "srv1", "node0", "node1"}) {
     if (HostIp(h).empty()) {
@@ -301,7 +312,7 @@ int Main(int argc, char** argv) {
       engine::WriteTestTokens("zero_hosts_bench_tokens", 1 << 16, 512, 7);
   if (!data.ok()) ExitWithError(flags.program(), data.status().ToString());
   p.data = *data;
-  const std::vector<Variant> variants = {
+  const std::vector<Variant> all = {
       {"ddp", 0, false, true},
       {"ddp_no_overlap", 0, false, false},
       {"zero2", 2, false, true},
@@ -310,6 +321,22 @@ int Main(int argc, char** argv) {
       {"zero3_no_overlap", 3, false, false},
       {"zero3_offload", 3, true, true},
       {"zero3_offload_no_overlap", 3, true, false}};
+  std::vector<Variant> variants;
+  const std::vector<std::string> only =
+      absl::StrSplit(p.only, ',', absl::SkipEmpty());
+  for (const std::string& name : only) {
+    auto it = std::find_if(all.begin(), all.end(),
+                           [&](const Variant& v) { return name == v.name; });
+    if (it == all.end()) {
+      std::vector<std::string> names;
+      for (const Variant& v : all) names.push_back(v.name);
+      ExitWithError(flags.program(),
+                    absl::StrCat("--only: no variant '", name, "' (",
+                                 absl::StrJoin(names, ", "), ")"));
+    }
+    variants.push_back(*it);
+  }
+  if (only.empty()) variants = all;
   std::vector<Record> records(variants.size());
   std::vector<std::string> losses0;
   std::vector<bench::Variant> runs;
@@ -340,36 +367,39 @@ int Main(int argc, char** argv) {
   const bench::Results& r = *results;
   std::printf("%s", r.Table().c_str());
   std::printf("where rank 0's step time goes (ms, medians):\n%-26s", "variant");
-  for (const char* n : {"fwd", "bwd", "rs_wait", "push", "sync", "srv_step",
-                        "gather", "ag_wait"}) {
-    std::printf(" %8s", n);
-  }
-  std::printf(" %8s %s\n", "step", "same losses as ddp");
+  for (const char* n : kPhaseNames) std::printf(" %8s", n);
+  std::printf(" %8s %s\n", "period", "same losses");
   bool ok = true;
   for (size_t i = 0; i < variants.size(); ++i) {
     std::printf("%-26s", variants[i].name);
-    for (int k = 0; k < 8; ++k) {
+    for (int k = 0; k < kPhases; ++k) {
       std::printf(" %8.2f", 1e3 * bench::Median(records[i].phases[k]));
     }
     std::printf(" %8.2f %d of %d\n", 1e3 * r.Median(variants[i].name),
                 records[i].same, records[i].runs);
     ok &= records[i].same == records[i].runs;
   }
-  auto best = [&](const std::string& a) {
-    return std::min(r.Median(a), r.Median(a + "_no_overlap"));
+  // A variant left out (--only) has no median: its ratios print as nan.
+  auto median = [&](const std::string& name) {
+    for (const bench::VariantResult& v : r.variants()) {
+      if (v.name == name) return v.summary.median;
+    }
+    return std::nan("");
   };
-  double worst = 0;
+  auto best = [&](const std::string& a) {
+    return std::fmin(median(a), median(a + "_no_overlap"));
+  };
+  double worst = std::nan("");  // fmax skips the pairs left out
   for (const char* s : {"ddp", "zero2", "zero3", "zero3_offload"}) {
-    worst = std::max(worst, bench::Ratio(r.Median(s), r.Median(std::string(s) +
-                                                               "_no_overlap")));
+    worst =
+        std::fmax(worst, median(s) / median(std::string(s) + "_no_overlap"));
   }
   const double ddp = best("ddp");
   std::printf(
       "PROFILE %s zero3_vs_ddp=%.4g zero3_offload_vs_ddp=%.4g "
       "zero2_vs_ddp=%.4g overlap_vs_no_overlap_worst=%.4g correct=%d\n",
-      p.profile.c_str(), bench::Ratio(best("zero3"), ddp),
-      bench::Ratio(best("zero3_offload"), ddp),
-      bench::Ratio(best("zero2"), ddp), worst, ok ? 1 : 0);
+      p.profile.c_str(), best("zero3") / ddp, best("zero3_offload") / ddp,
+      best("zero2") / ddp, worst, ok ? 1 : 0);
   return ok ? 0 : 1;
 }
 

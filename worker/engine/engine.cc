@@ -184,6 +184,7 @@ absl::StatusOr<bool> ZeroEngine::Apply(const Outcome& o) {
   updates_ = static_cast<int64_t>(restored_.updates());
   micro_ = 0;
   step_start_ = -1;
+  last_step_end_ = -1;
   if (o.kind == Outcome::Kind::kContinued) {
     continued_ = true;
   } else {
@@ -385,7 +386,11 @@ absl::Status ZeroEngine::OptimizerStep() {
                             : adamw_             ? adamw_->state_bytes()
                                                  : 0) +
                            4 * master_.size();
-  stats_.step_seconds = NowSeconds() - step_start_;
+  const double end = NowSeconds();
+  stats_.step_seconds = end - step_start_;
+  stats_.period_seconds =
+      last_step_end_ >= 0 ? end - last_step_end_ : stats_.step_seconds;
+  last_step_end_ = end;
   last_stats_ = stats_;
   step_start_ = -1;
   return absl::OkStatus();

@@ -272,6 +272,7 @@ class ZeroEngine {
   int64_t updates_ = 0;        // steps applied
   double loss_sum_ = 0;
   double step_start_ = -1;
+  double last_step_end_ = -1;  // period_seconds; -1: none to count from
   StepStats stats_, last_stats_;
   CommGroup group_;                         // the ranks, for the protocol
   std::unique_ptr<StepProtocol> protocol_;  // stages 1-3

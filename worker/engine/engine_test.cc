@@ -1,10 +1,12 @@
 // Engine behaviour beyond the numbers: the overlap of gradient reduction
 // with backward (an ORDER of events the engine records, never a duration),
 // and the skip of steps whose gradients are not finite.
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -49,6 +51,29 @@ TEST(EngineTest, OverlapIssuesEarlyBucketsBeforeBackwardEnds) {
         }
       }
     }
+  }
+}
+
+// period_seconds runs from one step's end to the next's, so it counts what
+// the caller does between steps; step_seconds does not. The first step has
+// nothing before it: its period is its step time.
+TEST(EngineTest, PeriodCountsWhatRunsBetweenSteps) {
+  train::TrainSpec spec = TinySpec(0, false, "engine_test_period");
+  spec.steps = 3;
+  const double kPause = 0.05;  // seconds, after each step
+  InProcessHooks hooks;
+  hooks.on_step = [&](int, const StepStats&, collective::InProcessHub*) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(kPause));
+  };
+  auto got = RunInProcessWith(spec, 1, nullptr, hooks);
+  ASSERT_TRUE(got.ok()) << got.status();
+  const std::vector<StepStats>& stats = (*got)[0].stats;
+  ASSERT_EQ(stats.size(), 3u);
+  EXPECT_EQ(stats[0].period_seconds, stats[0].step_seconds);
+  for (size_t i = 1; i < stats.size(); ++i) {
+    std::printf("step %zu: step %.4f s, period %.4f s\n", i + 1,
+                stats[i].step_seconds, stats[i].period_seconds);
+    EXPECT_GE(stats[i].period_seconds, stats[i].step_seconds + kPause);
   }
 }
 

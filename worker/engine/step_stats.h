@@ -81,6 +81,12 @@ struct StepStats {
   double comm_wait_seconds = 0;    // blocked on collectives
   double server_wait_seconds = 0;  // blocked on server RPCs
   double step_seconds = 0;         // first Forward to the end of Step
+  // The end of the previous step to the end of this one: step_seconds
+  // plus what ran between the steps (the caller's bookkeeping, data, and
+  // the engine's work hidden there, such as stage 1-2 all-gathers behind
+  // the next forward). What throughput sees. The first step of an engine
+  // and a step redone after a roll back: step_seconds.
+  double period_seconds = 0;
 
   // Where this rank's step time went, by phase (seconds; this rank's clock,
   // summed over the step's micro-batches). The waits are the time the

@@ -32,7 +32,7 @@ std::string StepRecord(const engine::StepStats& s) {
   return absl::StrFormat(
       "{\"event\":\"step\",\"step\":%d,\"loss\":%s,\"rank_loss\":%s,"
       "\"lr\":%s,\"grad_norm\":%s,\"clip_coef\":%s,\"loss_scale\":%s,"
-      "\"skipped\":%s,\"tokens\":%d,\"step_seconds\":%s,"
+      "\"skipped\":%s,\"tokens\":%d,\"step_seconds\":%s,\"period_seconds\":%s,"
       "\"tokens_per_s\":%s,\"bytes_moved\":%d,\"collective_bytes\":%d,"
       "\"server_bytes\":%d,\"model_state_bytes\":%d,\"param_bytes\":%d,"
       "\"grad_bytes\":%d,\"optimizer_bytes\":%d,"
@@ -43,6 +43,7 @@ std::string StepRecord(const engine::StepStats& s) {
       JsonDouble(s.lr, 6), JsonDouble(s.grad_norm, 6),
       JsonDouble(s.clip_coef, 6), JsonDouble(s.loss_scale, 9),
       s.skipped ? "true" : "false", s.tokens, JsonFixed(s.step_seconds, 6),
+      JsonFixed(s.period_seconds, 6),
       JsonFixed(s.step_seconds > 0 ? s.tokens / s.step_seconds : 0.0, 1),
       collective + server, collective, server, s.model_state_bytes(),
       s.param_bytes, s.grad_bytes, s.optimizer_bytes, s.peak_live_param_bytes,
