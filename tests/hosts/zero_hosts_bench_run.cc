@@ -23,6 +23,7 @@
 //   zero_hosts_bench_run --profile=10g --worker=... --server=...
 //       --netlab=tools/netlab.sh --dir=/tmp/x [--rounds=3] [--steps=12]
 //       [--prefetch=-1] [--reuse_distance=1000000000] [--bucket=131072]
+//       [--allgather_bucket=-1]
 //       [--only=ddp,zero3]
 //
 // Host addresses come from NETLAB_IP_<host>. Its last line:
@@ -73,6 +74,8 @@ struct Paths {
   int64_t prefetch = -1;
   int64_t reuse_distance = 1000000000;
   int64_t bucket = 1 << 17;  // reduce_bucket_size (elements)
+  // allgather_bucket_size (stages 1-2); -1: the engine's default (5e8).
+  int64_t allgather_bucket = -1;
   // Variants to run (names, comma-separated; empty: all). The ratios of
   // variants left out print as nan.
   std::string only;
@@ -114,6 +117,9 @@ train::TrainSpec Spec(const Paths& p, const Variant& v, int steps) {
   s.zero.gradient_clipping = 1.0;
   s.zero.lr_schedule.lr = 1e-3;
   s.zero.reduce_bucket_size = static_cast<uint64_t>(p.bucket);
+  if (p.allgather_bucket >= 0) {
+    s.zero.allgather_bucket_size = static_cast<uint64_t>(p.allgather_bucket);
+  }
   s.zero.job_id = std::string("zero_hosts_bench_") + v.name;
   s.steps = steps;
   s.seed = 7;
@@ -280,6 +286,9 @@ int Main(int argc, char** argv) {
   flags.Int64("steps", &steps, "steps per run (the first is a warm-up)");
   flags.Int64("bucket", &p.bucket,
               "reduce_bucket_size, elements (every variant)");
+  flags.Int64("allgather_bucket", &p.allgather_bucket,
+              "stages 1-2: allgather_bucket_size, elements (0: one "
+              "all-gather per unit; -1: the default, 5e8)");
   flags.Int64("prefetch", &p.prefetch,
               "stage 3: parameter units gathered ahead of their use "
               "(stage3_prefetch_units; -1: DeepSpeed's default "

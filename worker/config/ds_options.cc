@@ -36,6 +36,8 @@ absl::StatusOr<engine::ZeroOptions> ZeroOptionsFromConfig(
   o.overlap_comm = z.overlap_comm;
   o.reduce_bucket_size =
       static_cast<uint64_t>(std::max<int64_t>(1, z.reduce_bucket_size));
+  // The parser rejects a negative size (INVALID_ARGUMENT naming it).
+  o.allgather_bucket_size = static_cast<uint64_t>(z.allgather_bucket_size);
   o.offload_param_server = z.offload_param == config::OffloadDevice::kServer;
   o.checkpoint_interval = config.zeroshard.checkpoint_interval;
   o.server_aggregation = config.zeroshard.server_aggregation;

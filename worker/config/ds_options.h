@@ -44,9 +44,10 @@
 //                                      hysteresis, consecutive_hysteresis,
 //                                      min_loss_scale -> loss_scaler)
 // Accepted with a warning: a stage3_param_persistence_threshold that makes
-// every unit persistent at stage 3 (no parameter is partitioned). Other
-// zero_optimization keys (allgather_bucket_size, stage3_max_live_parameters,
-// ...) do not change the engine: it gathers unit by unit.
+// every unit persistent at stage 3 (no parameter is partitioned).
+// allgather_bucket_size -> allgather_bucket_size (stages 1-2). Other
+// zero_optimization keys (stage3_max_live_parameters, ...) do not change
+// the engine: stage 3 gathers unit by unit.
 //
 // Pure function; thread-safe.
 #ifndef ZEROSHARD_WORKER_CONFIG_DS_OPTIONS_H_

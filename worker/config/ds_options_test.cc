@@ -45,6 +45,7 @@ TEST(DsOptionsTest, TheTestSpecsRoundTrip) {
         spec.zero.stage3_prefetch_units = prefetch;
         spec.zero.stage3_param_persistence_threshold = 1000u * prefetch;
         spec.zero.stage3_max_reuse_distance = 5000u * prefetch;
+        spec.zero.allgather_bucket_size = 7000u * prefetch;
         // fp32, then fp16 with a dynamic scaler, then bf16.
         spec.zero.precision = static_cast<engine::Precision>(prefetch % 3);
         spec.zero.loss_scaler.dynamic = prefetch == 1;
@@ -70,6 +71,7 @@ TEST(DsOptionsTest, TheTestSpecsRoundTrip) {
         EXPECT_EQ(got->eps, want.eps);
         EXPECT_EQ(got->weight_decay, want.weight_decay);
         EXPECT_EQ(got->reduce_bucket_size, want.reduce_bucket_size);
+        EXPECT_EQ(got->allgather_bucket_size, want.allgather_bucket_size);
         EXPECT_EQ(got->stage3_prefetch_units, want.stage3_prefetch_units);
         EXPECT_EQ(got->offload_param_server, want.offload_param_server);
         EXPECT_EQ(got->overlap_comm, want.overlap_comm);

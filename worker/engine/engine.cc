@@ -103,11 +103,16 @@ absl::Status ZeroEngine::Init(const ModelDef& model,
   }
   if ((options_.stage == 1 || options_.stage == 2) &&
       options_.checkpoint_interval <= 0 && elastic == nullptr) {
-    units_ = layout.units;
+    units_ = GatherBuckets(layout.units, options_.allgather_bucket_size,
+                           &bucket_of_);
     unit_gathers_.resize(units_.size());
-    mc.unit_hook = [this](const UnitEvent& e) {
-      return e.kind == UnitEvent::Kind::kNeeded ? WaitUnit(e.unit)
-                                                : absl::OkStatus();
+    mc.unit_hook = [this](const UnitEvent& e) -> absl::Status {
+      if (e.kind != UnitEvent::Kind::kNeeded) return absl::OkStatus();
+      if (e.unit < 0 || static_cast<size_t>(e.unit) >= bucket_of_.size()) {
+        return absl::InternalError(absl::StrCat("the model needs unit ", e.unit,
+                                                " of ", bucket_of_.size()));
+      }
+      return WaitUnit(bucket_of_[e.unit]);
     };
   }
   ZS_ASSIGN_OR_RETURN(model_, model.create(mc));
@@ -478,10 +483,6 @@ absl::Status ZeroEngine::FetchUnitParts() {
 }
 
 absl::Status ZeroEngine::WaitUnit(int u) {
-  if (u < 0 || static_cast<size_t>(u) >= unit_gathers_.size()) {
-    return absl::InternalError(
-        absl::StrCat("the model needs unit ", u, " of ", unit_gathers_.size()));
-  }
   if (!unit_gathers_[u].has_value()) return absl::OkStatus();
   const collective::CollectiveOp op = *unit_gathers_[u];
   unit_gathers_[u].reset();

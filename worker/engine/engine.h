@@ -23,12 +23,13 @@
 //      updated parameters from the servers and the slices are all-gathered.
 //      The full-size gradient buffer is kept through the step.
 //   2  as 1, keeping only this rank's gradient parts.
-//      Stages 1-2 without recovery (no checkpoints, not elastic): each rank
-//      gathers its part of every unit (model.h) from the servers and the
-//      units are all-gathered one by one behind the next forward, which
-//      waits for each unit's all-gather when it first needs the unit (the
-//      model's unit hook), so the parameter all-gather overlaps the next
-//      forward instead of ending the step.
+//      Stages 1-2 without recovery (no checkpoints, not elastic): the
+//      model's units (model.h) are grouped into all-gather buckets of up
+//      to allgather_bucket_size elements; each rank gathers its part of
+//      every bucket from the servers and the buckets are all-gathered one
+//      by one behind the next forward, which waits for a unit's bucket when
+//      it first needs the unit (the model's unit hook), so the parameter
+//      all-gather overlaps the next forward instead of ending the step.
 //   3  as 2, and parameters partitioned by the model's units
 //      (param_window.h): gathered
 //      just in time for forward and backward, released after use, the next
@@ -238,12 +239,13 @@ class ZeroEngine {
   absl::Status Refresh();
   absl::Status FetchOwn();  // FetchOwnParts, timed as the gather phase
   absl::Status FetchOwnParts();
-  // Stages 1-2 behind the forward: this rank's part of every unit from the
-  // servers, then the units' all-gathers issued (not waited for).
+  // Stages 1-2 behind the forward: this rank's part of every all-gather
+  // bucket from the servers, then the buckets' all-gathers issued (not
+  // waited for).
   absl::Status FetchUnitParts();
-  // Waits for unit `u`'s all-gather if it is in flight (and rounds the unit
-  // under fp16/bf16); WaitBehind: every unit's.
-  absl::Status WaitUnit(int u);
+  // Waits for bucket `b`'s all-gather if it is in flight (and rounds the
+  // bucket under fp16/bf16); WaitBehind: every bucket's.
+  absl::Status WaitUnit(int b);
   absl::Status WaitBehind();
   // Whether stages 1-2 all-gather behind the forward (units_ is set).
   bool behind() const { return !units_.empty(); }
@@ -258,9 +260,11 @@ class ZeroEngine {
   std::unique_ptr<Model> model_;
   std::unique_ptr<GradPath> grad_path_;
   std::unique_ptr<ParamWindow> window_;  // stage 3
-  // Stages 1-2 without recovery: the units (none otherwise) and their
+  // Stages 1-2 without recovery: the all-gather buckets (none otherwise;
+  // zero_plan.h GatherBuckets), each model unit's bucket, and the buckets'
   // all-gathers in flight.
   std::vector<Range> units_;
+  std::vector<int> bucket_of_;
   std::vector<std::optional<collective::CollectiveOp>> unit_gathers_;
   std::unique_ptr<LocalAdamW> adamw_;  // stage 0
   // Stage 0, one rank, fp32, a model on a device: its optimizer (owned by

@@ -5,7 +5,9 @@
 // overlap (stage 2), with stage 3 prefetch depths 0 and 3, and with stage 3
 // persistence thresholds (both offload modes): 0 (nothing persistent, the
 // plain stage 3 cases), 3000 (the embeddings and final norm kept whole) and
-// DeepSpeed's default 1e5 (every unit of the tiny model).
+// DeepSpeed's default 1e5 (every unit of the tiny model); stages 1-2 with
+// their parameter all-gather in one bucket (the default), per unit
+// (allgather_bucket_size 0) and in buckets of at most 3000 elements.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -48,22 +50,27 @@ TEST_P(StagesTest, AllStagesAndServerCountsGiveTheSameBits) {
     bool overlap = true;
     int prefetch = 1;
     uint64_t threshold = 0;
+    uint64_t allgather = 500'000'000;
   };
   for (Variant v :
        {Variant{1, false}, Variant{2, false}, Variant{3, false},
         Variant{3, true}, Variant{2, false, false}, Variant{3, false, true, 0},
         Variant{3, true, true, 3}, Variant{3, false, true, 1, 3000},
-        Variant{3, true, true, 1, 3000}, Variant{3, true, true, 0, 100000}}) {
+        Variant{3, true, true, 1, 3000}, Variant{3, true, true, 0, 100000},
+        Variant{2, false, true, 1, 0, 0},
+        Variant{1, false, true, 1, 0, 3000}}) {
     for (uint32_t k : {1u, 2u, 3u}) {
       SCOPED_TRACE("stage " + std::to_string(v.stage) +
                    (v.offload ? "+offload" : "") +
                    " overlap=" + std::to_string(v.overlap) +
-                   " prefetch=" + std::to_string(v.prefetch) + " threshold=" +
-                   std::to_string(v.threshold) + " K=" + std::to_string(k));
+                   " prefetch=" + std::to_string(v.prefetch) +
+                   " threshold=" + std::to_string(v.threshold) + " allgather=" +
+                   std::to_string(v.allgather) + " K=" + std::to_string(k));
       train::TrainSpec spec = Spec(v.stage, v.offload);
       spec.zero.overlap_comm = v.overlap;
       spec.zero.stage3_prefetch_units = v.prefetch;
       spec.zero.stage3_param_persistence_threshold = v.threshold;
+      spec.zero.allgather_bucket_size = v.allgather;
       auto got = RunInProcess(spec, world, k);
       ASSERT_TRUE(got.ok()) << got.status();
       for (int r = 0; r < world; ++r) {

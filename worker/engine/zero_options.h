@@ -42,6 +42,12 @@ struct ZeroOptions {
   // communicator's part alignment. Bucket boundaries depend only on this
   // and the layout (zero_plan.h), never on the stage or the server count.
   uint64_t reduce_bucket_size = 500'000'000;
+  // Stages 1-2 without recovery: elements per parameter all-gather after
+  // a step, as runs of whole units (zero_plan.h GatherBuckets; DeepSpeed's
+  // allgather_bucket_size). Each bucket is one server gather per rank and
+  // one all-gather; the next forward waits for a unit's bucket when it
+  // first needs the unit. 0: one bucket per unit.
+  uint64_t allgather_bucket_size = 500'000'000;
   // Stage 3: parameter units (embeddings, blocks, final norm) gathered
   // ahead of their use.
   int stage3_prefetch_units = 1;

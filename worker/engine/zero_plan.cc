@@ -21,6 +21,24 @@ size_t FinalBuckets(const std::vector<Range>& buckets, size_t next,
   return next;
 }
 
+std::vector<Range> GatherBuckets(const std::vector<Range>& units,
+                                 uint64_t bucket_size,
+                                 std::vector<int>* bucket_of) {
+  std::vector<Range> out;
+  bucket_of->assign(units.size(), -1);
+  for (size_t u = 0; u < units.size(); ++u) {
+    const Range& r = units[u];
+    if (!out.empty() && out.back().end == r.begin &&
+        out.back().size() + r.size() <= bucket_size) {
+      out.back().end = r.end;
+    } else {
+      out.push_back(r);
+    }
+    (*bucket_of)[u] = static_cast<int>(out.size()) - 1;
+  }
+  return out;
+}
+
 Range PartOf(const Range& r, int world, int rank, uint32_t alignment) {
   const Range p = AlignedPartRange(r.size(), static_cast<uint32_t>(world),
                                    static_cast<uint32_t>(rank), alignment);

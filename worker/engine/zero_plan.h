@@ -36,6 +36,17 @@ std::vector<Range> GradientBuckets(uint64_t num_params, uint64_t bucket_size,
 size_t FinalBuckets(const std::vector<Range>& buckets, size_t next,
                     uint64_t final_from);
 
+// Stages 1-2's parameter all-gather buckets (DeepSpeed's
+// allgather_bucket_size): runs of consecutive units, each unit joining the
+// run before it when it starts where that run ends and the run stays
+// within `bucket_size` elements; a unit larger than `bucket_size` is a
+// bucket of its own (bucket_size 0 or 1: one bucket per unit).
+// (*bucket_of)[u] is unit u's bucket. Every bucket is all-gathered whole,
+// so its parts (PartOf) are one range per rank.
+std::vector<Range> GatherBuckets(const std::vector<Range>& units,
+                                 uint64_t bucket_size,
+                                 std::vector<int>* bucket_of);
+
 // Part `rank` of `r` split over `world` ranks (flat coordinates).
 Range PartOf(const Range& r, int world, int rank, uint32_t alignment);
 

@@ -67,5 +67,28 @@ TEST(ZeroPlanTest, LayoutsAreCheckedAndPersistenceIsPerUnit) {
   EXPECT_EQ(h.step, 7);
 }
 
+// All-gather buckets: runs of adjacent units up to the size; a unit larger
+// than the size alone; a gap (units not adjacent) starts a new bucket.
+TEST(ZeroPlanTest, GatherBucketsGroupAdjacentUnitsUpToTheSize) {
+  const std::vector<Range> units = {{0, 10},   {10, 30},   {30, 35},
+                                    {35, 100}, {100, 104}, {200, 210}};
+  std::vector<int> of;
+  std::vector<Range> b = GatherBuckets(units, 40, &of);
+  ASSERT_EQ(b.size(), 4u);
+  EXPECT_EQ(b[0].begin, 0u);
+  EXPECT_EQ(b[0].end, 35u);  // 10 + 20 + 5 <= 40
+  EXPECT_EQ(b[1].begin, 35u);
+  EXPECT_EQ(b[1].end, 100u);  // 65 > 40: alone
+  EXPECT_EQ(b[2].end, 104u);
+  EXPECT_EQ(b[3].begin, 200u);  // not adjacent to 104
+  EXPECT_EQ(of, (std::vector<int>{0, 0, 0, 1, 2, 3}));
+  // Everything adjacent in one bucket; 0: one bucket per unit.
+  EXPECT_EQ(GatherBuckets(units, 1000, &of).size(), 2u);
+  EXPECT_EQ(GatherBuckets(units, 0, &of).size(), units.size());
+  EXPECT_EQ(of, (std::vector<int>{0, 1, 2, 3, 4, 5}));
+  EXPECT_TRUE(GatherBuckets({}, 10, &of).empty());
+  EXPECT_TRUE(of.empty());
+}
+
 }  // namespace
 }  // namespace zeroshard::engine
