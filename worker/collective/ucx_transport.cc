@@ -6,9 +6,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -96,6 +98,23 @@ absl::Status UcxTransport::Init(Bootstrap& bootstrap) {
   ucp_config_t* config = nullptr;
   ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
   if (s != UCS_OK) return UcsError(s, "ucp_config_read");
+  // TCP segments of 64 KiB out and 256 KiB in instead of UCX's 8 and 64:
+  // fewer sends and receives per message across nodes (docs/benchmarks.md).
+  // UCX_TCP_TX_SEG_SIZE / UCX_TCP_RX_SEG_SIZE in the environment win. A
+  // transport's key goes to ucp_config_modify without its prefix (UCX
+  // applies it to every transport that has it: here only tcp).
+  for (const auto& [name, value] :
+       {std::pair<const char*, const char*>{"TX_SEG_SIZE", "64K"},
+        {"RX_SEG_SIZE", "256K"}}) {
+    if (std::getenv((std::string("UCX_TCP_") + name).c_str()) != nullptr) {
+      continue;
+    }
+    s = ucp_config_modify(config, name, value);
+    if (s != UCS_OK) {
+      ucp_config_release(config);
+      return UcsError(s, std::string("ucp_config_modify ") + name);
+    }
+  }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
   params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
