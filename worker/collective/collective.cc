@@ -29,6 +29,8 @@ const char* OpKindName(OpKind kind) {
       return "Broadcast";
     case OpKind::kBarrier:
       return "Barrier";
+    case OpKind::kAllGatherMany:
+      return "AllGatherMany";
   }
   return "UnknownOp";
 }
@@ -74,6 +76,13 @@ CollectiveOp CollectiveOp::Finished(absl::Status status) {
   auto state = std::make_shared<OpState>();
   state->Complete(std::move(status), OpStats{});
   return CollectiveOp(std::move(state));
+}
+
+CollectiveOp Communicator::AllGatherMany(const std::vector<Segment>& segments,
+                                         DType dtype) {
+  CollectiveOp last = CollectiveOp::Finished(absl::OkStatus());
+  for (const Segment& s : segments) last = AllGather(s.buf, s.count, dtype);
+  return last;
 }
 
 }  // namespace collective

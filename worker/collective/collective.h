@@ -48,6 +48,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
@@ -67,6 +68,7 @@ enum class OpKind : uint8_t {
   kAllGather = 3,
   kBroadcast = 4,
   kBarrier = 5,
+  kAllGatherMany = 6,
 };
 const char* OpKindName(OpKind kind);  // "AllReduce", ...
 
@@ -150,6 +152,23 @@ class Communicator {
   virtual CollectiveOp Broadcast(void* buf, uint64_t count, DType dtype,
                                  int root) = 0;
   virtual CollectiveOp Barrier() = 0;
+
+  // Several all-gathers as one operation: segment s ends as
+  // AllGather(segments[s].buf, segments[s].count, dtype) leaves it (part r
+  // of each segment split as PartRange(count_s, r)); every rank passes the
+  // same counts in the same order. The handle completes when every
+  // segment is done. This default issues one AllGather per segment and
+  // returns the last (a communicator's operations complete in issue order
+  // and a failure fails every later one, so the last one's wait covers
+  // all; its stats are the last segment's only); HostCommunicator fuses
+  // them into one operation (one header exchange and one transfer step
+  // per level for all segments). None: an op that is already done.
+  struct Segment {
+    void* buf = nullptr;
+    uint64_t count = 0;
+  };
+  virtual CollectiveOp AllGatherMany(const std::vector<Segment>& segments,
+                                     DType dtype);
 };
 
 }  // namespace collective

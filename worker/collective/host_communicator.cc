@@ -49,6 +49,9 @@ std::string DescribeCall(uint8_t kind, uint64_t count, uint8_t dtype,
   if (static_cast<OpKind>(kind) == OpKind::kBroadcast) {
     absl::StrAppend(&s, ", root=", root);
   }
+  if (static_cast<OpKind>(kind) == OpKind::kAllGatherMany) {
+    absl::StrAppend(&s, ", ", root, " segments");
+  }
   return s + ")";
 }
 
@@ -63,6 +66,9 @@ struct HostCommunicator::Op {
   uint64_t seq = 0;
   int step = 0;
   absl::Time deadline;
+  // kAllGatherMany: the segments (count is their total; root their
+  // number, checked against every peer's). Otherwise empty.
+  std::vector<Segment> segments;
   WireHeader header;
   std::vector<WireHeader> peer_headers;
 
@@ -176,13 +182,23 @@ CollectiveOp HostCommunicator::Barrier() {
 
 CollectiveOp HostCommunicator::Issue(OpKind kind, void* buf, uint64_t count,
                                      DType dtype, int root) {
+  return IssueMany(kind, {Segment{buf, count}}, dtype, root);
+}
+
+CollectiveOp HostCommunicator::IssueMany(OpKind kind,
+                                         const std::vector<Segment>& segments,
+                                         DType dtype, int root) {
   if (dtype != DType::kFloat32 && dtype != DType::kBfloat16) {
     return CollectiveOp::Finished(
         absl::InvalidArgumentError("collective: unknown dtype"));
   }
-  if (count > 0 && buf == nullptr) {
-    return CollectiveOp::Finished(absl::InvalidArgumentError(absl::StrCat(
-        OpKindName(kind), ": null buffer for ", count, " elements")));
+  uint64_t count = 0;
+  for (const Segment& s : segments) {
+    if (s.count > 0 && s.buf == nullptr) {
+      return CollectiveOp::Finished(absl::InvalidArgumentError(absl::StrCat(
+          OpKindName(kind), ": null buffer for ", s.count, " elements")));
+    }
+    count += s.count;
   }
   if (root < 0 || root >= size_) {
     return CollectiveOp::Finished(absl::InvalidArgumentError(absl::StrCat(
@@ -190,9 +206,14 @@ CollectiveOp HostCommunicator::Issue(OpKind kind, void* buf, uint64_t count,
   }
   auto op = std::make_shared<Op>();
   op->kind = kind;
-  op->buf = static_cast<char*>(buf);
-  op->count = count;
   op->dtype = dtype;
+  op->count = count;
+  if (kind == OpKind::kAllGatherMany) {
+    op->segments = segments;
+    root = static_cast<int>(segments.size());  // checked as the root is
+  } else {
+    op->buf = static_cast<char*>(segments[0].buf);
+  }
   op->root = root;
   op->header.kind = static_cast<uint8_t>(kind);
   op->header.dtype = static_cast<uint8_t>(dtype);
@@ -201,13 +222,41 @@ CollectiveOp HostCommunicator::Issue(OpKind kind, void* buf, uint64_t count,
   op->header.alignment = options_.part_alignment;
   op->header.local_size = static_cast<uint32_t>(local_size_);
   op->header.count = count;
-  return queue_->Submit(absl::StrFormat("%s (count %d, %s)", OpKindName(kind),
-                                        count, DTypeName(dtype)),
-                        [this, op](uint64_t seq, OpStats* stats) {
-                          op->seq = op->header.seq = seq;
-                          op->deadline = absl::Now() + options_.op_timeout;
-                          return Run(*op, stats);
-                        });
+  return Submit(std::move(op));
+}
+
+CollectiveOp HostCommunicator::Submit(std::shared_ptr<Op> op) {
+  const std::string what =
+      absl::StrFormat("%s (count %d, %s)", OpKindName(op->kind), op->count,
+                      DTypeName(op->dtype));
+  return queue_->Submit(what, [this, op](uint64_t seq, OpStats* stats) {
+    op->seq = op->header.seq = seq;
+    op->deadline = absl::Now() + options_.op_timeout;
+    return Run(*op, stats);
+  });
+}
+
+CollectiveOp HostCommunicator::AllGatherMany(
+    const std::vector<Segment>& segments, DType dtype) {
+  if (segments.empty()) return CollectiveOp::Finished(absl::OkStatus());
+  if (segments.size() == 1) {
+    return AllGather(segments[0].buf, segments[0].count, dtype);
+  }
+  // Step D tags segment s's transfers from node n with s·M + n (16 bits),
+  // and the header carries the number of segments as its root.
+  const size_t limit = 0xFFFF / static_cast<size_t>(size_ / local_size_);
+  if (segments.size() > limit) {
+    CollectiveOp last;
+    for (size_t i = 0; i < segments.size(); i += limit) {
+      last = AllGatherMany(
+          std::vector<Segment>(
+              segments.begin() + i,
+              segments.begin() + std::min(segments.size(), i + limit)),
+          dtype);
+    }
+    return last;
+  }
+  return IssueMany(OpKind::kAllGatherMany, segments, dtype, 0);
 }
 
 absl::Status HostCommunicator::Run(Op& op, OpStats* stats) {
@@ -223,6 +272,7 @@ absl::Status HostCommunicator::Run(Op& op, OpStats* stats) {
     case OpKind::kReduceScatter:
       return RunReduceScatter(op, first, stats);
     case OpKind::kAllGather:
+    case OpKind::kAllGatherMany:
       return RunAllGather(op, first, stats);
     case OpKind::kAllReduce: {
       ZS_RETURN_IF_ERROR(RunReduceScatter(op, first, stats));
@@ -306,28 +356,42 @@ absl::Status HostCommunicator::RunAllGather(Op& op, Step& first,
   const int g = local_size_, nodes = size_ / g;
   const int node = rank_ / g, local = rank_ % g;
   const size_t es = op.es();
-  auto part = [&](int r) { return PartRange(op.count, r); };
+  // The buffers: op.buf alone, or kAllGatherMany's segments, each split
+  // by its own count; segment s's transfers carry index s (step C) and
+  // s·M + n (step D).
+  std::vector<Segment> segs = op.segments;
+  if (op.kind != OpKind::kAllGatherMany) segs = {Segment{op.buf, op.count}};
   // Step C, across nodes: gather parts n·G + local.
-  const Range mine = part(rank_);
   Step& c = first;
-  for (int n = 0; n < nodes; ++n) {
-    if (n == node) continue;
-    const int peer = n * g + local;
-    const Range theirs = part(peer);
-    c.Send(peer, 0, op.buf + mine.begin * es, mine.size() * es);
-    c.Recv(peer, 0, op.buf + theirs.begin * es, theirs.size() * es);
+  for (size_t s = 0; s < segs.size(); ++s) {
+    char* buf = static_cast<char*>(segs[s].buf);
+    auto part = [&](int r) { return PartRange(segs[s].count, r); };
+    const Range mine = part(rank_);
+    for (int n = 0; n < nodes; ++n) {
+      if (n == node) continue;
+      const int peer = n * g + local;
+      const Range theirs = part(peer);
+      const uint32_t index = static_cast<uint32_t>(s);
+      c.Send(peer, index, buf + mine.begin * es, mine.size() * es);
+      c.Recv(peer, index, buf + theirs.begin * es, theirs.size() * es);
+    }
   }
   ZS_RETURN_IF_ERROR(RunStep(op, c, stats));
   // Step D, inside the node: exchange those M parts with the node peers.
   Step d(op, rank_);
-  for (int lp = 0; lp < g; ++lp) {
-    if (lp == local) continue;
-    const int peer = node * g + lp;
-    for (int n = 0; n < nodes; ++n) {
-      const Range have = part(n * g + local);
-      const Range want = part(n * g + lp);
-      d.Send(peer, n, op.buf + have.begin * es, have.size() * es);
-      d.Recv(peer, n, op.buf + want.begin * es, want.size() * es);
+  for (size_t s = 0; s < segs.size(); ++s) {
+    char* buf = static_cast<char*>(segs[s].buf);
+    auto part = [&](int r) { return PartRange(segs[s].count, r); };
+    for (int lp = 0; lp < g; ++lp) {
+      if (lp == local) continue;
+      const int peer = node * g + lp;
+      for (int n = 0; n < nodes; ++n) {
+        const Range have = part(n * g + local);
+        const Range want = part(n * g + lp);
+        const uint32_t index = static_cast<uint32_t>(s * nodes + n);
+        d.Send(peer, index, buf + have.begin * es, have.size() * es);
+        d.Recv(peer, index, buf + want.begin * es, want.size() * es);
+      }
     }
   }
   return RunStep(op, d, stats);
@@ -357,7 +421,8 @@ absl::Status HostCommunicator::CheckHeader(const Op& op, int peer,
         " sent a malformed collective header (not a zeroshard peer?)"));
   }
   const WireHeader& m = op.header;
-  const bool root_matters = op.kind == OpKind::kBroadcast;
+  const bool root_matters =
+      op.kind == OpKind::kBroadcast || op.kind == OpKind::kAllGatherMany;
   if (h.kind != m.kind || h.dtype != m.dtype || h.count != m.count ||
       (root_matters && h.root != m.root) || h.seq != m.seq) {
     return absl::InvalidArgumentError(absl::StrFormat(

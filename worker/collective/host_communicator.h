@@ -73,6 +73,10 @@ class HostCommunicator : public Communicator {
   CollectiveOp Broadcast(void* buf, uint64_t count, DType dtype,
                          int root) override;
   CollectiveOp Barrier() override;
+  // One operation for all segments (collective.h): one header exchange,
+  // then each level's transfers of every segment posted together.
+  CollectiveOp AllGatherMany(const std::vector<Segment>& segments,
+                             DType dtype) override;
 
  private:
   struct Op;
@@ -83,6 +87,10 @@ class HostCommunicator : public Communicator {
                    HostCommunicatorOptions options);
   CollectiveOp Issue(OpKind kind, void* buf, uint64_t count, DType dtype,
                      int root);
+  // Issue for several segments (kAllGatherMany; one for the other kinds).
+  CollectiveOp IssueMany(OpKind kind, const std::vector<Segment>& segments,
+                         DType dtype, int root);
+  CollectiveOp Submit(std::shared_ptr<Op> op);
   absl::Status Run(Op& op, OpStats* stats);
   absl::Status RunReduceScatter(Op& op, Step& first, OpStats* stats);
   absl::Status RunAllGather(Op& op, Step& first, OpStats* stats);

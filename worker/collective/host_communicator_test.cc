@@ -222,6 +222,82 @@ TEST(HostCommunicatorTest, MismatchedCountsFailWithBothCalls) {
             absl::StatusCode::kFailedPrecondition);
 }
 
+// AllGatherMany equals one AllGather per segment, byte for byte, flat and
+// two-level, with uneven, tiny and empty segments; its stats count every
+// segment's bytes.
+TEST(HostCommunicatorTest, AllGatherManyEqualsOneAllGatherPerSegment) {
+  const std::vector<uint64_t> counts = {1000, 3, 0, 257, 64};
+  for (auto [w, local] :
+       {std::pair{4, 2}, std::pair{4, 1}, std::pair{3, 1}, std::pair{6, 3}}) {
+    SCOPED_TRACE(absl::StrCat("W=", w, " local_size=", local));
+    HostCommunicatorOptions options;
+    options.local_size = local;
+    options.part_alignment = 2;
+    Group g = MakeGroup(w, options);
+    // Rank r's own parts hold its input; the rest is garbage it must
+    // overwrite. `want`: the same through one AllGather per segment.
+    std::vector<std::vector<std::vector<float>>> got(w), want(w);
+    for (int r = 0; r < w; ++r) {
+      for (size_t s = 0; s < counts.size(); ++s) {
+        std::vector<float> v(counts[s]);
+        for (uint64_t i = 0; i < counts[s]; ++i) {
+          v[i] = static_cast<float>(1000 * r + 10 * s + i % 7);
+        }
+        got[r].push_back(v);
+        want[r].push_back(v);
+      }
+    }
+    OnAll(g, [&](int r, HostCommunicator& c) {
+      std::vector<Communicator::Segment> segs;
+      for (auto& v : got[r]) segs.push_back({v.data(), v.size()});
+      return c.AllGatherMany(segs, DType::kFloat32);
+    });
+    for (size_t s = 0; s < counts.size(); ++s) {
+      OnAll(g, [&](int r, HostCommunicator& c) {
+        return c.AllGather(want[r][s].data(), counts[s], DType::kFloat32);
+      });
+    }
+    for (int r = 0; r < w; ++r) {
+      for (size_t s = 0; s < counts.size(); ++s) {
+        EXPECT_EQ(got[r][s], want[r][s]) << "rank " << r << " segment " << s;
+      }
+    }
+    // Bytes: what the per-segment ops moved, summed.
+    std::vector<float> a(10), b(20);
+    std::vector<CollectiveOp> many, one;
+    for (int r = 0; r < w; ++r) {
+      many.push_back(g.comms[r]->AllGatherMany({{a.data(), 10}, {b.data(), 20}},
+                                               DType::kFloat32));
+    }
+    for (auto& op : many) ASSERT_TRUE(op.Wait().ok());
+    for (int r = 0; r < w; ++r) {
+      one.push_back(g.comms[r]->AllGather(a.data(), 10, DType::kFloat32));
+    }
+    for (auto& op : one) ASSERT_TRUE(op.Wait().ok());
+    uint64_t first = one[0].stats().bytes_sent;
+    one.clear();
+    for (int r = 0; r < w; ++r) {
+      one.push_back(g.comms[r]->AllGather(b.data(), 20, DType::kFloat32));
+    }
+    for (auto& op : one) ASSERT_TRUE(op.Wait().ok());
+    EXPECT_EQ(many[0].stats().bytes_sent, first + one[0].stats().bytes_sent);
+  }
+}
+
+TEST(HostCommunicatorTest, AllGatherManyWithOtherSegmentsFails) {
+  Group g = MakeGroup(2);
+  std::vector<float> a(30);
+  CollectiveOp x = g.comms[0]->AllGatherMany(
+      {{a.data(), 10}, {a.data() + 10, 20}}, DType::kFloat32);
+  CollectiveOp y = g.comms[1]->AllGatherMany(
+      {{a.data(), 10}, {a.data() + 10, 10}, {a.data() + 20, 10}},
+      DType::kFloat32);
+  absl::Status s = x.Wait();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("3 segments"), absl::string_view::npos) << s;
+  EXPECT_EQ(y.Wait().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(HostCommunicatorTest, MismatchedDtypeFails) {
   Group g = MakeGroup(2);
   std::vector<float> a(8);

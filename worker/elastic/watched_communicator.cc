@@ -42,4 +42,9 @@ CollectiveOp WatchedCommunicator::Broadcast(void* buf, uint64_t count,
 
 CollectiveOp WatchedCommunicator::Barrier() { return Keep(inner_->Barrier()); }
 
+CollectiveOp WatchedCommunicator::AllGatherMany(
+    const std::vector<Segment>& segments, DType dtype) {
+  return Keep(inner_->AllGatherMany(segments, dtype));
+}
+
 }  // namespace zeroshard::elastic

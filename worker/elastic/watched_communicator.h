@@ -48,6 +48,8 @@ class WatchedCommunicator : public collective::Communicator {
                                      collective::DType dtype,
                                      int root) override;
   collective::CollectiveOp Barrier() override;
+  collective::CollectiveOp AllGatherMany(const std::vector<Segment>& segments,
+                                         collective::DType dtype) override;
 
  private:
   collective::CollectiveOp Keep(collective::CollectiveOp op);

@@ -131,9 +131,34 @@ absl::Status ParamWindow::Start(Unit& u) {
   std::copy(partition_.begin() + u.offset,
             partition_.begin() + u.offset + u.part.size(),
             params_.begin() + u.part.begin);
-  u.gather = comm_->AllGather(params_.data() + u.range.begin, u.range.size(),
-                              collective::DType::kFloat32);
-  return absl::OkStatus();
+  return absl::OkStatus();  // its all-gather: StartAll
+}
+
+absl::Status ParamWindow::StartAll(const std::vector<int>& batch) {
+  std::vector<collective::Communicator::Segment> segments;
+  std::vector<int> started;
+  absl::Status status;
+  for (int index : batch) {
+    Unit& u = units_[index];
+    if (u.state != State::kIdle) continue;
+    status = Start(u);
+    if (!status.ok()) break;
+    if (options_.offload) continue;  // all-gathered by Finish
+    segments.push_back({params_.data() + u.range.begin, u.range.size()});
+    started.push_back(index);
+  }
+  // Whatever was started is all-gathered, also after an error, so that
+  // this rank issues what the others do as far as it can.
+  if (!started.empty()) {
+    const collective::CollectiveOp op =
+        comm_->AllGatherMany(segments, collective::DType::kFloat32);
+    auto counted = std::make_shared<bool>(false);
+    for (int index : started) {
+      units_[index].gather = op;
+      units_[index].gather_counted = counted;
+    }
+  }
+  return status;
 }
 
 absl::Status ParamWindow::Finish(Unit& u) {
@@ -146,11 +171,16 @@ absl::Status ParamWindow::Finish(Unit& u) {
                                 collective::DType::kFloat32);
   }
   const double waited = stats_->comm_wait_seconds;
-  absl::Status s =
-      WaitOp(u.gather, &stats_->all_gather, &stats_->comm_wait_seconds);
+  // Units all-gathered together share one op: its bytes count once.
+  Traffic unused;
+  const bool counted = u.gather_counted != nullptr && *u.gather_counted;
+  absl::Status s = WaitOp(u.gather, counted ? &unused : &stats_->all_gather,
+                          &stats_->comm_wait_seconds);
+  if (u.gather_counted != nullptr) *u.gather_counted = true;
   stats_->phases.all_gather_wait += stats_->comm_wait_seconds - waited;
   ZS_RETURN_IF_ERROR(s);
   u.gather = collective::CollectiveOp();
+  u.gather_counted = nullptr;
   u.state = State::kLive;
   return absl::OkStatus();
 }
@@ -169,12 +199,16 @@ absl::Status ParamWindow::OnEvent(const UnitEvent& e) {
           absl::StrCat("stage 3: the model needs parameter unit ", index,
                        " out of schedule (position ", cursor_, ")"));
     }
-    ZS_RETURN_IF_ERROR(Start(u));
+    // u and the next `prefetch` needs, all-gathered as one operation.
+    std::vector<int> batch = {index};
     ++cursor_;
     for (size_t j = cursor_;
          j < std::min(schedule_.size(), cursor_ + options_.prefetch); ++j) {
-      ZS_RETURN_IF_ERROR(Start(units_[schedule_[j]]));
+      if (std::find(batch.begin(), batch.end(), schedule_[j]) == batch.end()) {
+        batch.push_back(schedule_[j]);
+      }
     }
+    ZS_RETURN_IF_ERROR(StartAll(batch));
     return Finish(u);
   }
   // kReleased: keep persistent units, what the next two needs use again

@@ -5,10 +5,12 @@
 //
 //   kNeeded(u):   start u if it is not live or on its way, start the next
 //                 `prefetch` units of the need schedule, then wait for u.
-//                 Start = copy this rank's part into the model buffer and
-//                 issue an all-gather of the unit (in place); with offload,
-//                 fetch this rank's part from the shard servers first (the
-//                 all-gather is issued when the unit is needed).
+//                 Start = copy this rank's part into the model buffer; the
+//                 units started by one need are all-gathered (in place) as
+//                 one operation (Communicator::AllGatherMany), so u waits
+//                 for the units prefetched with it. With offload, fetch
+//                 this rank's part from the shard servers first (the
+//                 all-gather is issued, per unit, when the unit is needed).
 //   kReleased(u): drop u (poison it with NaN, stop counting its bytes)
 //                 unless one of the next two needs is u again (the final
 //                 norm and embeddings stay live from forward's LM head to
@@ -36,6 +38,7 @@
 
 #include <cstdint>
 #include <future>
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -108,12 +111,19 @@ class ParamWindow {
     uint64_t offset = 0;      // of the part in partition_
     bool persistent = false;  // kept whole, always kLive
     State state = State::kIdle;
-    collective::CollectiveOp gather;       // not offload
+    collective::CollectiveOp gather;  // not offload
+    // Shared by the units of one all-gather: its bytes counted yet.
+    std::shared_ptr<bool> gather_counted;
     std::future<absl::Status> fetch;       // offload
     std::future<absl::Status> part_fetch;  // lazy_fetch: the part's
     bool fetch_due = false;  // lazy_fetch: its fetch not issued yet
   };
+  // Puts u's part in place and marks it in flight (offload: issues its
+  // fetch); its all-gather is StartAll's.
   absl::Status Start(Unit& u);
+  // Starts every idle unit of `batch` and all-gathers them as one
+  // operation (Communicator::AllGatherMany).
+  absl::Status StartAll(const std::vector<int>& batch);
   // lazy_fetch: issues the due fetches in need order until `until`
   // (an index in fetch_order_) is issued, or the window is full.
   void IssueFetches(size_t until);

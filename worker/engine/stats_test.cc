@@ -24,10 +24,10 @@
 // time it is needed) and the peak live window.
 //
 // Persistence is also checked exactly against the same run with threshold
-// 0: the persistent units are never all-gathered (3 all-gathers fewer per
-// micro-batch for the embeddings and final norm), never live, and kept
-// whole (param_bytes and the refresh's server bytes grow by exactly their
-// size less this rank's part).
+// 0: the persistent units are never all-gathered (the all-gather bytes of
+// the embeddings twice and the final norm once fewer per micro-batch),
+// never live, and kept whole (param_bytes and the refresh's server bytes
+// grow by exactly their size less this rank's part).
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -55,6 +55,14 @@ void ExpectNear(const char* what, double got, double want) {
   std::printf("    %-22s %12.0f  formula %12.0f  ratio %.4f\n", what, got, want,
               got / want);
   EXPECT_NEAR(got / want, 1.0, kTolerance) << what;
+}
+
+// Bytes rank r sends all-gathering `unit` among n ranks (in-process
+// communicators are flat: its part to each of the n - 1 others), whether
+// the unit goes alone or with others in one AllGatherMany.
+uint64_t AllGatherBytes(const Range& unit, int n, int r) {
+  return 4 * static_cast<uint64_t>(n - 1) *
+         PartOf(unit, n, r, kTestAlignment).size();
 }
 
 class StatsTest : public ::testing::TestWithParam<int> {};
@@ -138,13 +146,13 @@ TEST_P(StatsTest, PersistentUnitsAreKeptWholeAndNeverGathered) {
       spec.zero.stage3_param_persistence_threshold = threshold;
       auto some = RunInProcess(spec, n, 2);
       ASSERT_TRUE(some.ok()) << some.status();
-      // Per persistent unit: the all-gathers saved per micro-batch (its
+      // Per persistent unit: the all-gather bytes saved per micro-batch (its
       // uses in the need schedule: the embeddings and blocks twice, the final
       // norm once), the bytes kept (whole less this rank's part; no part
       // with offload) and the server bytes added (whole once per step less
       // this rank's part once, or with offload once per use).
       const uint64_t psi_p = PersistentElements(*layout, threshold);
-      uint64_t gathers = 0;
+      std::vector<uint64_t> gathered(n, 0);
       std::vector<int64_t> kept(n, 0), fetched(n, 0);
       for (size_t i = 0; i < layout->units.size(); ++i) {
         const Range& u = layout->units[i];
@@ -152,12 +160,12 @@ TEST_P(StatsTest, PersistentUnitsAreKeptWholeAndNeverGathered) {
         // Forward and backward each gather a unit once, except the final
         // norm: live from forward's LM head to backward's.
         const int uses = i + 1 == layout->units.size() ? 1 : 2;
-        gathers += uses;
         const int64_t whole = 4 * static_cast<int64_t>(u.size());
         for (int r = 0; r < n; ++r) {
           const int64_t part =
               4 * static_cast<int64_t>(PartOf(u, n, r, kTestAlignment).size());
           kept[r] += whole - (offload ? 0 : part);
+          gathered[r] += uses * AllGatherBytes(u, n, r);
           fetched[r] += whole - (offload ? uses : 1) * part;
         }
       }
@@ -168,20 +176,23 @@ TEST_P(StatsTest, PersistentUnitsAreKeptWholeAndNeverGathered) {
         const StepStats& a = (*none)[r].stats.back();
         const StepStats& b = (*some)[r].stats.back();
         std::printf(
-            "N=%d%s threshold %llu rank %d: all-gathers %llu -> %llu, param "
+            "N=%d%s threshold %llu rank %d: all-gather bytes %llu -> %llu, "
+            "param "
             "bytes %llu -> %llu, server gather bytes %llu -> %llu, peak "
             "live %llu -> %llu\n",
             n, offload ? " offload" : "",
             static_cast<unsigned long long>(threshold), r,
-            static_cast<unsigned long long>(a.all_gather.ops),
-            static_cast<unsigned long long>(b.all_gather.ops),
+            static_cast<unsigned long long>(a.all_gather.bytes_sent),
+            static_cast<unsigned long long>(b.all_gather.bytes_sent),
             static_cast<unsigned long long>(a.param_bytes),
             static_cast<unsigned long long>(b.param_bytes),
             static_cast<unsigned long long>(a.server_gather.bytes_received),
             static_cast<unsigned long long>(b.server_gather.bytes_received),
             static_cast<unsigned long long>(a.peak_live_param_bytes),
             static_cast<unsigned long long>(b.peak_live_param_bytes));
-        EXPECT_EQ(a.all_gather.ops - b.all_gather.ops, gathers) << r;
+        EXPECT_EQ(a.all_gather.bytes_sent - b.all_gather.bytes_sent,
+                  gathered[r])
+            << r;
         EXPECT_EQ(diff(a.param_bytes, b.param_bytes), kept[r]) << r;
         EXPECT_EQ(diff(a.server_gather.bytes_received,
                        b.server_gather.bytes_received),
@@ -201,9 +212,9 @@ TEST_P(StatsTest, PersistentUnitsAreKeptWholeAndNeverGathered) {
 
 // stage3_max_reuse_distance (DeepSpeed's default 1e9) against 0: every unit
 // forward released is needed again by backward within the distance, so it
-// stays live and backward gathers nothing: one all-gather per unit per
-// micro-batch instead of two (the final norm is gathered once either way),
-// the peak live window the whole model, the same bits.
+// stays live and backward gathers nothing: each unit's all-gather bytes
+// once per micro-batch instead of twice (the final norm is gathered once
+// either way), the peak live window the whole model, the same bits.
 TEST_P(StatsTest, UnitsNeededAgainWithinTheReuseDistanceAreGatheredOnce) {
   const int n = GetParam();
   auto layout = gpt2::EngineLayout(TinyConfig());
@@ -217,19 +228,23 @@ TEST_P(StatsTest, UnitsNeededAgainWithinTheReuseDistanceAreGatheredOnce) {
     spec.zero.stage3_max_reuse_distance = 1000000000;
     auto kept = RunInProcess(spec, n, 2);
     ASSERT_TRUE(kept.ok()) << kept.status();
-    const uint64_t units = layout->units.size();
     for (int r = 0; r < n; ++r) {
+      // Every unit's second gather saved, but the final norm's (last).
+      uint64_t saved = 0;
+      for (size_t i = 0; i + 1 < layout->units.size(); ++i) {
+        saved += AllGatherBytes(layout->units[i], n, r);
+      }
       const StepStats& a = (*released)[r].stats.back();
       const StepStats& b = (*kept)[r].stats.back();
       std::printf(
-          "N=%d%s rank %d: all-gathers %llu (distance 0) -> %llu (1e9), "
+          "N=%d%s rank %d: all-gather bytes %llu (distance 0) -> %llu (1e9), "
           "peak live %llu -> %llu\n",
           n, offload ? " offload" : "", r,
-          static_cast<unsigned long long>(a.all_gather.ops),
-          static_cast<unsigned long long>(b.all_gather.ops),
+          static_cast<unsigned long long>(a.all_gather.bytes_sent),
+          static_cast<unsigned long long>(b.all_gather.bytes_sent),
           static_cast<unsigned long long>(a.peak_live_param_bytes),
           static_cast<unsigned long long>(b.peak_live_param_bytes));
-      EXPECT_EQ(a.all_gather.ops - b.all_gather.ops, units - 1) << r;
+      EXPECT_EQ(a.all_gather.bytes_sent - b.all_gather.bytes_sent, saved) << r;
       EXPECT_EQ(b.peak_live_param_bytes, 4 * psi) << r;
       EXPECT_LT(a.peak_live_param_bytes, 4 * psi) << r;
     }
