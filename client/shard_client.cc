@@ -69,10 +69,11 @@ bool IsLoopback(absl::string_view address) {
 
 // Starts a Gather of piece `p` whose GatherChunk messages arrive as raw
 // bytes (wire::ParseGatherChunk); `shared`: into that segment instead.
+// `more`: ranges streamed after p's (GatherRequest.more).
 std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> StartGather(
     const std::shared_ptr<grpc::Channel>& channel, grpc::ClientContext* ctx,
     const std::string& job, const ShardPiece& p, v1::DType dtype,
-    const v1::SharedRef* shared) {
+    const v1::SharedRef* shared, absl::Span<const Range> more = {}) {
   const grpc::internal::RpcMethod method(
       kGatherMethod, grpc::internal::RpcMethod::SERVER_STREAMING, channel);
   v1::GatherRequest req;
@@ -80,6 +81,11 @@ std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> StartGather(
   req.set_offset(p.range.begin);
   req.set_length(p.range.size());
   req.set_dtype(dtype);
+  for (const Range& r : more) {
+    v1::GatherRange* m = req.add_more();
+    m->set_offset(r.begin);
+    m->set_length(r.size());
+  }
   if (shared != nullptr) *req.mutable_shared() = *shared;
   return std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>>(
       grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
@@ -387,6 +393,7 @@ absl::Status ShardClient::GatherShared(const ShardPiece& p, size_t salt,
   absl::Status s =
       WithRetries(p.server, "Gather", [&](grpc::ClientContext* ctx) {
         framing = absl::OkStatus();
+        gather_requests_.fetch_add(1);
         auto reader =
             StartGather(channel, ctx, spec_.job_id(), p, dtype, &lease->ref());
         grpc::ByteBuffer message;
@@ -448,50 +455,70 @@ absl::Status ShardClient::GatherPiece(const ShardPiece& p, size_t salt,
     absl::Status s = GatherShared(p, salt, dtype, out, step, &refused);
     if (!refused) return s;
   }
+  return GatherStream(p.server, {p.range}, {out}, salt, dtype, step);
+}
+
+absl::Status ShardClient::GatherStream(uint32_t server,
+                                       const std::vector<Range>& ranges,
+                                       const std::vector<char*>& outs,
+                                       size_t salt, v1::DType dtype,
+                                       uint64_t* step) const {
   const size_t esize = DTypeSize(dtype);
-  const uint64_t total = p.range.size() * esize;  // bytes
-  const std::shared_ptr<grpc::Channel>& channel = Channel(p.server, salt);
+  uint64_t total = 0;  // elements
+  for (const Range& r : ranges) total += r.size();
+  const std::shared_ptr<grpc::Channel>& channel = Channel(server, salt);
+  const ShardPiece first{server, ranges.front()};
+  const absl::Span<const Range> more = absl::MakeConstSpan(ranges).subspan(1);
   absl::Status framing = absl::OkStatus();
-  absl::Status s =
-      WithRetries(p.server, "Gather", [&](grpc::ClientContext* ctx) {
-        framing = absl::OkStatus();
-        // The payload is copied from gRPC's slices straight into `out`.
-        auto reader =
-            StartGather(channel, ctx, spec_.job_id(), p, dtype, nullptr);
-        grpc::ByteBuffer message;
-        wire::GatherChunkView chunk;
-        uint64_t received = 0;  // bytes
-        bool first = true;
-        while (reader->Read(&message)) {
-          const wire::WireMessage m(message);
-          framing = wire::ParseGatherChunk(m, &chunk);
-          const uint64_t n = chunk.data.size;
-          if (framing.ok() &&
-              (n % esize != 0 || n > total - received ||
-               chunk.offset != p.range.begin + received / esize ||
-               (!first && chunk.step != *step))) {
-            framing = absl::DataLossError(
-                absl::StrCat("malformed chunk at offset ", chunk.offset));
-          }
-          if (!framing.ok()) {
-            framing = absl::DataLossError(absl::StrCat(
-                "Gather on shard ", p.server, ": ", framing.message()));
-            ctx->TryCancel();
-            break;
-          }
-          *step = chunk.step;
-          first = false;
-          chunk.data.CopyTo(out + received);
-          received += n;
-        }
-        grpc::Status st = reader->Finish();
-        if (st.ok() && framing.ok() && received != total) {
-          framing = absl::DataLossError(absl::StrCat(
-              "Gather on shard ", p.server, ": stream ended after ",
-              received / esize, " of ", p.range.size(), " elements"));
-        }
-        return framing.ok() ? st : grpc::Status::OK;
-      });
+  absl::Status s = WithRetries(server, "Gather", [&](grpc::ClientContext* ctx) {
+    framing = absl::OkStatus();
+    // The payload is copied from gRPC's slices straight into `outs`.
+    gather_requests_.fetch_add(1);
+    auto reader =
+        StartGather(channel, ctx, spec_.job_id(), first, dtype, nullptr, more);
+    grpc::ByteBuffer message;
+    wire::GatherChunkView chunk;
+    size_t k = 0;           // the range being received
+    uint64_t received = 0;  // bytes of range k
+    uint64_t all = 0;       // elements of every range
+    bool first_chunk = true;
+    while (reader->Read(&message)) {
+      const wire::WireMessage m(message);
+      framing = wire::ParseGatherChunk(m, &chunk);
+      // Chunks come range by range (empty ranges send none).
+      while (k < ranges.size() && received == ranges[k].size() * esize) {
+        ++k;
+        received = 0;
+      }
+      const uint64_t n = chunk.data.size;
+      if (framing.ok() && (k == ranges.size() || n % esize != 0 ||
+                           n > ranges[k].size() * esize - received ||
+                           chunk.offset != ranges[k].begin + received / esize ||
+                           (!first_chunk && chunk.step != *step))) {
+        framing = absl::DataLossError(
+            absl::StrCat("malformed chunk at offset ", chunk.offset));
+      }
+      if (!framing.ok()) {
+        framing = absl::DataLossError(
+            absl::StrCat("Gather on shard ", server, ": ", framing.message()));
+        ctx->TryCancel();
+        break;
+      }
+      *step = chunk.step;
+      first_chunk = false;
+      chunk.data.CopyTo(outs[k] + received);
+      received += n;
+      all += n / esize;
+    }
+    grpc::Status st = reader->Finish();
+    if (st.ok() && framing.ok() && all != total) {
+      framing = absl::DataLossError(absl::StrCat(
+          "Gather on shard ", server, ": stream ended after ", all, " of ",
+          total, " elements",
+          ranges.size() > 1 ? " (a server without multi-range gathers?)" : ""));
+    }
+    return framing.ok() ? st : grpc::Status::OK;
+  });
   ZS_RETURN_IF_ERROR(s);
   return framing;
 }
@@ -525,13 +552,48 @@ absl::Status ShardClient::GatherRanges(absl::Span<const Range> ranges,
       pieces.push_back(std::move(p));
     }
   }
-  std::vector<uint64_t> steps(pieces.size(), 0);
+  // Small pieces of one server travel together: one stream each for up to
+  // max_piece_bytes of them (GatherRequest.more), so that many scattered
+  // ranges (stage 3's part of every unit) cost a request per server, not
+  // one per range. A piece on its own keeps the shared-memory path.
+  struct Batch {
+    uint32_t server;
+    std::vector<Range> ranges;
+    std::vector<char*> outs;
+    uint64_t bytes = 0;
+  };
+  std::vector<Batch> batches;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const ShardPiece& p = pieces[i];
+    if (p.range.empty()) continue;
+    const uint64_t bytes = p.range.size() * esize;
+    Batch* b = nullptr;
+    for (Batch& c : batches) {
+      if (c.server == p.server && c.bytes + bytes <= options_.max_piece_bytes &&
+          !SharedMemoryOn(p.server)) {
+        b = &c;
+      }
+    }
+    if (b == nullptr) {
+      batches.push_back(Batch{p.server, {}, {}, 0});
+      b = &batches.back();
+    }
+    b->ranges.push_back(p.range);
+    b->outs.push_back(dsts[i]);
+    b->bytes += bytes;
+  }
+  std::vector<uint64_t> steps(batches.size(), 0);
   // Pieces from different servers can straddle a commit (one server has
   // committed, another not yet): gather again, a bounded number of times.
   auto backoff = options_.initial_backoff;
   for (int attempt = 1;; ++attempt) {
-    ZS_RETURN_IF_ERROR(RunAll(pieces.size(), [&](size_t i) {
-      return GatherPiece(pieces[i], i, dtype, dsts[i], &steps[i]);
+    ZS_RETURN_IF_ERROR(RunAll(batches.size(), [&](size_t i) {
+      const Batch& b = batches[i];
+      if (b.ranges.size() == 1) {
+        return GatherPiece(ShardPiece{b.server, b.ranges[0]}, i, dtype,
+                           b.outs[0], &steps[i]);
+      }
+      return GatherStream(b.server, b.ranges, b.outs, i, dtype, &steps[i]);
     }));
     const bool consistent =
         std::all_of(steps.begin(), steps.end(),

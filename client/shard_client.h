@@ -140,13 +140,17 @@ class ShardClient {
                       uint64_t* step = nullptr);
   // Gathers every range of `ranges` into the matching `outs` at once (every
   // server piece of every range concurrently), with one step check across
-  // all of them: as Gather, for scattered ranges. INVALID_ARGUMENT when the
-  // two spans differ in size.
+  // all of them: as Gather, for scattered ranges. Over the stream, a
+  // server's small pieces (up to max_piece_bytes together) go in one
+  // request (GatherRequest.more); through shared memory, one request per
+  // piece. INVALID_ARGUMENT when the two spans differ in size.
   absl::Status GatherRanges(absl::Span<const Range> ranges, v1::DType dtype,
                             absl::Span<void* const> outs,
                             uint64_t* step = nullptr);
   std::future<absl::Status> GatherAsync(const Range& r, v1::DType dtype,
                                         void* out);
+  // Gather requests sent so far (every attempt; for tests and stats).
+  uint64_t gather_requests() const { return gather_requests_.load(); }
 
   // Pushes the gradient of `r` (r.size() elements of `dtype` at `data`).
   // `r` must start and end on the plan's alignment (or Ψ).
@@ -207,6 +211,11 @@ class ShardClient {
   // Splits `r` into per-server pieces of at most max_piece_bytes.
   std::vector<ShardPiece> Pieces(const Range& r, size_t esize) const;
   // `salt` picks the channel, so pieces spread over the connections.
+  // Ranges of one server (non-empty list) into `outs`, one stream
+  // (GatherRequest.more after the first).
+  absl::Status GatherStream(uint32_t server, const std::vector<Range>& ranges,
+                            const std::vector<char*>& outs, size_t salt,
+                            v1::DType dtype, uint64_t* step) const;
   absl::Status GatherPiece(const ShardPiece& piece, size_t salt,
                            v1::DType dtype, char* out, uint64_t* step) const;
   absl::Status PushPiece(const ShardPiece& piece, size_t salt, v1::DType dtype,
@@ -232,6 +241,7 @@ class ShardClient {
   std::unique_ptr<std::atomic<bool>[]> shared_on_;
   std::unique_ptr<PartitionPlan> plan_;
   v1::ModelSpec spec_;
+  mutable std::atomic<uint64_t> gather_requests_{0};
 };
 
 // Converts a gRPC status to absl, prefixing the message with `context`.

@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -135,6 +136,10 @@ class GatherReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
       return;
     }
     esize_ = DTypeSize(req_.dtype());
+    ranges_.push_back({req_.offset(), req_.length()});
+    for (const v1::GatherRange& m : req_.more()) {
+      ranges_.push_back({m.offset(), m.length()});
+    }
     if (req_.has_shared()) {
       FillShared(shared);
       return;
@@ -156,23 +161,30 @@ class GatherReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   }
 
  private:
-  // Writes the next chunk, or finishes.
+  // Writes the next chunk (of the range being sent, then of the next
+  // non-empty one), or finishes.
   void Next() {
-    if (done_ == req_.length()) {
+    while (range_ < ranges_.size() && done_ == ranges_[range_].second) {
+      ++range_;
+      done_ = 0;
+    }
+    if (range_ == ranges_.size()) {
       Finish(grpc::Status::OK);
       return;
     }
+    const auto [first, length] = ranges_[range_];
     const uint64_t n =
-        std::min<uint64_t>(kMaxChunkBytes / esize_, req_.length() - done_);
+        std::min<uint64_t>(kMaxChunkBytes / esize_, length - done_);
     const uint64_t bytes = n * esize_;
-    const uint64_t offset = req_.offset() + done_;
+    const uint64_t offset = first + done_;
     // Freed by gRPC (FreeChunk) when it drops the slice, which may be
     // after this reactor is gone.
     char* buf = new char[kPayloadAt + bytes];
     uint64_t step = 0;
     const absl::Status s =
         store_->GatherInto(offset, n, req_.dtype(), buf + kPayloadAt, &step);
-    if (done_ == 0) first_step_ = step;
+    if (!sent_any_) first_step_ = step;
+    sent_any_ = true;
     if (!s.ok() || step != first_step_) {
       delete[] buf;
       Finish(s.ok() ? grpc::Status(grpc::StatusCode::ABORTED,
@@ -228,7 +240,7 @@ class GatherReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     chunk.set_shared_bytes(req_.length() * esize_);
     grpc::Slice slice(chunk.SerializeAsString());
     message_ = grpc::ByteBuffer(&slice, 1);
-    done_ = req_.length();  // OnWriteDone then finishes
+    done_ = req_.length();  // OnWriteDone then finishes (one range)
     StartWrite(&message_);
   }
 
@@ -236,8 +248,12 @@ class GatherReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   IdleStreams* const idle_;
   const std::shared_ptr<IdleStreams::Watch> watch_;
   v1::GatherRequest req_;
+  // (offset, length) and `more`'s ranges, in stream order.
+  std::vector<std::pair<uint64_t, uint64_t>> ranges_;
+  size_t range_ = 0;   // the range being sent
+  uint64_t done_ = 0;  // elements of it sent
   size_t esize_ = 0;
-  uint64_t done_ = 0;  // elements
+  bool sent_any_ = false;
   uint64_t first_step_ = 0;
   grpc::ByteBuffer message_;
 };

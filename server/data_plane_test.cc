@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -138,6 +139,84 @@ TEST_F(DataPlaneTest, MalformedGatherRequestIsInvalidArgument) {
   int chunks = 0;
   EXPECT_TRUE(RawGather(req.SerializeAsString(), &chunks).ok());
   EXPECT_EQ(chunks, 1);
+}
+
+// GatherRequest.more: the ranges stream in order on one stream, each chunk
+// inside one range (a range over 1 MiB in several); a bad range anywhere
+// (past the end, empty), or `more` with shared memory, is INVALID_ARGUMENT
+// before any chunk.
+TEST_F(DataPlaneTest, MoreRangesStreamInOrder) {
+  std::vector<float> values(kElements);
+  for (uint64_t i = 0; i < kElements; ++i) values[i] = static_cast<float>(i);
+  v1::WriteHeader w;
+  w.set_job_id("raw");
+  w.set_offset(0);
+  w.set_length(kElements);
+  w.set_dtype(v1::DTYPE_FP32);
+  std::vector<std::string> data;
+  for (uint64_t i = 0; i < kElements; i += 1 << 18) {
+    data.emplace_back(reinterpret_cast<const char*>(values.data() + i),
+                      4u << 18);
+  }
+  ASSERT_TRUE(store_.WriteParameters(w, data).ok());
+  const std::vector<std::pair<uint64_t, uint64_t>> ranges = {
+      {100, 10}, {5000, 3}, {64, 300000}, {kElements - 1, 1}};
+  v1::GatherRequest req;
+  req.set_job_id("raw");
+  req.set_offset(ranges[0].first);
+  req.set_length(ranges[0].second);
+  req.set_dtype(v1::DTYPE_FP32);
+  for (size_t i = 1; i < ranges.size(); ++i) {
+    v1::GatherRange* m = req.add_more();
+    m->set_offset(ranges[i].first);
+    m->set_length(ranges[i].second);
+  }
+  grpc::ClientContext ctx;
+  const grpc::internal::RpcMethod method(
+      kGather, grpc::internal::RpcMethod::SERVER_STREAMING, channel_);
+  std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
+      grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
+          channel_.get(), method, &ctx, Bytes(req.SerializeAsString())));
+  std::vector<std::pair<uint64_t, uint64_t>> got;  // (offset, elements)
+  grpc::ByteBuffer message;
+  while (reader->Read(&message)) {
+    grpc::Slice flat;
+    ASSERT_TRUE(message.DumpToSingleSlice(&flat).ok());
+    v1::GatherChunk chunk;
+    ASSERT_TRUE(
+        chunk.ParseFromArray(flat.begin(), static_cast<int>(flat.size())));
+    const uint64_t n = chunk.data().size() / 4;
+    for (uint64_t i = 0; i < n; ++i) {
+      float v;
+      std::memcpy(&v, chunk.data().data() + 4 * i, 4);
+      ASSERT_EQ(v, static_cast<float>(chunk.offset() + i)) << chunk.offset();
+    }
+    if (!got.empty() &&
+        got.back().first + got.back().second == chunk.offset()) {
+      got.back().second += n;  // the next chunk of the same range
+    } else {
+      got.push_back({chunk.offset(), n});
+    }
+  }
+  const grpc::Status st = reader->Finish();
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  const std::vector<std::pair<uint64_t, uint64_t>> want = {
+      {100, 10}, {5000, 3}, {64, 300000}, {kElements - 1, 1}};
+  EXPECT_EQ(got, want);
+
+  for (int how : {0, 1, 2}) {
+    v1::GatherRequest bad = req;
+    if (how == 0) bad.mutable_more(1)->set_length(kElements);  // past the end
+    if (how == 1) bad.mutable_more(2)->set_length(0);          // empty
+    if (how == 2) bad.mutable_shared()->set_pid(1);
+    const uint64_t rejected = Stats().requests_rejected;
+    int chunks = -1;
+    const grpc::Status s = RawGather(bad.SerializeAsString(), &chunks);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << s.error_message();
+    EXPECT_EQ(chunks, 0);
+    EXPECT_EQ(Stats().requests_rejected, rejected + 1);
+  }
 }
 
 TEST_F(DataPlaneTest, MalformedPushIsInvalidArgumentAndAppliesNothing) {

@@ -324,37 +324,59 @@ TEST_F(BadInputTest, EachBadRequestIsRejectedAndChangesNothing) {
 }
 
 // GatherRanges: scattered ranges (across both servers) in one call equal
-// the same ranges gathered one by one, with the servers' step; output spans
-// that do not match the ranges are INVALID_ARGUMENT naming both counts.
+// the same ranges gathered one by one, with the servers' step, through
+// shared memory (one request per piece) and over the stream (each
+// server's pieces in one request, GatherRequest.more); output spans that
+// do not match the ranges are INVALID_ARGUMENT naming both counts.
 TEST_F(BadInputTest, GatherRangesEqualsGatheringEachRange) {
   const Range own = client_->plan().ServerRange(1);
-  const std::vector<Range> ranges = {
-      {0, 64}, {own.begin - 64, own.begin + 128}, {total_ - 64, total_}};
-  std::vector<std::vector<float>> one(ranges.size()), many(ranges.size());
-  std::vector<void*> outs;
+  const std::vector<Range> ranges = {{0, 64},
+                                     {128, 192},
+                                     {own.begin - 64, own.begin + 128},
+                                     {total_ - 64, total_}};
+  std::vector<std::vector<float>> one(ranges.size());
   for (size_t k = 0; k < ranges.size(); ++k) {
     one[k].resize(ranges[k].size());
-    many[k].resize(ranges[k].size(), -1.0f);
     ASSERT_TRUE(client_->Gather(ranges[k], v1::DTYPE_FP32, one[k].data()).ok());
-    outs.push_back(many[k].data());
   }
-  uint64_t step = 99;
-  ASSERT_TRUE(client_->GatherRanges(ranges, v1::DTYPE_FP32, outs, &step).ok());
-  EXPECT_EQ(step, 0u);
-  for (size_t k = 0; k < ranges.size(); ++k) {
-    EXPECT_EQ(testing::FirstBitDifference(many[k], one[k]), -1) << k;
-    EXPECT_EQ(testing::FirstBitDifference(
-                  many[k], std::vector<float>(init_.begin() + ranges[k].begin,
-                                              init_.begin() + ranges[k].end)),
-              -1)
-        << k;
+  for (bool shared : {true, false}) {
+    SCOPED_TRACE(shared ? "shared memory" : "stream");
+    ClientOptions o;
+    o.addresses = fleet_->addresses();
+    o.deadline = std::chrono::milliseconds(20000);
+    o.shared_memory = shared;
+    auto client = ShardClient::Connect(o);
+    ASSERT_TRUE(client.ok()) << client.status();
+    ASSERT_TRUE((*client)->RegisterModel(spec_).ok());
+    const uint64_t requests = (*client)->gather_requests();
+    std::vector<std::vector<float>> many(ranges.size());
+    std::vector<void*> outs;
+    for (size_t k = 0; k < ranges.size(); ++k) {
+      many[k].resize(ranges[k].size(), -1.0f);
+      outs.push_back(many[k].data());
+    }
+    uint64_t step = 99;
+    ASSERT_TRUE(
+        (*client)->GatherRanges(ranges, v1::DTYPE_FP32, outs, &step).ok());
+    EXPECT_EQ(step, 0u);
+    // Five pieces (the third range straddles the servers): five requests
+    // through shared memory, one per server over the stream.
+    EXPECT_EQ((*client)->gather_requests() - requests, shared ? 5u : 2u);
+    for (size_t k = 0; k < ranges.size(); ++k) {
+      EXPECT_EQ(testing::FirstBitDifference(many[k], one[k]), -1) << k;
+      EXPECT_EQ(testing::FirstBitDifference(
+                    many[k], std::vector<float>(init_.begin() + ranges[k].begin,
+                                                init_.begin() + ranges[k].end)),
+                -1)
+          << k;
+    }
+    outs.pop_back();
+    absl::Status bad = (*client)->GatherRanges(ranges, v1::DTYPE_FP32, outs);
+    EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(bad.message().find("4 ranges but 3 output buffers"),
+              std::string::npos)
+        << bad;
   }
-  outs.pop_back();
-  absl::Status bad = client_->GatherRanges(ranges, v1::DTYPE_FP32, outs);
-  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(bad.message().find("3 ranges but 2 output buffers"),
-            std::string::npos)
-      << bad;
 }
 
 }  // namespace

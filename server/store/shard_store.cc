@@ -115,6 +115,13 @@ absl::Status ShardStore::CheckGather(const v1::GatherRequest& r) {
         absl::StrCat("unknown dtype ", static_cast<int>(r.dtype())));
   }
   if (s.ok()) s = ledger_->CheckRange(r.offset(), r.length());
+  for (const v1::GatherRange& m : r.more()) {
+    if (s.ok()) s = ledger_->CheckRange(m.offset(), m.length());
+  }
+  if (s.ok() && r.more_size() > 0 && r.has_shared()) {
+    s = absl::InvalidArgumentError(
+        "GatherRequest: shared memory takes one range (no `more`)");
+  }
   return s.ok() ? s : Reject(s);
 }
 

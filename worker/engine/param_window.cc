@@ -43,15 +43,28 @@ ParamWindow::ParamWindow(const ModelLayout& layout, ParamWindowOptions options,
 
 void ParamWindow::IssueFetches(size_t until) {
   const size_t window = static_cast<size_t>(std::max(options_.prefetch, 0)) + 2;
+  std::vector<Range> ranges;
+  std::vector<void*> outs;
+  std::vector<int> batch;
   while (fetch_next_ < fetch_order_.size() &&
          (fetch_next_ <= until || fetch_next_ < fetch_waited_ + window)) {
-    Unit& u = units_[fetch_order_[fetch_next_++]];
+    const int index = fetch_order_[fetch_next_++];
+    Unit& u = units_[index];
     if (!u.fetch_due) continue;
     u.fetch_due = false;
-    u.part_fetch = client_->GatherAsync(u.part, v1::DTYPE_FP32,
-                                        partition_.data() + u.offset);
+    ranges.push_back(u.part);
+    outs.push_back(partition_.data() + u.offset);
+    batch.push_back(index);
     stats_->server_gather.Add(0, 4 * u.part.size());
   }
+  if (batch.empty()) return;
+  // One call for the parts issued together: each server's pieces go in one
+  // request (ShardClient::GatherRanges).
+  std::shared_future<absl::Status> f =
+      std::async(std::launch::async, [this, ranges, outs] {
+        return client_->GatherRanges(ranges, v1::DTYPE_FP32, outs);
+      }).share();
+  for (int index : batch) units_[index].part_fetch = f;
 }
 
 ParamWindow::~ParamWindow() {
@@ -64,11 +77,12 @@ ParamWindow::~ParamWindow() {
 absl::Status ParamWindow::FetchPartition() {
   absl::Status first;
   for (Unit& u : units_) {  // a lazy fetch not waited for yet
-    absl::Status s = WaitFuture(u.part_fetch, &stats_->server_wait_seconds);
+    absl::Status s = WaitPart(u);
     if (first.ok()) first = s;
   }
   const bool lazy = options_.lazy_fetch && !options_.offload;
-  std::vector<std::future<absl::Status>> fetches;
+  std::vector<Range> ranges;
+  std::vector<void*> outs;
   for (Unit& u : units_) {
     // A persistent unit whole, in place; otherwise this rank's part.
     const Range r = u.persistent       ? u.range
@@ -79,20 +93,31 @@ absl::Status ParamWindow::FetchPartition() {
       u.fetch_due = true;  // issued by IssueFetches
       continue;
     }
-    float* to =
-        u.persistent ? params_.data() + r.begin : partition_.data() + u.offset;
-    fetches.push_back(client_->GatherAsync(r, v1::DTYPE_FP32, to));
+    ranges.push_back(r);
+    outs.push_back(u.persistent ? params_.data() + r.begin
+                                : partition_.data() + u.offset);
     stats_->server_gather.Add(0, 4 * r.size());
   }
   if (lazy) {
     fetch_next_ = fetch_waited_ = 0;
     IssueFetches(0);
   }
-  for (auto& f : fetches) {
-    absl::Status s = WaitFuture(f, &stats_->server_wait_seconds);
+  if (!ranges.empty()) {  // one call: a request per server
+    const double start = NowSeconds();
+    absl::Status s = client_->GatherRanges(ranges, v1::DTYPE_FP32, outs);
+    stats_->server_wait_seconds += NowSeconds() - start;
     if (first.ok()) first = s;
   }
   return first;
+}
+
+absl::Status ParamWindow::WaitPart(Unit& u) {
+  if (!u.part_fetch.valid()) return absl::OkStatus();
+  const double start = NowSeconds();
+  absl::Status s = u.part_fetch.get();
+  stats_->server_wait_seconds += NowSeconds() - start;
+  u.part_fetch = std::shared_future<absl::Status>();
+  return s;
 }
 
 void ParamWindow::Poison(const Unit& u) {
@@ -110,7 +135,7 @@ absl::Status ParamWindow::Start(Unit& u) {
       IssueFetches(static_cast<size_t>(at - fetch_order_.begin()));
     }
     const double fetched = stats_->server_wait_seconds;
-    absl::Status s = WaitFuture(u.part_fetch, &stats_->server_wait_seconds);
+    absl::Status s = WaitPart(u);
     stats_->phases.gather += stats_->server_wait_seconds - fetched;
     ++fetch_waited_;
     IssueFetches(0);  // keep the window full

@@ -61,11 +61,12 @@ struct ParamWindowOptions {
   // schedule (the needs in between, each unit's size); 0: off.
   uint64_t reuse_distance = 0;
   // FetchPartition fetches the persistent units and issues the fetches of
-  // the first parts in the order of their first need; each unit's part is
-  // waited for when the unit is first started, which issues the next
-  // part's fetch (a window of prefetch + 2 parts on their way, so that the
-  // part needed first arrives first and the rest overlaps the next
-  // forward). Its errors then come from OnEvent. Only where a failed fetch
+  // the first parts in the order of their first need (the parts issued
+  // together in one ShardClient::GatherRanges call: a request per server);
+  // each unit's part is waited for when the unit is first started, which
+  // issues the next parts' fetch (a window of prefetch + 2 parts on their
+  // way, so that the part needed first arrives first and the rest overlaps
+  // the next forward). Its errors then come from OnEvent. Only where a failed fetch
   // ends the run (the engine without recovery).
   bool lazy_fetch = false;
 };
@@ -115,7 +116,8 @@ class ParamWindow {
     // Shared by the units of one all-gather: its bytes counted yet.
     std::shared_ptr<bool> gather_counted;
     std::future<absl::Status> fetch;       // offload
-    std::future<absl::Status> part_fetch;  // lazy_fetch: the part's
+    // lazy_fetch: the part's (shared by the parts fetched together)
+    std::shared_future<absl::Status> part_fetch;
     bool fetch_due = false;  // lazy_fetch: its fetch not issued yet
   };
   // Puts u's part in place and marks it in flight (offload: issues its
@@ -128,6 +130,8 @@ class ParamWindow {
   // (an index in fetch_order_) is issued, or the window is full.
   void IssueFetches(size_t until);
   absl::Status Finish(Unit& u);
+  // Waits for u's lazy part fetch, if any, and forgets it.
+  absl::Status WaitPart(Unit& u);
   void Poison(const Unit& u);
 
   ParamWindowOptions options_;
