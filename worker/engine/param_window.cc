@@ -70,7 +70,7 @@ void ParamWindow::IssueFetches(size_t until) {
 ParamWindow::~ParamWindow() {
   for (Unit& u : units_) {
     if (u.part_fetch.valid()) u.part_fetch.wait();
-    if (u.fetch.valid()) u.fetch.wait();
+    if (u.batch != nullptr && u.batch->fetch.valid()) u.batch->fetch.wait();
   }
 }
 
@@ -145,14 +145,7 @@ absl::Status ParamWindow::Start(Unit& u) {
   live_bytes_ += 4 * u.range.size();
   stats_->peak_live_param_bytes =
       std::max(stats_->peak_live_param_bytes, live_bytes_);
-  if (options_.offload) {
-    if (!u.part.empty()) {
-      u.fetch = client_->GatherAsync(u.part, v1::DTYPE_FP32,
-                                     params_.data() + u.part.begin);
-      stats_->server_gather.Add(0, 4 * u.part.size());
-    }
-    return absl::OkStatus();
-  }
+  if (options_.offload) return absl::OkStatus();  // fetched by StartAll
   std::copy(partition_.begin() + u.offset,
             partition_.begin() + u.offset + u.part.size(),
             params_.begin() + u.part.begin);
@@ -160,7 +153,6 @@ absl::Status ParamWindow::Start(Unit& u) {
 }
 
 absl::Status ParamWindow::StartAll(const std::vector<int>& batch) {
-  std::vector<collective::Communicator::Segment> segments;
   std::vector<int> started;
   absl::Status status;
   for (int index : batch) {
@@ -168,32 +160,68 @@ absl::Status ParamWindow::StartAll(const std::vector<int>& batch) {
     if (u.state != State::kIdle) continue;
     status = Start(u);
     if (!status.ok()) break;
-    if (options_.offload) continue;  // all-gathered by Finish
-    segments.push_back({params_.data() + u.range.begin, u.range.size()});
     started.push_back(index);
+  }
+  if (started.empty()) return status;
+  if (options_.offload) {
+    // The parts from the servers in one call (a request per server); the
+    // units are all-gathered together once the first of them is needed
+    // (Finish).
+    auto b = std::make_shared<OffloadBatch>();
+    b->units = started;
+    std::vector<Range> ranges;
+    std::vector<void*> outs;
+    for (int index : started) {
+      const Unit& u = units_[index];
+      if (u.part.empty()) continue;
+      ranges.push_back(u.part);
+      outs.push_back(params_.data() + u.part.begin);
+      stats_->server_gather.Add(0, 4 * u.part.size());
+    }
+    if (!ranges.empty()) {
+      b->fetch = std::async(std::launch::async, [this, ranges, outs] {
+                   return client_->GatherRanges(ranges, v1::DTYPE_FP32, outs);
+                 }).share();
+    }
+    for (int index : started) units_[index].batch = b;
+    return status;
   }
   // Whatever was started is all-gathered, also after an error, so that
   // this rank issues what the others do as far as it can.
-  if (!started.empty()) {
-    const collective::CollectiveOp op =
-        comm_->AllGatherMany(segments, collective::DType::kFloat32);
-    auto counted = std::make_shared<bool>(false);
-    for (int index : started) {
-      units_[index].gather = op;
-      units_[index].gather_counted = counted;
-    }
-  }
+  GatherTogether(started);
   return status;
+}
+
+void ParamWindow::GatherTogether(const std::vector<int>& indices) {
+  std::vector<collective::Communicator::Segment> segments;
+  for (int index : indices) {
+    const Unit& u = units_[index];
+    segments.push_back({params_.data() + u.range.begin, u.range.size()});
+  }
+  const collective::CollectiveOp op =
+      comm_->AllGatherMany(segments, collective::DType::kFloat32);
+  auto counted = std::make_shared<bool>(false);
+  for (int index : indices) {
+    units_[index].gather = op;
+    units_[index].gather_counted = counted;
+  }
 }
 
 absl::Status ParamWindow::Finish(Unit& u) {
   if (u.state == State::kLive) return absl::OkStatus();
-  if (options_.offload) {
-    const double fetched = stats_->server_wait_seconds;
-    ZS_RETURN_IF_ERROR(WaitFuture(u.fetch, &stats_->server_wait_seconds));
-    stats_->phases.gather += stats_->server_wait_seconds - fetched;
-    u.gather = comm_->AllGather(params_.data() + u.range.begin, u.range.size(),
-                                collective::DType::kFloat32);
+  if (options_.offload && u.batch != nullptr) {
+    // The first of its batch needed: the batch's parts, then one
+    // all-gather for all of them.
+    const std::shared_ptr<OffloadBatch> b = std::move(u.batch);
+    for (int index : b->units) units_[index].batch = nullptr;
+    if (b->fetch.valid()) {
+      const double start = NowSeconds();
+      const absl::Status s = b->fetch.get();
+      stats_->server_wait_seconds += NowSeconds() - start;
+      stats_->phases.gather += NowSeconds() - start;
+      ZS_RETURN_IF_ERROR(s);
+    }
+    GatherTogether(b->units);
   }
   const double waited = stats_->comm_wait_seconds;
   // Units all-gathered together share one op: its bytes count once.

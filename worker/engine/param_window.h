@@ -9,8 +9,8 @@
 //                 units started by one need are all-gathered (in place) as
 //                 one operation (Communicator::AllGatherMany), so u waits
 //                 for the units prefetched with it. With offload, fetch
-//                 this rank's part from the shard servers first (the
-//                 all-gather is issued, per unit, when the unit is needed).
+//                 their parts from the shard servers first (one call), and
+//                 all-gather them together when the first is needed.
 //   kReleased(u): drop u (poison it with NaN, stop counting its bytes)
 //                 unless one of the next two needs is u again (the final
 //                 norm and embeddings stay live from forward's LM head to
@@ -66,8 +66,8 @@ struct ParamWindowOptions {
   // each unit's part is waited for when the unit is first started, which
   // issues the next parts' fetch (a window of prefetch + 2 parts on their
   // way, so that the part needed first arrives first and the rest overlaps
-  // the next forward). Its errors then come from OnEvent. Only where a failed fetch
-  // ends the run (the engine without recovery).
+  // the next forward). Its errors then come from OnEvent. Only where a failed
+  // fetch ends the run (the engine without recovery).
   bool lazy_fetch = false;
 };
 
@@ -106,16 +106,22 @@ class ParamWindow {
 
  private:
   enum class State { kIdle, kInFlight, kLive };
+  struct OffloadBatch {
+    std::vector<int> units;
+    std::shared_future<absl::Status> fetch;  // invalid: no part to fetch
+  };
   struct Unit {
     Range range;              // the unit (flat)
     Range part;               // this rank's part (flat)
     uint64_t offset = 0;      // of the part in partition_
     bool persistent = false;  // kept whole, always kLive
     State state = State::kIdle;
-    collective::CollectiveOp gather;  // not offload
+    collective::CollectiveOp gather;
     // Shared by the units of one all-gather: its bytes counted yet.
     std::shared_ptr<bool> gather_counted;
-    std::future<absl::Status> fetch;       // offload
+    // offload: the units started together, their parts' fetch (one call),
+    // until the first of them is finished (then all are all-gathered).
+    std::shared_ptr<OffloadBatch> batch;
     // lazy_fetch: the part's (shared by the parts fetched together)
     std::shared_future<absl::Status> part_fetch;
     bool fetch_due = false;  // lazy_fetch: its fetch not issued yet
@@ -126,6 +132,8 @@ class ParamWindow {
   // Starts every idle unit of `batch` and all-gathers them as one
   // operation (Communicator::AllGatherMany).
   absl::Status StartAll(const std::vector<int>& batch);
+  // Issues one all-gather (AllGatherMany) of these units, shared by them.
+  void GatherTogether(const std::vector<int>& indices);
   // lazy_fetch: issues the due fetches in need order until `until`
   // (an index in fetch_order_) is issued, or the window is full.
   void IssueFetches(size_t until);
