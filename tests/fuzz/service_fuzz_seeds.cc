@@ -178,6 +178,14 @@ std::vector<std::string> SeedInputs() {
     restore.set_epoch(1);
     w.Call(kRestore, restore).Call(kStats, stats);
     w.Call(kGather, Gather(16, 64, v1::DTYPE_BF16));
+    // Several ranges in one request (GatherRequest.more).
+    v1::GatherRequest more = Gather(0, 16, v1::DTYPE_FP32);
+    for (uint64_t at : {64, 32}) {
+      v1::GatherRange* m = more.add_more();
+      m->set_offset(at);
+      m->set_length(16);
+    }
+    w.Call(kGather, more);
     seeds.push_back(w.bytes());
   }
   {  // Misuse: a write stream whose second chunk is too long, a push with a
