@@ -156,6 +156,8 @@ class NcclCommunicator : public Communicator {
                                     comm_, stream_),
                       "ncclAllReduce"));
         break;
+      case OpKind::kAllGatherMany:  // issued as AllGathers (collective.h)
+        return absl::InternalError("NCCL: AllGatherMany is never run whole");
     }
     return WaitStream(deadline);
   }

@@ -103,7 +103,9 @@ TEST(ResidentOptimizerTest, OneRankStage0GivesTheCpuBits) {
       // The moments are on the device, counted as the optimizer's.
       EXPECT_EQ(b.stats[s].optimizer_bytes, a.stats[s].optimizer_bytes);
     }
-    if (clip > 0) EXPECT_TRUE(clipped) << "no step was clipped";
+    if (clip > 0) {
+      EXPECT_TRUE(clipped) << "no step was clipped";
+    }
   }
 }
 
