@@ -611,12 +611,6 @@ absl::Status ShardClient::GatherRanges(absl::Span<const Range> ranges,
   return absl::OkStatus();
 }
 
-std::future<absl::Status> ShardClient::GatherAsync(const Range& r,
-                                                   v1::DType dtype, void* out) {
-  return std::async(std::launch::async,
-                    [this, r, dtype, out] { return Gather(r, dtype, out); });
-}
-
 absl::Status ShardClient::PushPiece(const ShardPiece& p, size_t salt,
                                     v1::DType dtype, const char* data,
                                     const PushId& id) const {

@@ -147,8 +147,6 @@ class ShardClient {
   absl::Status GatherRanges(absl::Span<const Range> ranges, v1::DType dtype,
                             absl::Span<void* const> outs,
                             uint64_t* step = nullptr);
-  std::future<absl::Status> GatherAsync(const Range& r, v1::DType dtype,
-                                        void* out);
   // Gather requests sent so far (every attempt; for tests and stats).
   uint64_t gather_requests() const { return gather_requests_.load(); }
 

@@ -58,13 +58,19 @@ void ParamWindow::IssueFetches(size_t until) {
     stats_->server_gather.Add(0, 4 * u.part.size());
   }
   if (batch.empty()) return;
-  // One call for the parts issued together: each server's pieces go in one
-  // request (ShardClient::GatherRanges).
-  std::shared_future<absl::Status> f =
-      std::async(std::launch::async, [this, ranges, outs] {
-        return client_->GatherRanges(ranges, v1::DTYPE_FP32, outs);
-      }).share();
+  const std::shared_future<absl::Status> f = FetchAsync(ranges, outs);
   for (int index : batch) units_[index].part_fetch = f;
+}
+
+std::shared_future<absl::Status> ParamWindow::FetchAsync(
+    std::vector<Range> ranges, std::vector<void*> outs) {
+  // One call: each server's pieces go in one request (GatherRanges).
+  return std::async(std::launch::async,
+                    [this, ranges = std::move(ranges), outs = std::move(outs)] {
+                      return client_->GatherRanges(ranges, v1::DTYPE_FP32,
+                                                   outs);
+                    })
+      .share();
 }
 
 ParamWindow::~ParamWindow() {
@@ -178,11 +184,7 @@ absl::Status ParamWindow::StartAll(const std::vector<int>& batch) {
       outs.push_back(params_.data() + u.part.begin);
       stats_->server_gather.Add(0, 4 * u.part.size());
     }
-    if (!ranges.empty()) {
-      b->fetch = std::async(std::launch::async, [this, ranges, outs] {
-                   return client_->GatherRanges(ranges, v1::DTYPE_FP32, outs);
-                 }).share();
-    }
+    if (!ranges.empty()) b->fetch = FetchAsync(ranges, outs);
     for (int index : started) units_[index].batch = b;
     return status;
   }

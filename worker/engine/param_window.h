@@ -138,6 +138,9 @@ class ParamWindow {
   // (an index in fetch_order_) is issued, or the window is full.
   void IssueFetches(size_t until);
   absl::Status Finish(Unit& u);
+  // GatherRanges(ranges → outs) on its own thread.
+  std::shared_future<absl::Status> FetchAsync(std::vector<Range> ranges,
+                                              std::vector<void*> outs);
   // Waits for u's lazy part fetch, if any, and forgets it.
   absl::Status WaitPart(Unit& u);
   void Poison(const Unit& u);
