@@ -257,6 +257,14 @@ run() {
   # Attention one batch entry at a time (the A/B of CudaAttention).
   check cuda_model_timing_per_entry 120 env ZEROSHARD_CUDA_ATTENTION=per-entry \
     "$kit/bin/cuda_model_test" --gtest_filter='*Timing*'
+  # Attention's causal row blocks (CudaKernelsOptions::attention_blocks):
+  # the default above against 1 (whole products), 2 and 8.
+  local blocks
+  for blocks in 1 2 8; do
+    check "cuda_model_timing_blocks$blocks" 120 \
+      env ZEROSHARD_CUDA_ATTENTION_BLOCKS=$blocks \
+      "$kit/bin/cuda_model_test" --gtest_filter='*Timing*'
+  done
   check nccl_communicator_test 120 "$kit/bin/nccl_communicator_test"
   # The engine on the device against the CPU engine, every stage; its
   # servers are found as server/zeroshard-server from the kit.
@@ -286,11 +294,11 @@ run() {
       --vocab=50257 --seq_len=1024 --steps=20 ${GPU_CHECK_TRAIN_ARGS:-}
   done
   # shellcheck disable=SC2086  # GPU_CHECK_TRAIN_ARGS is a list of flags
-  check gpu_train_bench_stage0_per_entry 300 \
-    env ZEROSHARD_CUDA_ATTENTION=per-entry bash "$SELF" train-bench "$kit" \
+  check gpu_train_bench_stage0_blocks1 300 \
+    env ZEROSHARD_CUDA_ATTENTION_BLOCKS=1 bash "$SELF" train-bench "$kit" \
     "$py" cuda 0 --layers=12 --heads=12 --channels=768 --vocab=50257 \
     --seq_len=1024 --steps=20 ${GPU_CHECK_TRAIN_ARGS:-}
-  # The default attention's stage 0 run comes before the per-entry one, so
+  # The default attention's stage 0 run comes before the one-block one, so
   # the first match is its.
   local eager fsdp2 s0 s2 r0 r2
   eager=$(first_tokens_per_s 'bench variant=eager')

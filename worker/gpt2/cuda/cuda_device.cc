@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "worker/gpt2/cuda/cuda_launch.h"
@@ -169,6 +170,15 @@ absl::StatusOr<std::unique_ptr<Device>> CreateCudaDevice(
     } else if (v != "batched" && !v.empty()) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "ZEROSHARD_CUDA_ATTENTION='%s': want batched or per-entry", v));
+    }
+  }
+  // ZEROSHARD_CUDA_ATTENTION_BLOCKS=N: attention's causal row blocks (the
+  // kit's A/B; unset or 0: chosen from T).
+  if (const char* n = std::getenv("ZEROSHARD_CUDA_ATTENTION_BLOCKS");
+      n != nullptr && *n != '\0') {
+    if (!absl::SimpleAtoi(n, &o.attention_blocks) || o.attention_blocks < 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "ZEROSHARD_CUDA_ATTENTION_BLOCKS='%s': want a count >= 0", n));
     }
   }
   ZS_ASSIGN_OR_RETURN(std::unique_ptr<CudaKernels> k, CudaKernels::Create(o));

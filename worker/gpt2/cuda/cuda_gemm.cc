@@ -7,9 +7,10 @@
 //                   db (OC)   += column sums of dout   (cuda_matmul.cu)
 //   In kBf16 the operands inp, w, dout are first rounded to bf16 scratch.
 //
-//   Attention, per batch entry b, the NH heads as one strided batch (head h
-//   of q, k, v starts at column h*hs of its third of qkv; the batch stride
-//   is hs, the row stride 3C), P = att (NH,T,T), scale = 1/sqrt(hs):
+//   Attention (kPerEntry), per batch entry b, the NH heads as one strided
+//   batch (head h of q, k, v starts at column h*hs of its third of qkv; the
+//   batch stride is hs, the row stride 3C), P = att (NH,T,T), scale =
+//   1/sqrt(hs); kBatched: all B*NH heads per call, in causal row blocks:
 //   forward   S = scale Q K^T  ->  P = causal softmax(S)  ->  Y = P V
 //   backward  dV = P^T dY;  dP = dY V^T  ->  dS = P * (dP - rowsum(P dP));
 //             dQ = scale dS K;  dK = scale dS^T Q
@@ -203,7 +204,31 @@ bool CudaKernelsImpl::AttentionBackwardPerEntry(float* dqkv, const float* dout,
 }
 
 // The whole layer at once: q, k, v (and y / dY) in head-major scratch
-// (cuda_launch::ToHeads), each product one strided batch of B*NH.
+// (cuda_launch::ToHeads), each product one strided batch of B*NH per row
+// block (causal_plan.h).
+
+bool CudaKernelsImpl::CausalGemm(const char* what, AttentionProduct product,
+                                 int T, int hs, float alpha, const Operand& a,
+                                 const Operand& b, float* c, int64_t ldc,
+                                 int64_t stride_c, int batch) {
+  // Block boundaries 32 rows apart at least: every block's operands start
+  // 128-byte aligned when the matrices do.
+  constexpr int kAlign = 32;
+  const int blocks = CausalBlockCount(T, options_.attention_blocks);
+  for (const CausalBlock& block : CausalBlocks(T, blocks, kAlign)) {
+    const BlockGemm g = PlanBlock(product, block, T, hs);
+    auto at = [](const Operand& x, int row, int col) {  // fp32 operands
+      return Operand{static_cast<const float*>(x.data) + row * x.ld + col,
+                     x.type, x.ld, x.batch_stride};
+    };
+    if (!Gemm(what, g.trans_a, g.trans_b, g.M, g.N, g.K, alpha,
+              at(a, g.a_row, g.a_col), at(b, g.b_row, g.b_col), 0.0f,
+              c + g.c_row * ldc, ldc, stride_c, batch)) {
+      return false;
+    }
+  }
+  return true;
+}
 
 bool CudaKernelsImpl::QkvToHeads(const float* qkv, int B, int T, int C, int NH,
                                  const char* what) {
@@ -230,13 +255,14 @@ bool CudaKernelsImpl::AttentionForwardBatched(float* out, float* att,
   if (!QkvToHeads(qkv, B, T, C, NH, "AttentionForward to heads")) return false;
   const Operand qh{q, CUDA_R_32F, hs, Ths}, kh{k, CUDA_R_32F, hs, Ths},
       vh{v, CUDA_R_32F, hs, Ths}, p{att, CUDA_R_32F, T, TT};
-  return Gemm("AttentionForward QK^T", false, true, T, T, hs, scale, qh, kh,
-              0.0f, att, T, TT, BNH) &&
+  using P = AttentionProduct;
+  return CausalGemm("AttentionForward QK^T", P::kScores, T, hs, scale, qh, kh,
+                    att, T, TT, BNH) &&
          Check(cuda_launch::CausalSoftmaxForward(stream_, att, int64_t{BNH} * T,
                                                  T),
                "AttentionForward softmax") &&
-         Gemm("AttentionForward PV", false, false, T, hs, T, 1.0f, p, vh, 0.0f,
-              y, hs, Ths, BNH) &&
+         CausalGemm("AttentionForward PV", P::kValues, T, hs, 1.0f, p, vh, y,
+                    hs, Ths, BNH) &&
          Check(cuda_launch::FromHeads(stream_, out, y, B, T, NH, hs, C, 0),
                "AttentionForward from heads");
 }
@@ -260,19 +286,20 @@ bool CudaKernelsImpl::AttentionBackwardBatched(float* dqkv, const float* dout,
   const Operand qh{q, CUDA_R_32F, hs, Ths}, kh{k, CUDA_R_32F, hs, Ths},
       vh{v, CUDA_R_32F, hs, Ths}, dyh{dy, CUDA_R_32F, hs, Ths},
       ph{att, CUDA_R_32F, T, TT}, dsh{ds, CUDA_R_32F, T, TT};
+  using P = AttentionProduct;
   return Check(cuda_launch::ToHeads(stream_, dy, dout, B, T, NH, hs, C, 0),
                "AttentionBackward to heads") &&
-         Gemm("AttentionBackward dP", false, true, T, T, hs, 1.0f, dyh, vh,
-              0.0f, ds, T, TT, BNH) &&
-         Gemm("AttentionBackward dV", true, false, T, hs, T, 1.0f, ph, dyh,
-              0.0f, v, hs, Ths, BNH) &&
+         CausalGemm("AttentionBackward dP", P::kScoresGrad, T, hs, 1.0f, dyh,
+                    vh, ds, T, TT, BNH) &&
+         CausalGemm("AttentionBackward dV", P::kValuesGrad, T, hs, 1.0f, ph,
+                    dyh, v, hs, Ths, BNH) &&
          Check(cuda_launch::CausalSoftmaxBackward(stream_, ds, att, ds,
                                                   int64_t{BNH} * T, T),
                "AttentionBackward softmax") &&
-         Gemm("AttentionBackward dQ", false, false, T, hs, T, scale, dsh, kh,
-              0.0f, dy, hs, Ths, BNH) &&
-         Gemm("AttentionBackward dK", true, false, T, hs, T, scale, dsh, qh,
-              0.0f, k, hs, Ths, BNH) &&
+         CausalGemm("AttentionBackward dQ", P::kQueryGrad, T, hs, scale, dsh,
+                    kh, dy, hs, Ths, BNH) &&
+         CausalGemm("AttentionBackward dK", P::kKeyGrad, T, hs, scale, dsh, qh,
+                    k, hs, Ths, BNH) &&
          Check(cuda_launch::FromHeads(stream_, dqkv, dy, B, T, NH, hs, C3, 0),
                "AttentionBackward from heads") &&
          Check(cuda_launch::FromHeads(stream_, dqkv, k, B, T, NH, hs, C3, C),

@@ -33,6 +33,11 @@ absl::Status ValidateOptions(const CudaKernelsOptions& o) {
         "B=%d T=%d C=%d NH=%d Vp=%d maxT=%d device=%d",
         o.B, o.T, o.C, o.NH, o.Vp, o.maxT, o.device));
   }
+  if (o.attention_blocks < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "CudaKernels: attention_blocks=%d (want >= 0; 0 chooses from T)",
+        o.attention_blocks));
+  }
   if (o.C % o.NH != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "CudaKernels: C=%d is not a multiple of NH=%d", o.C, o.NH));

@@ -86,6 +86,8 @@ enum class CudaPrecision { kFp32, kBf16 };
 // heads per product, with q, k, v and the output gradients copied to
 // head-major scratch first (kBatched); or per batch entry, NH heads at a
 // time, straight from qkv (kPerEntry: less scratch, more, smaller calls).
+// kBatched also cuts each product into row blocks that skip what the
+// causal mask hides (causal_plan.h; CudaKernelsOptions::attention_blocks).
 enum class CudaAttention { kBatched, kPerEntry };
 
 // "fp32", "bf16".
@@ -114,6 +116,10 @@ struct CudaKernelsOptions {
   // stream's work), not in status(), and CallTimes counts enqueue time.
   bool synchronous = true;
   CudaAttention attention = CudaAttention::kBatched;
+  // kBatched: attention's products in this many row blocks (causal_plan.h;
+  // n blocks do (n+1)/(2n) of the unmasked work in n calls per product);
+  // 0: chosen from T (CausalBlockCount), 1: the whole products.
+  int attention_blocks = 0;
 };
 
 class CudaKernels : public Kernels {

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "worker/gpt2/cuda/causal_plan.h"
 #include "worker/gpt2/cuda/cuda_kernels.h"
 #include "worker/gpt2/cuda/cuda_launch.h"
 
@@ -111,6 +112,13 @@ class CudaKernelsImpl final : public CudaKernels {
   // q, k, v of qkv (B,T,3C) into heads_'s slots 0-2 (head-major).
   bool QkvToHeads(const float* qkv, int B, int T, int C, int NH,
                   const char* what);
+  // One product of kBatched attention, block by block (causal_plan.h): A, B
+  // and C per head as in the table there, each with its row stride; the
+  // batch of B*NH heads with strides a.batch_stride, b.batch_stride,
+  // stride_c.
+  bool CausalGemm(const char* what, AttentionProduct product, int T, int hs,
+                  float alpha, const Operand& a, const Operand& b, float* c,
+                  int64_t ldc, int64_t stride_c, int batch);
   bool AttentionForwardBatched(float* out, float* att, const float* qkv, int B,
                                int T, int C, int NH);
   bool AttentionBackwardBatched(float* dqkv, const float* dout,

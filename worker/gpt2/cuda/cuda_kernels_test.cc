@@ -112,11 +112,13 @@ bool SameBits(const Outputs& a, const Outputs& b) {
 class Parity {
  public:
   Parity(const Shape& s, CudaPrecision precision,
-         CudaAttention attention = CudaAttention::kBatched)
+         CudaAttention attention = CudaAttention::kBatched,
+         int attention_blocks = 0)
       : s_(s),
         N_(int64_t{s.B} * s.T),
         precision_(precision),
-        attention_(attention) {}
+        attention_(attention),
+        attention_blocks_(attention_blocks) {}
   ~Parity() {
     for (void* p : device_) cudaFree(p);
   }
@@ -130,6 +132,7 @@ class Parity {
     o.maxT = s_.T + 3;
     o.precision = precision_;
     o.attention = attention_;
+    o.attention_blocks = attention_blocks_;
     auto gpu = CudaKernels::Create(o);
     EXPECT_TRUE(gpu.ok()) << gpu.status();
     if (!cpu.ok() || !gpu.ok()) return false;
@@ -221,6 +224,7 @@ class Parity {
   const int64_t N_;
   const CudaPrecision precision_;
   const CudaAttention attention_;
+  const int attention_blocks_;  // CudaKernelsOptions::attention_blocks
   std::unique_ptr<CpuKernels> cpu_;
   std::unique_ptr<CudaKernels> gpu_;
   std::mt19937_64 rng_{20240611};
@@ -314,9 +318,12 @@ void Parity::Matmul(const char* name, int K, int OC, bool bias) {
 }
 
 void Parity::Attention() {
-  const char* name = attention_ == CudaAttention::kBatched
-                         ? "attention"
-                         : "attention_per_entry";
+  const std::string label =
+      attention_ == CudaAttention::kPerEntry ? "attention_per_entry"
+      : attention_blocks_ > 0
+          ? "attention_blocks" + std::to_string(attention_blocks_)
+          : "attention";
+  const char* name = label.c_str();
   const int B = s_.B, T = s_.T, C = s_.C, NH = s_.NH;
   const int64_t n_att = int64_t{B} * NH * T * T;
   const std::vector<float> qkv = Random(N_ * 3 * C);
@@ -435,6 +442,19 @@ TEST(CudaKernelsTest, ParityWithCpuKernels) {
     Parity e(s, CudaPrecision::kFp32, CudaAttention::kPerEntry);
     ASSERT_TRUE(e.Init());
     e.Attention();
+    // Causal row blocks (causal_plan.h), the last one shorter for T = 37.
+    Parity blocks(s, CudaPrecision::kFp32, CudaAttention::kBatched, 3);
+    ASSERT_TRUE(blocks.Init());
+    blocks.Attention();
+  }
+  // A longer sequence: 4 blocks of 64 rows (the default for T = 1024) and
+  // 7 uneven ones against the CPU.
+  const Shape longer{"B2T256C64", 2, 256, 64, 2, 77, 96};
+  for (int n : {4, 7}) {
+    SCOPED_TRACE(std::string(longer.name) + " blocks " + std::to_string(n));
+    Parity t(longer, CudaPrecision::kFp32, CudaAttention::kBatched, n);
+    ASSERT_TRUE(t.Init());
+    t.Attention();
   }
 }
 
