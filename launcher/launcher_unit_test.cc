@@ -14,6 +14,7 @@
 #include "launcher/log_tail.h"
 #include "launcher/progress.h"
 #include "launcher/report.h"
+#include "launcher/train_options.h"
 #include "worker/train/eval_loss.h"
 #include "worker/train/run_metrics.h"
 
@@ -38,6 +39,16 @@ std::string ReadAll(const std::string& path) {
   std::ifstream in(path);
   return std::string(std::istreambuf_iterator<char>(in),
                      std::istreambuf_iterator<char>());
+}
+
+// The servers the launcher starts share the machine's cores; never fewer
+// than zeroshard-server's own default of 2.
+TEST(TrainOptionsTest, AutoServerThreadsShareTheCores) {
+  EXPECT_EQ(AutoServerThreads(2, 16), 8u);
+  EXPECT_EQ(AutoServerThreads(3, 16), 5u);
+  EXPECT_EQ(AutoServerThreads(2, 2), 2u);
+  EXPECT_EQ(AutoServerThreads(4, 0), 2u);  // cores unknown
+  EXPECT_EQ(AutoServerThreads(0, 8), 8u);
 }
 
 TEST(ProgressTest, FormatsStepLossRateEtaAndServerStep) {

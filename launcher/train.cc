@@ -200,6 +200,7 @@ absl::Status Job::StartServers() {
     fo.server_binary = *bin;
     fo.num_shards = o_.num_servers;
     fo.work_dir = o_.work_dir;
+    fo.extra_args.push_back(absl::StrCat("--threads=", o_.server_threads));
     if (!o_.checkpoint_dir.empty()) {
       fo.extra_args.push_back("--checkpoint_dir=" + o_.checkpoint_dir);
     }
@@ -217,7 +218,9 @@ absl::Status Job::StartServers() {
   auto client = ShardClient::Connect(co);
   if (!client.ok()) return client.status();
   client_ = *std::move(client);
-  Say(absl::StrCat(fleet_ ? "servers started: " : "servers: ", servers_));
+  Say(fleet_ ? absl::StrCat("servers started (", o_.server_threads,
+                            " optimizer threads each): ", servers_)
+             : absl::StrCat("servers: ", servers_));
   return absl::OkStatus();
 }
 

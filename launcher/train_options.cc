@@ -1,7 +1,9 @@
 #include "launcher/train_options.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -100,8 +102,19 @@ absl::Status CheckServers(TrainOptions& o) {
         "--checkpoint_dir is for the servers the launcher starts; start "
         "yours with zeroshard-server --checkpoint_dir");
   }
+  if (o.server_threads > 1024) {
+    return Invalid("--server_threads must be in [0, 1024] (0: automatic)");
+  }
   if (o.num_servers > 0) {
+    if (o.server_threads == 0) {
+      o.server_threads =
+          AutoServerThreads(o.num_servers, std::thread::hardware_concurrency());
+    }
     o.server_flags = config::NvmeServerFlags(o.engine);
+  } else if (o.server_threads > 0) {
+    return Invalid(
+        "--server_threads is for the servers the launcher starts; give "
+        "yours zeroshard-server --threads");
   }
   if (o.num_servers > 0 && !ClientSecurityArgs(o.train.security).empty()) {
     return Invalid(
@@ -137,6 +150,10 @@ absl::Status Check(TrainOptions& o) {
 
 }  // namespace
 
+uint32_t AutoServerThreads(uint32_t servers, unsigned cores) {
+  return std::max<uint32_t>(2, cores / std::max<uint32_t>(1, servers));
+}
+
 absl::StatusOr<TrainOptions> ParseTrainOptions(int argc, char** argv) {
   TrainOptions o;
   FlagSet flags(
@@ -153,6 +170,10 @@ absl::StatusOr<TrainOptions> ParseTrainOptions(int argc, char** argv) {
                "shard servers to start (default: the config's count, else 2)");
   flags.String("server_addrs", &o.server_addrs,
                "use these running servers (host:port,...) instead");
+  flags.Uint32("server_threads", &o.server_threads,
+               "optimizer threads of each server it starts (default 0: the "
+               "machine's cores shared out among the servers, at least 2; "
+               "the workers wait while the servers step)");
   flags.Uint32("workers", &o.workers, "worker processes W");
   flags.Uint32("nodes", &o.nodes,
                "simulated nodes M (W/M local ranks each, on this machine)");

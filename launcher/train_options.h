@@ -44,6 +44,10 @@ struct TrainOptions {
   std::string work_dir = "/tmp/zeroshard-train";
   std::string worker_binary;  // tests; empty: zeroshard-worker
   uint32_t servers = 0;       // 0: the config's zeroshard.servers count, else 2
+  // Optimizer threads of each server the launcher starts (zeroshard-server
+  // --threads); 0: this machine's cores shared out among them, at least 2
+  // (ParseTrainOptions puts the count here).
+  uint32_t server_threads = 0;
   uint32_t workers = 2, nodes = 1;
   int64_t print_every = 0;  // 0: about 20 plain lines per run
 
@@ -65,6 +69,10 @@ struct TrainOptions {
 // 0. INVALID_ARGUMENT (or NOT_FOUND for a missing file) with a one-line
 // message otherwise.
 absl::StatusOr<TrainOptions> ParseTrainOptions(int argc, char** argv);
+
+// --server_threads 0: `cores` (the machine's; 0 when unknown) shared out
+// among `servers`, at least 2 each (zeroshard-server's own default).
+uint32_t AutoServerThreads(uint32_t servers, unsigned cores);
 
 // Every worker's argv after the binary (no rank-specific flags): the
 // training options and `servers` (host:port,...; empty: none).
