@@ -158,7 +158,9 @@ TEST(AggregationTest, ServerKilledMidRunEndsWithTheSameBits) {
       }
     };
     auto got = RunInProcessWith(spec, 2, fleet->get(), hooks);
-    if (kill) EXPECT_TRUE(killed);
+    if (kill) {
+      EXPECT_TRUE(killed);
+    }
     return got;
   };
   auto reference = run("reference", false);

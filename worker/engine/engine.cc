@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <future>
 #include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "worker/engine/behind_gather.h"
 #include "worker/engine/grad_pusher.h"
 #include "worker/engine/grad_reducer.h"
 #include "worker/engine/lr_schedule.h"
@@ -49,7 +51,7 @@ absl::StatusOr<std::unique_ptr<ZeroEngine>> ZeroEngine::Create(
 }
 
 ZeroEngine::~ZeroEngine() {
-  // The all-gathers in flight write into params_.
+  // The fetches and all-gathers in flight write into params_.
   (void)WaitBehind();
 }
 
@@ -103,16 +105,13 @@ absl::Status ZeroEngine::Init(const ModelDef& model,
   }
   if ((options_.stage == 1 || options_.stage == 2) &&
       options_.checkpoint_interval <= 0 && elastic == nullptr) {
-    units_ = GatherBuckets(layout.units, options_.allgather_bucket_size,
-                           &bucket_of_);
-    unit_gathers_.resize(units_.size());
+    behind_ = std::make_unique<BehindGather>(
+        layout, options_.allgather_bucket_size, options_.precision, comm_,
+        client_, absl::MakeSpan(params_));
+    behind_->set_stats(&stats_);
     mc.unit_hook = [this](const UnitEvent& e) -> absl::Status {
       if (e.kind != UnitEvent::Kind::kNeeded) return absl::OkStatus();
-      if (e.unit < 0 || static_cast<size_t>(e.unit) >= bucket_of_.size()) {
-        return absl::InternalError(absl::StrCat("the model needs unit ", e.unit,
-                                                " of ", bucket_of_.size()));
-      }
-      return WaitUnit(bucket_of_[e.unit]);
+      return behind_->Need(e.unit);
     };
   }
   ZS_ASSIGN_OR_RETURN(model_, model.create(mc));
@@ -239,6 +238,9 @@ absl::StatusOr<float> ZeroEngine::Forward(const MicroBatch& batch) {
 }
 
 absl::Status ZeroEngine::Backward() {
+  // Every all-gather behind the forward issued before backward's
+  // collectives (behind_gather.h).
+  if (behind_ != nullptr) behind_->JoinIssuer();
   const double start = NowSeconds();
   const double waits = stats_.comm_wait_seconds + stats_.server_wait_seconds;
   // Before the gradients are zeroed: the last micro-batch's pushes may
@@ -277,10 +279,11 @@ absl::Status ZeroEngine::Step(bool* stepped) {
   return absl::OkStatus();
 }
 
-absl::Status ZeroEngine::ExchangeNormAndLoss(std::vector<double>* partials,
+absl::Status ZeroEngine::ExchangeNormAndLoss(double squares,
+                                             std::vector<double>* partials,
                                              double* loss_sum) {
   const int W = comm_->size();
-  const double mine[2] = {grad_path_->SumSquares(), loss_sum_};
+  const double mine[2] = {squares, loss_sum_};
   std::vector<double> all(2 * W);
   ZS_RETURN_IF_ERROR(group_.AllGather(mine, sizeof(mine), all.data()));
   partials->assign(W, 0.0);
@@ -320,11 +323,20 @@ absl::Status ZeroEngine::OptimizerStep() {
     *phase += now - mark;
     mark = now;
   };
+  // The sum of squares (a pass over this rank's gradient) beside the push
+  // wait where the path allows it.
+  std::future<double> squares;
+  if (grad_path_->sum_beside_push()) {
+    squares = std::async(std::launch::async,
+                         [this] { return grad_path_->SumSquares(); });
+  }
   const absl::Status pushed = grad_path_->Push(step, epoch());
   phase_ends(&stats_.phases.push);
+  const double my_squares =
+      squares.valid() ? squares.get() : grad_path_->SumSquares();
   std::vector<double> partials;
   double loss_sum = 0;
-  ZS_RETURN_IF_ERROR(ExchangeNormAndLoss(&partials, &loss_sum));
+  ZS_RETURN_IF_ERROR(ExchangeNormAndLoss(my_squares, &partials, &loss_sum));
   phase_ends(&stats_.phases.sync);
   StepDecision d;
   const bool on_servers = grad_path_->summed_on_servers();
@@ -435,7 +447,7 @@ absl::Status ZeroEngine::FetchOwn() {
 
 absl::Status ZeroEngine::FetchOwnParts() {
   if (window_ != nullptr) return window_->FetchPartition();
-  if (behind()) return FetchUnitParts();
+  if (behind()) return behind_->Start(static_cast<uint64_t>(step_));
   const uint64_t n = params_.size();
   const Range slice = comm_->PartRange(n, comm_->rank());
   uint64_t got = 0;
@@ -452,56 +464,8 @@ absl::Status ZeroEngine::FetchOwnParts() {
   return absl::OkStatus();
 }
 
-absl::Status ZeroEngine::FetchUnitParts() {
-  ZS_RETURN_IF_ERROR(WaitBehind());  // the last ones still write params_
-  // Every part in one call (all at once, one step check: every server at
-  // step_).
-  std::vector<Range> ranges;
-  std::vector<void*> outs;
-  for (const Range& u : units_) {
-    const Range p =
-        PartOf(u, comm_->size(), comm_->rank(), comm_->part_alignment());
-    if (p.empty()) continue;
-    ranges.push_back(p);
-    outs.push_back(params_.data() + p.begin);
-    stats_.server_gather.Add(0, 4 * p.size());
-  }
-  uint64_t got = static_cast<uint64_t>(step_);
-  const double start = NowSeconds();
-  absl::Status s = client_->GatherRanges(ranges, v1::DTYPE_FP32, outs, &got);
-  stats_.server_wait_seconds += NowSeconds() - start;
-  ZS_RETURN_IF_ERROR(s);
-  if (got != static_cast<uint64_t>(step_)) {
-    return absl::AbortedError(absl::StrCat("gathered parameters of step ", got,
-                                           ", expected ", step_));
-  }
-  for (size_t u = 0; u < units_.size(); ++u) {
-    unit_gathers_[u] = comm_->AllGather(params_.data() + units_[u].begin,
-                                        units_[u].size(), DType::kFloat32);
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ZeroEngine::WaitUnit(int u) {
-  if (!unit_gathers_[u].has_value()) return absl::OkStatus();
-  const collective::CollectiveOp op = *unit_gathers_[u];
-  unit_gathers_[u].reset();
-  const double waited = stats_.comm_wait_seconds;
-  absl::Status s = WaitOp(op, &stats_.all_gather, &stats_.comm_wait_seconds);
-  stats_.phases.all_gather_wait += stats_.comm_wait_seconds - waited;
-  ZS_RETURN_IF_ERROR(s);
-  RoundTo(options_.precision,
-          absl::MakeSpan(params_).subspan(units_[u].begin, units_[u].size()));
-  return absl::OkStatus();
-}
-
 absl::Status ZeroEngine::WaitBehind() {
-  absl::Status first;
-  for (size_t u = 0; u < unit_gathers_.size(); ++u) {
-    absl::Status s = WaitUnit(static_cast<int>(u));
-    if (first.ok()) first = s;
-  }
-  return first;
+  return behind_ != nullptr ? behind_->Finish() : absl::OkStatus();
 }
 
 absl::Status ZeroEngine::ReadParameters(absl::Span<float> out) {

@@ -25,11 +25,13 @@
 //   2  as 1, keeping only this rank's gradient parts.
 //      Stages 1-2 without recovery (no checkpoints, not elastic): the
 //      model's units (model.h) are grouped into all-gather buckets of up
-//      to allgather_bucket_size elements; each rank gathers its part of
-//      every bucket from the servers and the buckets are all-gathered one
-//      by one behind the next forward, which waits for a unit's bucket when
-//      it first needs the unit (the model's unit hook), so the parameter
-//      all-gather overlaps the next forward instead of ending the step.
+//      to allgather_bucket_size elements; a thread fetches this rank's part
+//      of every unit from the servers in the order the forward needs them
+//      and all-gathers each bucket once its parts are in, and the forward
+//      waits for a unit (the model's unit hook) only until its parameters
+//      are complete (behind_gather.h), so the fetch and the all-gather
+//      overlap the next forward instead of ending the step. Until the next
+//      Backward the engine's caller issues nothing on `comm` itself.
 //   3  as 2, and parameters partitioned by the model's units
 //      (param_window.h): gathered
 //      just in time for forward and backward, released after use, the next
@@ -127,6 +129,7 @@
 #include "client/step_protocol.h"
 #include "common/optim/clip.h"
 #include "worker/collective/collective.h"
+#include "worker/engine/behind_gather.h"
 #include "worker/engine/comm_group.h"
 #include "worker/engine/grad_path.h"
 #include "worker/engine/loss_scaler.h"
@@ -227,9 +230,10 @@ class ZeroEngine {
   absl::Status OptimizerStep();
   // Stage 0: AdamW on this rank's copy with the decision.
   absl::Status LocalStep(const StepDecision& d, double lr);
-  // All-gathers each rank's sum of squares and loss sum; `partials` in rank
-  // order, `loss_sum` added in rank order.
-  absl::Status ExchangeNormAndLoss(std::vector<double>* partials,
+  // All-gathers each rank's sum of squares (`squares`, this rank's) and
+  // loss sum; `partials` in rank order, `loss_sum` added in rank order.
+  absl::Status ExchangeNormAndLoss(double squares,
+                                   std::vector<double>* partials,
                                    double* loss_sum);
   // Every rank moves to `o`'s state when it is a roll back or a continued
   // start (step, updates, loss scaler); true if it did.
@@ -239,16 +243,10 @@ class ZeroEngine {
   absl::Status Refresh();
   absl::Status FetchOwn();  // FetchOwnParts, timed as the gather phase
   absl::Status FetchOwnParts();
-  // Stages 1-2 behind the forward: this rank's part of every all-gather
-  // bucket from the servers, then the buckets' all-gathers issued (not
-  // waited for).
-  absl::Status FetchUnitParts();
-  // Waits for bucket `b`'s all-gather if it is in flight (and rounds the
-  // bucket under fp16/bf16); WaitBehind: every bucket's.
-  absl::Status WaitUnit(int b);
+  // Stages 1-2 behind the forward: every fetch and all-gather done.
   absl::Status WaitBehind();
-  // Whether stages 1-2 all-gather behind the forward (units_ is set).
-  bool behind() const { return !units_.empty(); }
+  // Whether stages 1-2 refresh behind the forward (behind_ is set).
+  bool behind() const { return behind_ != nullptr; }
   // The workers' state now (step_, updates_, data position, seed, scaler).
   v1::TrainerState StateNow() const;
   void ResetStats();
@@ -260,12 +258,9 @@ class ZeroEngine {
   std::unique_ptr<Model> model_;
   std::unique_ptr<GradPath> grad_path_;
   std::unique_ptr<ParamWindow> window_;  // stage 3
-  // Stages 1-2 without recovery: the all-gather buckets (none otherwise;
-  // zero_plan.h GatherBuckets), each model unit's bucket, and the buckets'
-  // all-gathers in flight.
-  std::vector<Range> units_;
-  std::vector<int> bucket_of_;
-  std::vector<std::optional<collective::CollectiveOp>> unit_gathers_;
+  // Stages 1-2 without recovery: the refresh behind the forward (null
+  // otherwise). After params_, so that it ends first.
+  std::unique_ptr<BehindGather> behind_;
   std::unique_ptr<LocalAdamW> adamw_;  // stage 0
   // Stage 0, one rank, fp32, a model on a device: its optimizer (owned by
   // model_), else null.

@@ -14,7 +14,7 @@
 //
 // Call order per step: for each micro-batch BeginMicroBatch, backward with
 // OnSegment as the model's gradient hook, EndMicroBatch; then FinishStep,
-// SumSquares, Push.
+// Push and SumSquares (beside Push where sum_beside_push).
 //
 // Threading: one thread (the engine's); the client's RPC threads push.
 #ifndef ZEROSHARD_WORKER_ENGINE_GRAD_PATH_H_
@@ -53,6 +53,9 @@ class GradPath {
   // True when the servers hold the step's sum: the norm comes from their
   // prepare.
   virtual bool summed_on_servers() const = 0;
+  // True when SumSquares may run on another thread while Push runs (both
+  // only read the step's reduced parts), so the engine overlaps the two.
+  virtual bool sum_beside_push() const { return false; }
   // This rank's gradient of `step` onto the servers: pushes its reduced
   // parts (or waits for the pushes backward issued) and returns the first
   // error. OK at once without servers (stage 0).

@@ -11,6 +11,24 @@
 #include "worker/engine/zero_plan.h"
 
 namespace zeroshard::engine {
+namespace {
+
+// x *= s, n floats; nothing for s = 1 (x * 1 is x, bit for bit).
+void Scale(float* x, uint64_t n, float s) {
+  if (s == 1.0f) return;
+  for (uint64_t i = 0; i < n; ++i) x[i] *= s;
+}
+
+// dst = src * s, n floats: the copy and Scale in one pass, the same bits.
+void ScaledCopy(const float* src, uint64_t n, float s, float* dst) {
+  if (s == 1.0f) {
+    std::copy(src, src + n, dst);
+    return;
+  }
+  for (uint64_t i = 0; i < n; ++i) dst[i] = src[i] * s;
+}
+
+}  // namespace
 
 GradReducer::GradReducer(int stage, uint64_t bucket_size, bool overlap, int gas,
                          collective::Communicator* comm, ShardClient* client,
@@ -94,15 +112,20 @@ absl::Status GradReducer::Complete(size_t k) {
   const Range r = Accumulated(k);
   const float* src = grads_.data() + r.begin;
   float* dst = acc_.data() + acc_offset_[k];
-  if (first_) {
-    std::copy(src, src + r.size(), dst);
+  // In the last micro-batch the part is final here: FinishStep's multiply,
+  // then onto the servers while the rest is still being reduced.
+  const bool final = last_ && client_ != nullptr && first_error_.ok();
+  if (first_ && final) {
+    ScaledCopy(src, r.size(), scale_, dst);  // one pass: acc = part * scale
   } else {
-    for (uint64_t i = 0; i < r.size(); ++i) dst[i] += src[i];
+    if (first_) {
+      std::copy(src, src + r.size(), dst);
+    } else {
+      for (uint64_t i = 0; i < r.size(); ++i) dst[i] += src[i];
+    }
+    if (final) Scale(dst, r.size(), scale_);
   }
-  if (last_ && client_ != nullptr && first_error_.ok()) {
-    // The step's gradient of this part is final: FinishStep's multiply,
-    // then onto the servers while the rest is still being reduced.
-    for (uint64_t i = 0; i < r.size(); ++i) dst[i] *= scale_;
+  if (final) {
     scaled_[k] = true;
     PushPart(k);
   }
@@ -123,9 +146,7 @@ absl::Status GradReducer::EndMicroBatch() {
 void GradReducer::FinishStep(float s) {
   for (size_t k = 0; k < buckets_.size(); ++k) {
     if (scaled_[k]) continue;  // scaled (and pushed) by Complete
-    float* dst = acc_.data() + acc_offset_[k];
-    const uint64_t n = Accumulated(k).size();
-    for (uint64_t i = 0; i < n; ++i) dst[i] *= s;
+    Scale(acc_.data() + acc_offset_[k], Accumulated(k).size(), s);
   }
 }
 

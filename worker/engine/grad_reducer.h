@@ -69,6 +69,8 @@ class GradReducer : public GradPath {
   void FinishStep(float scale) override;
   double SumSquares() const override { return SumSquares(comm_->rank()); }
   bool summed_on_servers() const override { return false; }
+  // Push only reads acc_ too (its RPC threads and the engine's).
+  bool sum_beside_push() const override { return client_ != nullptr; }
   // Pushes each non-empty part not pushed yet as slot 0 of the step and
   // waits for every push of the step.
   absl::Status Push(uint64_t step, uint64_t epoch) override;
