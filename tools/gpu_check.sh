@@ -155,6 +155,8 @@ check() {
 # after the first 3) and "train_bench device=D stage=S tokens_per_s=N" from
 # that median step (the report's whole-run figure, first steps included,
 # beside it). ARGS: the model's shape and steps (zeroshard train's flags).
+# TRAIN_BENCH_ZERO: more "zero_optimization" keys, e.g.
+# '"reduce_bucket_size": 20000000'.
 train_bench() {
   local kit=$1 py=$2 device=$3 stage=$4
   shift 4
@@ -173,7 +175,7 @@ PY
   cat >"$dir/ds.json" <<JSON
 {"train_micro_batch_size_per_gpu": 8, "gradient_accumulation_steps": 1,
  "optimizer": {"type": "AdamW", "params": {"lr": 6e-4, "weight_decay": 0.1}},
- "zero_optimization": {"stage": $stage},
+ "zero_optimization": {"stage": $stage${TRAIN_BENCH_ZERO:+, $TRAIN_BENCH_ZERO}},
  "zeroshard": {"servers": 2, "device": "$device"}}
 JSON
   "$kit/bin/zeroshard" train --config="$dir/ds.json" --data="$dir/tokens.bin" \
@@ -293,6 +295,14 @@ run() {
       "$kit" "$py" cuda "$stage" --layers=12 --heads=12 --channels=768 \
       --vocab=50257 --seq_len=1024 --steps=20 ${GPU_CHECK_TRAIN_ARGS:-}
   done
+  # Stage 2 with gradients in 20M-element buckets (DeepSpeed's default is
+  # 5e8: one bucket for 124M, pushed after backward) so that pushes overlap
+  # backward.
+  # shellcheck disable=SC2086  # GPU_CHECK_TRAIN_ARGS is a list of flags
+  check gpu_train_bench_stage2_buckets 300 \
+    env TRAIN_BENCH_ZERO='"reduce_bucket_size": 20000000' bash "$SELF" \
+    train-bench "$kit" "$py" cuda 2 --layers=12 --heads=12 --channels=768 \
+    --vocab=50257 --seq_len=1024 --steps=20 ${GPU_CHECK_TRAIN_ARGS:-}
   # shellcheck disable=SC2086  # GPU_CHECK_TRAIN_ARGS is a list of flags
   check gpu_train_bench_stage0_blocks1 300 \
     env ZEROSHARD_CUDA_ATTENTION_BLOCKS=1 bash "$SELF" train-bench "$kit" \
