@@ -133,16 +133,6 @@ void BehindGather::IssueGathers(
   }
 }
 
-absl::Status BehindGather::WaitReady(std::shared_future<absl::Status>& f) {
-  const double start = NowSeconds();
-  const absl::Status s = f.get();
-  f = std::shared_future<absl::Status>();
-  const double waited = NowSeconds() - start;
-  stats_->server_wait_seconds += waited;
-  stats_->phases.gather += waited;
-  return s;
-}
-
 absl::Status BehindGather::Need(int unit) {
   if (unit < 0 || static_cast<size_t>(unit) >= units_.size()) {
     return absl::InternalError(
@@ -153,7 +143,8 @@ absl::Status BehindGather::Need(int unit) {
       !unit_fetched_[unit].valid()) {
     return absl::OkStatus();  // complete already
   }
-  absl::Status s = WaitReady(unit_fetched_[unit]);
+  absl::Status s = WaitShared(unit_fetched_[unit], &stats_->server_wait_seconds,
+                              &stats_->phases.gather);
   if (s.ok()) {
     RoundTo(precision_,
             params_.subspan(units_[unit].begin, units_[unit].size()));
@@ -163,9 +154,9 @@ absl::Status BehindGather::Need(int unit) {
 
 absl::Status BehindGather::WaitBucket(int b) {
   absl::Status fetched;
-  if (static_cast<size_t>(b) < bucket_issued_.size() &&
-      bucket_issued_[b].valid()) {
-    fetched = WaitReady(bucket_issued_[b]);
+  if (static_cast<size_t>(b) < bucket_issued_.size()) {
+    fetched = WaitShared(bucket_issued_[b], &stats_->server_wait_seconds,
+                         &stats_->phases.gather);
   }
   if (!gathers_[b].has_value()) return fetched;
   const collective::CollectiveOp op = *gathers_[b];

@@ -90,7 +90,6 @@ class BehindGather {
   // futures, the thread's own copies).
   void IssueGathers(std::vector<std::shared_future<absl::Status>> fetched);
   absl::Status WaitBucket(int b);
-  absl::Status WaitReady(std::shared_future<absl::Status>& f);
 
   const Precision precision_;
   const uint64_t group_bytes_;

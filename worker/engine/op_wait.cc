@@ -28,4 +28,16 @@ absl::Status WaitFuture(std::future<absl::Status>& f, double* wait_seconds) {
   return s;
 }
 
+absl::Status WaitShared(std::shared_future<absl::Status>& f,
+                        double* wait_seconds, double* phase_seconds) {
+  if (!f.valid()) return absl::OkStatus();
+  const double start = NowSeconds();
+  absl::Status s = f.get();
+  f = std::shared_future<absl::Status>();
+  const double waited = NowSeconds() - start;
+  *wait_seconds += waited;
+  if (phase_seconds != nullptr) *phase_seconds += waited;
+  return s;
+}
+
 }  // namespace zeroshard::engine

@@ -20,6 +20,12 @@ absl::Status WaitOp(const collective::CollectiveOp& op, Traffic* traffic,
 // counts as OK); adds the blocked time to `*wait_seconds`.
 absl::Status WaitFuture(std::future<absl::Status>& f, double* wait_seconds);
 
+// The same for a shared fetch: waits for `f` (invalid counts as OK), then
+// leaves it invalid (waited for); adds the blocked time to `*wait_seconds`
+// and, when not null, to `*phase_seconds` too.
+absl::Status WaitShared(std::shared_future<absl::Status>& f,
+                        double* wait_seconds, double* phase_seconds = nullptr);
+
 // Seconds since an arbitrary fixed point (steady clock).
 double NowSeconds();
 

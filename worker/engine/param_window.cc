@@ -118,12 +118,7 @@ absl::Status ParamWindow::FetchPartition() {
 }
 
 absl::Status ParamWindow::WaitPart(Unit& u) {
-  if (!u.part_fetch.valid()) return absl::OkStatus();
-  const double start = NowSeconds();
-  absl::Status s = u.part_fetch.get();
-  stats_->server_wait_seconds += NowSeconds() - start;
-  u.part_fetch = std::shared_future<absl::Status>();
-  return s;
+  return WaitShared(u.part_fetch, &stats_->server_wait_seconds);
 }
 
 void ParamWindow::Poison(const Unit& u) {
@@ -216,13 +211,8 @@ absl::Status ParamWindow::Finish(Unit& u) {
     // all-gather for all of them.
     const std::shared_ptr<OffloadBatch> b = std::move(u.batch);
     for (int index : b->units) units_[index].batch = nullptr;
-    if (b->fetch.valid()) {
-      const double start = NowSeconds();
-      const absl::Status s = b->fetch.get();
-      stats_->server_wait_seconds += NowSeconds() - start;
-      stats_->phases.gather += NowSeconds() - start;
-      ZS_RETURN_IF_ERROR(s);
-    }
+    ZS_RETURN_IF_ERROR(WaitShared(b->fetch, &stats_->server_wait_seconds,
+                                  &stats_->phases.gather));
     GatherTogether(b->units);
   }
   const double waited = stats_->comm_wait_seconds;
