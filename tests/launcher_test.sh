@@ -127,6 +127,23 @@ lpid=$!
 for _ in $(seq 600); do grep -q "^step 10/" "$T/kill40.log" 2>/dev/null && break; sleep 0.02; done
 victim=$(pgrep -f "zeroshard-server.*--shard_index=1 .*checkpoint_dir=$T/ckpt40" | head -1)
 [ -n "$victim" ] && kill -KILL "$victim"; check "killed shard server 1 (pid $victim)" $?
+# The job takes seconds; one still running after 150 s is hung: its
+# processes' stacks and logs go to the test's outputs (test.outputs/) and
+# the check below fails, instead of the test timing out with nothing.
+for _ in $(seq 1500); do kill -0 $lpid 2>/dev/null || break; sleep 0.1; done
+if kill -0 $lpid 2>/dev/null; then
+  dump="${TEST_UNDECLARED_OUTPUTS_DIR:-$T}/kill40-hang"
+  mkdir -p "$dump"
+  cp -r "$T/kill40" "$T/kill40.log" "$dump/" 2>/dev/null
+  for p in $(pgrep -f "$T/kill40/"); do
+    { echo "=== pid $p: $(tr '\0' ' ' <"/proc/$p/cmdline" | cut -c1-300)"
+      timeout 60 gdb -p "$p" -batch -ex "thread apply all bt" 2>&1 ||
+        cat "/proc/$p/task/"*/stack 2>/dev/null; } >>"$dump/stacks.txt"
+  done
+  echo "FAIL the killed-server job hung: stacks and logs in $dump"
+  for f in "$T/kill40/"*.log; do echo "--- $f"; tail -5 "$f"; done
+  kill -TERM $lpid
+fi
 wait $lpid; rc=$?
 sed 's/^/    | /' "$T/kill40.log" | grep -v '^    | step ' | tail -5
 [ $rc -eq 0 ]; check "job with a killed server exits 0 (rc $rc)" $?
