@@ -7,6 +7,7 @@
 // stage gives the CPU engine's bits (parameters, every micro-batch's loss,
 // the clip), with W = 2 ranks and K = 2 real servers, fp32 and bf16.
 #include <cmath>
+#include <cstdlib>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -38,7 +39,11 @@ TEST_P(DeviceTest, HostEmulatedDeviceGivesTheCpuBits) {
   auto cpu = RunInProcess(spec, 2, 2);
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   spec.device = "host-emulated";
+  // Every gradient copy lags 1 ms behind its issue: a hook that read a
+  // segment before its copy was done would see zeros, not the CPU's bits.
+  setenv("ZEROSHARD_HOST_COPY_LAG_US", "1000", 1);
   auto dev = RunInProcess(spec, 2, 2);
+  unsetenv("ZEROSHARD_HOST_COPY_LAG_US");
   ASSERT_TRUE(dev.ok()) << dev.status();
   for (int r = 0; r < 2; ++r) {
     const train::TrainResult &a = (*cpu)[r], &b = (*dev)[r];
@@ -137,6 +142,19 @@ TEST(ResidentOptimizerTest, AccumulationAcrossMicroBatchesStaysClose) {
   // the order of the additions.
   EXPECT_NEAR(b.stats[0].grad_norm, a.stats[0].grad_norm,
               1e-6 * a.stats[0].grad_norm);
+}
+
+TEST(DeviceKindTest, BadCopyLagIsRefusedByName) {
+  train::TrainSpec spec = TinySpec(2, false, "device_lag_test");
+  spec.device = "host-emulated";
+  setenv("ZEROSHARD_HOST_COPY_LAG_US", "soon", 1);
+  auto got = RunInProcess(spec, 1, 1);
+  unsetenv("ZEROSHARD_HOST_COPY_LAG_US");
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(got.status().message().find("ZEROSHARD_HOST_COPY_LAG_US='soon'"),
+            std::string::npos)
+      << got.status();
 }
 
 TEST(DeviceKindTest, UnknownDeviceIsRefusedByName) {

@@ -11,7 +11,11 @@
 //       CudaKernels.
 //
 // Copies are synchronous: they return with the bytes in place, after the
-// kernels enqueued before them have finished.
+// kernels enqueued before them have finished — except ToHostAsync, which
+// returns at once and runs beside later kernels (gradients on their way
+// down while backward goes on: CUDA's copy stream, the host-emulated
+// device's copy thread); a synchronous copy or Free first waits for every
+// asynchronous copy in flight.
 //
 // Errors: Alloc and the copies return them; kernels (whose calls return
 // void) record theirs, and status() gives the first error of either. After
@@ -22,6 +26,7 @@
 #define ZEROSHARD_WORKER_GPT2_DEVICE_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -54,6 +59,19 @@ class Device {
   // dst (device) <- src (host); dst (host) <- src (device).
   virtual absl::Status ToDevice(void* dst, const void* src, size_t bytes) = 0;
   virtual absl::Status ToHost(void* dst, const void* src, size_t bytes) = 0;
+
+  // dst (host) <- src (device), asynchronously: the copy sees every kernel
+  // enqueued before the call and runs beside later ones. Returns a ticket
+  // (1, 2, ... in issue order). Until WaitCopy(ticket) has returned, `dst`
+  // must not be read, no later kernel may write `src`, and both must stay
+  // allocated.
+  virtual absl::StatusOr<uint64_t> ToHostAsync(void* dst, const void* src,
+                                               size_t bytes) = 0;
+  // Whether asynchronous copy `ticket` has finished (does not wait).
+  virtual bool CopyDone(uint64_t ticket) = 0;
+  // Waits until copy `ticket` and every copy issued before it have
+  // finished: OK, or the first error of an asynchronous copy.
+  virtual absl::Status WaitCopy(uint64_t ticket) = 0;
 
   // Stage 0's optimizer on this device's memory (engine/model.h's
   // ResidentOptimizer). Like the copies, each returns with its work done;

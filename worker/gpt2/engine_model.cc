@@ -1,10 +1,15 @@
 #include "worker/gpt2/engine_model.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/time.h"
 #include "common/status_macros.h"
 #include "worker/gpt2/cuda/cuda_device.h"
 #include "worker/gpt2/host_device.h"
@@ -108,24 +113,55 @@ class DeviceGpt2 : public engine::Model, public engine::ResidentOptimizer {
     return model_->Forward(batch.tokens, batch.targets);
   }
 
+  // Each segment's gradients go down on the device's copy stream as soon as
+  // backward has enqueued their last kernel (ToHostAsync), and the engine's
+  // hook sees a segment once its copy is done: at a later segment when it
+  // already is, else after the last kernel is enqueued, in order — so the
+  // engine's reductions and pushes of the first segments overlap the
+  // device's work on the rest.
   absl::Status Backward(const engine::GradHook& hook) override {
     const int L = model_->config().num_layers;
+    struct Pending {
+      uint64_t ticket;
+      engine::GradReady ready;
+    };
+    std::vector<Pending> pending;
+    size_t delivered = 0;
     absl::Status copied;
+    // Hooks for the copies done (all of them when `wait`), in order.
+    const auto deliver = [&](bool wait) {
+      for (; delivered < pending.size() && copied.ok(); ++delivered) {
+        const Pending& p = pending[delivered];
+        if (!wait && !device_->CopyDone(p.ticket)) return;
+        copied = device_->WaitCopy(p.ticket);
+        if (copied.ok() && hook) hook(p.ready);
+      }
+    };
     absl::Status s = model_->Backward([&](const GradSegment& seg) {
-      if (!copied.ok()) return;
+      const engine::GradReady ready{UnitIndex(seg.part, seg.layer, L),
+                                    seg.range};
       if (resident_) {
-        if (hook) {
-          hook(engine::GradReady{UnitIndex(seg.part, seg.layer, L), seg.range});
-        }
+        if (hook) hook(ready);
         return;
       }
-      copied = device_->ToHost(host_grads_.data() + seg.range.begin,
+      if (!copied.ok()) return;
+      absl::StatusOr<uint64_t> ticket =
+          device_->ToHostAsync(host_grads_.data() + seg.range.begin,
                                model_->grads().data() + seg.range.begin,
                                seg.range.size() * sizeof(float));
-      if (copied.ok() && hook) {
-        hook(engine::GradReady{UnitIndex(seg.part, seg.layer, L), seg.range});
+      if (!ticket.ok()) {
+        copied = ticket.status();
+        return;
       }
+      pending.push_back(Pending{*ticket, ready});
+      deliver(/*wait=*/false);
     });
+    if (s.ok()) deliver(/*wait=*/true);
+    // Nothing may still be copying into the engine's buffer on return.
+    if (!pending.empty()) {
+      absl::Status all = device_->WaitCopy(pending.back().ticket);
+      if (copied.ok()) copied = all;
+    }
     ZS_RETURN_IF_ERROR(copied);
     return s;
   }
@@ -201,7 +237,18 @@ absl::StatusOr<std::unique_ptr<Device>> CreateDevice(const std::string& kind,
                                                      int threads) {
   ZS_RETURN_IF_ERROR(ValidateDeviceKind(kind));
   if (kind == "host-emulated") {
-    ZS_ASSIGN_OR_RETURN(auto d, HostEmulatedDevice::Create(threads));
+    // ZEROSHARD_HOST_COPY_LAG_US=N: each asynchronous copy runs N µs after
+    // it was issued (tests: a hook that reads too early sees zeros).
+    int64_t lag_us = 0;
+    if (const char* v = std::getenv("ZEROSHARD_HOST_COPY_LAG_US");
+        v != nullptr && *v != '\0' &&
+        (!absl::SimpleAtoi(v, &lag_us) || lag_us < 0 || lag_us > 1000000)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "ZEROSHARD_HOST_COPY_LAG_US='%s': want microseconds, 0 to 1000000",
+          v));
+    }
+    ZS_ASSIGN_OR_RETURN(auto d, HostEmulatedDevice::Create(
+                                    threads, absl::Microseconds(lag_us)));
     return std::unique_ptr<Device>(std::move(d));
   }
   if (kind == "cuda") {

@@ -12,14 +12,15 @@
 namespace zeroshard::gpt2 {
 
 absl::StatusOr<std::unique_ptr<HostEmulatedDevice>> HostEmulatedDevice::Create(
-    int threads) {
+    int threads, absl::Duration copy_lag) {
   ZS_ASSIGN_OR_RETURN(std::unique_ptr<CpuKernels> k,
                       CpuKernels::Create(threads));
   return std::unique_ptr<HostEmulatedDevice>(
-      new HostEmulatedDevice(std::move(k)));
+      new HostEmulatedDevice(std::move(k), copy_lag));
 }
 
 HostEmulatedDevice::~HostEmulatedDevice() {
+  copies_->WaitAll().IgnoreError();  // they read the memory freed below
   for (const auto& [p, bytes] : live_) std::free(reinterpret_cast<void*>(p));
 }
 
@@ -46,8 +47,15 @@ absl::StatusOr<void*> HostEmulatedDevice::Alloc(size_t bytes) {
   return p;
 }
 
+absl::Status HostEmulatedDevice::Drain() {
+  absl::Status s = copies_->WaitAll();
+  if (!s.ok()) return Fail(s);
+  return absl::OkStatus();
+}
+
 void HostEmulatedDevice::Free(void* device_ptr) {
   if (device_ptr == nullptr) return;
+  Drain().IgnoreError();  // as cudaFree, after the copies in flight
   auto it = live_.find(reinterpret_cast<uintptr_t>(device_ptr));
   if (it == live_.end()) {
     Fail(absl::InternalError(absl::StrFormat(
@@ -87,6 +95,7 @@ absl::Status HostEmulatedDevice::Fail(absl::Status s) {
 absl::Status HostEmulatedDevice::ToDevice(void* dst, const void* src,
                                           size_t bytes) {
   ZS_RETURN_IF_ERROR(status_);
+  ZS_RETURN_IF_ERROR(Drain());
   if (!Inside(dst, bytes) || Overlaps(src, bytes)) {
     return Fail(absl::InternalError(absl::StrFormat(
         "host-emulated device: copy of %d bytes to the device at %p from %p: "
@@ -101,8 +110,8 @@ absl::Status HostEmulatedDevice::ToDevice(void* dst, const void* src,
   return absl::OkStatus();
 }
 
-absl::Status HostEmulatedDevice::ToHost(void* dst, const void* src,
-                                        size_t bytes) {
+absl::Status HostEmulatedDevice::CheckToHost(void* dst, const void* src,
+                                             size_t bytes) {
   ZS_RETURN_IF_ERROR(status_);
   if (!Inside(src, bytes) || Overlaps(dst, bytes)) {
     return Fail(absl::InternalError(absl::StrFormat(
@@ -111,8 +120,29 @@ absl::Status HostEmulatedDevice::ToHost(void* dst, const void* src,
         Inside(src, bytes) ? "the destination is device memory"
                            : "the source is not inside a live allocation")));
   }
+  return absl::OkStatus();
+}
+
+absl::Status HostEmulatedDevice::ToHost(void* dst, const void* src,
+                                        size_t bytes) {
+  ZS_RETURN_IF_ERROR(CheckToHost(dst, src, bytes));
+  ZS_RETURN_IF_ERROR(Drain());
   std::memcpy(dst, src, bytes);
   to_host_ += bytes;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> HostEmulatedDevice::ToHostAsync(void* dst,
+                                                         const void* src,
+                                                         size_t bytes) {
+  ZS_RETURN_IF_ERROR(CheckToHost(dst, src, bytes));
+  to_host_ += bytes;
+  return copies_->Issue(dst, src, bytes);
+}
+
+absl::Status HostEmulatedDevice::WaitCopy(uint64_t ticket) {
+  absl::Status s = copies_->Wait(ticket);
+  if (!s.ok()) return Fail(s);
   return absl::OkStatus();
 }
 

@@ -8,8 +8,13 @@
 // host pointer copy, copies a stale or too-short range, or uses a buffer
 // after Free fails here rather than corrupting a GPU's memory. The kernels
 // are CpuKernels, so results are bit-identical to the CPU model's.
+// ToHostAsync runs on a copy thread (host_copy_stream.h), each copy at
+// least `copy_lag` after it was issued and checked against a source
+// written in between, so that reading a copy's destination before
+// WaitCopy, or writing its source, shows here.
 //
-// Threading: one thread at a time. The byte counters are for tests.
+// Threading: one thread at a time (the copy thread is the device's own).
+// The byte counters are for tests.
 #ifndef ZEROSHARD_WORKER_GPT2_HOST_DEVICE_H_
 #define ZEROSHARD_WORKER_GPT2_HOST_DEVICE_H_
 
@@ -18,7 +23,9 @@
 #include <memory>
 #include <string>
 
+#include "absl/time/time.h"
 #include "worker/gpt2/device.h"
+#include "worker/gpt2/host_copy_stream.h"
 
 namespace zeroshard::gpt2 {
 
@@ -26,7 +33,7 @@ class HostEmulatedDevice : public Device {
  public:
   // INVALID_ARGUMENT when threads < 1 (CpuKernels::Create's errors).
   static absl::StatusOr<std::unique_ptr<HostEmulatedDevice>> Create(
-      int threads);
+      int threads, absl::Duration copy_lag = absl::ZeroDuration());
   ~HostEmulatedDevice() override;
 
   std::string Name() const override;
@@ -37,6 +44,10 @@ class HostEmulatedDevice : public Device {
   void UnpinHost(void*) override {}
   absl::Status ToDevice(void* dst, const void* src, size_t bytes) override;
   absl::Status ToHost(void* dst, const void* src, size_t bytes) override;
+  absl::StatusOr<uint64_t> ToHostAsync(void* dst, const void* src,
+                                       size_t bytes) override;
+  bool CopyDone(uint64_t ticket) override { return copies_->Done(ticket); }
+  absl::Status WaitCopy(uint64_t ticket) override;
   absl::Status AdamW(absl::Span<const AdamWTask> tasks) override;
   absl::Status Scale(float* x, size_t n, float s) override;
   absl::StatusOr<double> SumSquares(const float* x, size_t n) override;
@@ -48,8 +59,14 @@ class HostEmulatedDevice : public Device {
   uint64_t live_bytes() const;
 
  private:
-  explicit HostEmulatedDevice(std::unique_ptr<Kernels> kernels)
-      : kernels_(std::move(kernels)) {}
+  HostEmulatedDevice(std::unique_ptr<Kernels> kernels, absl::Duration lag)
+      : kernels_(std::move(kernels)),
+        copies_(std::make_unique<HostCopyStream>(lag)) {}
+  // Every asynchronous copy done (a synchronous copy or Free waits).
+  absl::Status Drain();
+  // OK when a copy from device `src` to host `dst` is in bounds; else
+  // Fail's error naming both.
+  absl::Status CheckToHost(void* dst, const void* src, size_t bytes);
   // Whether [p, p + bytes) lies inside one live allocation / overlaps any.
   bool Inside(const void* p, size_t bytes) const;
   bool Overlaps(const void* p, size_t bytes) const;
@@ -59,6 +76,7 @@ class HostEmulatedDevice : public Device {
   absl::Status CheckDevice(const char* what, const void* p, size_t n);
 
   std::unique_ptr<Kernels> kernels_;
+  std::unique_ptr<HostCopyStream> copies_;
   std::map<uintptr_t, size_t> live_;  // address -> bytes
   uint64_t to_device_ = 0, to_host_ = 0;
   absl::Status status_;

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "worker/gpt2/config.h"
 #include "worker/gpt2/model.h"
@@ -55,6 +56,71 @@ TEST(HostDeviceTest, HostSideMustNotBeDeviceMemory) {
   absl::Status s = (*d)->ToHost(b, a, 64);  // "host" b is device memory
   EXPECT_NE(s.message().find("destination is device memory"), std::string::npos)
       << s;
+}
+
+TEST(HostDeviceTest, AsyncCopyArrivesOnlyByWaitCopy) {
+  // With a lag the bytes are not there before WaitCopy: a caller that reads
+  // early sees the old ones here, as it could on a GPU.
+  auto d = HostEmulatedDevice::Create(1, absl::Milliseconds(50));
+  ASSERT_TRUE(d.ok());
+  float* dev = static_cast<float*>(*(*d)->Alloc(64));
+  std::vector<float> host(16, 3.0f), back(16, 0.0f), back2(16, 0.0f);
+  ASSERT_TRUE((*d)->ToDevice(dev, host.data(), 64).ok());
+  auto t1 = (*d)->ToHostAsync(back.data(), dev, 64);
+  auto t2 = (*d)->ToHostAsync(back2.data(), dev + 8, 32);
+  ASSERT_TRUE(t1.ok() && t2.ok());
+  EXPECT_EQ(*t2, *t1 + 1);
+  EXPECT_FALSE((*d)->CopyDone(*t1));
+  EXPECT_EQ(back[0], 0.0f);
+  ASSERT_TRUE((*d)->WaitCopy(*t2).ok());  // and every copy before it
+  EXPECT_TRUE((*d)->CopyDone(*t1));
+  EXPECT_EQ(back, host);
+  EXPECT_EQ(back2[7], 3.0f);
+  EXPECT_EQ(back2[8], 0.0f);
+  EXPECT_EQ((*d)->bytes_to_host(), 96u);
+  EXPECT_EQ((*d)->WaitCopy(*t2 + 1).code(),
+            absl::StatusCode::kInvalidArgument);  // never issued
+}
+
+TEST(HostDeviceTest, SynchronousCopyAndFreeWaitForAsyncCopies) {
+  auto d = HostEmulatedDevice::Create(1, absl::Milliseconds(20));
+  ASSERT_TRUE(d.ok());
+  float* dev = static_cast<float*>(*(*d)->Alloc(64));
+  std::vector<float> host(16, 5.0f), back(16, 0.0f), other(16, 0.0f);
+  ASSERT_TRUE((*d)->ToDevice(dev, host.data(), 64).ok());
+  ASSERT_TRUE((*d)->ToHostAsync(back.data(), dev, 64).ok());
+  ASSERT_TRUE((*d)->ToHost(other.data(), dev, 64).ok());
+  EXPECT_EQ(back, host);  // the synchronous copy waited for it
+  ASSERT_TRUE((*d)->ToHostAsync(back.data(), dev, 64).ok());
+  (*d)->Free(dev);  // waits, then frees: no read of freed memory
+  EXPECT_TRUE((*d)->status().ok());
+}
+
+TEST(HostDeviceTest, AsyncCopyChecksBoundsAndItsSource) {
+  auto d = HostEmulatedDevice::Create(1, absl::Milliseconds(50));
+  ASSERT_TRUE(d.ok());
+  float* dev = static_cast<float*>(*(*d)->Alloc(64));
+  std::vector<float> back(32, 0.0f);
+  // Out of bounds: an error at once, nothing queued.
+  absl::StatusOr<uint64_t> bad = (*d)->ToHostAsync(back.data(), dev + 1, 64);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInternal);
+  EXPECT_NE(bad.status().message().find("not inside a live allocation"),
+            std::string::npos)
+      << bad.status();
+
+  auto e = HostEmulatedDevice::Create(1, absl::Milliseconds(50));
+  ASSERT_TRUE(e.ok());
+  float* src = static_cast<float*>(*(*e)->Alloc(64));
+  auto t = (*e)->ToHostAsync(back.data(), src, 64);
+  ASSERT_TRUE(t.ok());
+  src[3] = 7.0f;  // a "kernel" after the copy writes its source
+  absl::Status s = (*e)->WaitCopy(*t);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
+  EXPECT_NE(s.message().find("changed between ToHostAsync and the copy"),
+            std::string::npos)
+      << s;
+  EXPECT_EQ(back[3], 0.0f);      // not copied
+  EXPECT_EQ((*e)->status(), s);  // sticks
 }
 
 TEST(HostDeviceTest, UseAfterFreeAndBadFreeFail) {

@@ -3,8 +3,10 @@
 #include <cuda_runtime.h>
 
 #include <cstdlib>
+#include <deque>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
@@ -19,6 +21,13 @@ class CudaDevice : public Device {
   explicit CudaDevice(std::unique_ptr<CudaKernels> kernels)
       : kernels_(std::move(kernels)) {}
   ~CudaDevice() override {
+    if (copy_stream_ != nullptr) {
+      cudaStreamSynchronize(copy_stream_);
+      for (const auto& [ticket, done] : in_flight_) cudaEventDestroy(done);
+      for (cudaEvent_t e : free_events_) cudaEventDestroy(e);
+      cudaEventDestroy(ready_);
+      cudaStreamDestroy(copy_stream_);
+    }
     if (sum_scratch_ != nullptr) cudaFree(sum_scratch_);
   }
 
@@ -73,6 +82,69 @@ class CudaDevice : public Device {
     ZS_RETURN_IF_ERROR(status());
     const cudaError_t e = cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost);
     return e == cudaSuccess ? absl::OkStatus() : Fail("copy to host", bytes, e);
+  }
+
+  // On the copy stream, after an event recorded on the compute stream; the
+  // copy stream is a blocking one, so the synchronous copies (legacy
+  // stream) and cudaFree wait for it.
+  absl::StatusOr<uint64_t> ToHostAsync(void* dst, const void* src,
+                                       size_t bytes) override {
+    ZS_RETURN_IF_ERROR(status());
+    cudaError_t e = cudaSuccess;
+    if (copy_stream_ == nullptr) {
+      e = cudaStreamCreate(&copy_stream_);
+      if (e == cudaSuccess) {
+        e = cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming);
+      }
+      if (e != cudaSuccess) return Fail("copy stream", 0, e);
+    }
+    cudaEvent_t done = nullptr;
+    if (free_events_.empty()) {
+      e = cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
+      if (e != cudaSuccess) return Fail("copy event", 0, e);
+    } else {
+      done = free_events_.back();
+      free_events_.pop_back();
+    }
+    e = cudaEventRecord(ready_, stream());
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(copy_stream_, ready_, 0);
+    if (e == cudaSuccess) {
+      e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost,
+                          copy_stream_);
+    }
+    if (e == cudaSuccess) e = cudaEventRecord(done, copy_stream_);
+    if (e != cudaSuccess) {
+      free_events_.push_back(done);
+      return Fail("asynchronous copy to host", bytes, e);
+    }
+    in_flight_.emplace_back(++issued_, done);
+    return issued_;
+  }
+
+  bool CopyDone(uint64_t ticket) override {
+    for (const auto& [t, done] : in_flight_) {
+      if (t != ticket) continue;
+      const cudaError_t e = cudaEventQuery(done);
+      if (e == cudaErrorNotReady) cudaGetLastError();  // not an error
+      return e != cudaErrorNotReady;  // an error shows in WaitCopy
+    }
+    return ticket <= issued_;
+  }
+
+  absl::Status WaitCopy(uint64_t ticket) override {
+    if (ticket > issued_) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "cuda device: wait for copy %d, but only %d were issued", ticket,
+          issued_));
+    }
+    while (!in_flight_.empty() && in_flight_.front().first <= ticket) {
+      const cudaEvent_t done = in_flight_.front().second;
+      in_flight_.pop_front();
+      const cudaError_t e = cudaEventSynchronize(done);
+      free_events_.push_back(done);
+      if (e != cudaSuccess) return Fail("asynchronous copy to host", 0, e);
+    }
+    return status();
   }
 
   absl::Status AdamW(absl::Span<const AdamWTask> tasks) override {
@@ -144,6 +216,12 @@ class CudaDevice : public Device {
   std::unique_ptr<CudaKernels> kernels_;
   absl::Status status_;
   double* sum_scratch_ = nullptr;  // cuda_launch::SumSquares's
+  // ToHostAsync: made at its first call.
+  cudaStream_t copy_stream_ = nullptr;
+  cudaEvent_t ready_ = nullptr;  // recorded on the compute stream per copy
+  uint64_t issued_ = 0;
+  std::deque<std::pair<uint64_t, cudaEvent_t>> in_flight_;  // ticket, done
+  std::vector<cudaEvent_t> free_events_;
 };
 
 }  // namespace

@@ -4,10 +4,13 @@
 //
 // Copies go through the legacy default stream; CudaKernels's own stream is a
 // blocking one, so a copy after a kernel waits for it and sees its result,
-// and a kernel after a copy sees the bytes. Kernel calls return once
-// enqueued unless `synchronous_kernels` (CudaKernelsOptions::synchronous:
-// per-layer timing, CudaKernels::CallTimes); the optimizer operations
-// (device.h) return with their work done.
+// and a kernel after a copy sees the bytes. ToHostAsync copies on a second
+// blocking stream (made at its first call) after an event recorded on the
+// kernels' stream, and records an event per copy for CopyDone and
+// WaitCopy; the synchronous copies and cudaFree wait for it. Kernel calls
+// return once enqueued unless `synchronous_kernels`
+// (CudaKernelsOptions::synchronous: per-layer timing, CudaKernels::CallTimes);
+// the optimizer operations (device.h) return with their work done.
 //
 // Errors: Create returns CudaKernels::Create's (UNAVAILABLE without a device,
 // UNIMPLEMENTED built without --config=cuda); a failed cudaMalloc is
