@@ -78,6 +78,7 @@ absl::Status ZeroEngine::Init(const ModelDef& model,
   grads_.assign(n, 0.0f);
   ModelContext mc;
   mc.threads = options_.threads;
+  mc.bf16 = options_.precision == Precision::kBf16;
   mc.params = absl::MakeSpan(params_);
   mc.grads = absl::MakeSpan(grads_);
   if (options_.stage == 3) {

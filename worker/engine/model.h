@@ -135,13 +135,17 @@ class Model {
 };
 
 // What the engine hands a model it creates: its flat buffers
-// (num_params floats each; engine-owned, outliving the model) and the unit
-// hook (stage 3; null otherwise).
+// (num_params floats each; engine-owned, outliving the model), the unit
+// hook (stages 1-3 when units are fetched or gathered; null otherwise), and
+// whether the engine trains in bf16 (its masters stay fp32 and the
+// parameters come rounded to bf16; a model on a device may then run its
+// matmuls on bf16 operands with fp32 accumulation).
 struct ModelContext {
   absl::Span<float> params;
   absl::Span<float> grads;
   UnitHook unit_hook;
   int threads = 1;
+  bool bf16 = false;
 };
 
 // A model the engine can create: its layout first (the engine sizes its

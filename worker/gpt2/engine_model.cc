@@ -233,8 +233,8 @@ class DeviceGpt2 : public engine::Model, public engine::ResidentOptimizer {
 
 absl::StatusOr<std::unique_ptr<Device>> CreateDevice(const std::string& kind,
                                                      const Config& config,
-                                                     int B, int T,
-                                                     int threads) {
+                                                     int B, int T, int threads,
+                                                     bool bf16) {
   ZS_RETURN_IF_ERROR(ValidateDeviceKind(kind));
   if (kind == "host-emulated") {
     // ZEROSHARD_HOST_COPY_LAG_US=N: each asynchronous copy runs N µs after
@@ -252,7 +252,8 @@ absl::StatusOr<std::unique_ptr<Device>> CreateDevice(const std::string& kind,
     return std::unique_ptr<Device>(std::move(d));
   }
   if (kind == "cuda") {
-    return CreateCudaDevice(config, B, T, CudaPrecision::kFp32);
+    return CreateCudaDevice(config, B, T,
+                            bf16 ? CudaPrecision::kBf16 : CudaPrecision::kFp32);
   }
   return std::unique_ptr<Device>();  // cpu: no device
 }
@@ -309,8 +310,9 @@ absl::StatusOr<engine::ModelDef> EngineModel(const Config& config, int B, int T,
                 layout = def.layout](const engine::ModelContext& c)
       -> absl::StatusOr<std::unique_ptr<engine::Model>> {
     if (device != "cpu") {
-      ZS_ASSIGN_OR_RETURN(std::unique_ptr<Device> d,
-                          CreateDevice(device, config, B, T, c.threads));
+      ZS_ASSIGN_OR_RETURN(
+          std::unique_ptr<Device> d,
+          CreateDevice(device, config, B, T, c.threads, c.bf16));
       auto m = std::make_unique<DeviceGpt2>(layout, std::move(d), c.params,
                                             c.grads, c.unit_hook != nullptr);
       ZS_RETURN_IF_ERROR(m->Init(config, B, T, checkpoint, c.unit_hook));

@@ -45,11 +45,14 @@ absl::StatusOr<engine::ModelDef> EngineModel(const Config& config, int B, int T,
 absl::Status ValidateDeviceKind(const std::string& kind);
 
 // The Device (device.h) of `kind` for GPT-2 `config` on B x T micro-batches
-// (CPU kernels: `threads`), or null for "cpu" (host memory, no device);
-// ValidateDeviceKind's error, or the device's (UNAVAILABLE: no GPU).
+// (CPU kernels: `threads`; CUDA: matmuls on bf16 operands when `bf16`,
+// CudaPrecision::kBf16, else fp32), or null for "cpu" (host memory, no
+// device); ValidateDeviceKind's error, or the device's (UNAVAILABLE: no
+// GPU).
 absl::StatusOr<std::unique_ptr<Device>> CreateDevice(const std::string& kind,
                                                      const Config& config,
-                                                     int B, int T, int threads);
+                                                     int B, int T, int threads,
+                                                     bool bf16 = false);
 
 // The unit of (part, layer) in a model of `num_layers` blocks.
 int UnitIndex(GradSegment::Part part, int layer, int num_layers);
