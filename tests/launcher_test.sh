@@ -120,7 +120,9 @@ cmp -s "$T/ref12.bin" "$T/res12.bin"; check "resumed run saves the same bits" $?
 "$LAUNCHER" train "${TINY[@]}" --steps=40 --save="$T/ref40.bin" \
   --work-dir="$T/ref40" >/dev/null 2>&1
 check "uninterrupted 40-step run" $?
-"$LAUNCHER" train "${TINY[@]}" --steps=40 --checkpoint-dir="$T/ckpt40" \
+# Each rank logs its collectives (ZEROSHARD_COLLECTIVE_TRACE): what a hung
+# job's ranks last ran (see the hang dump below).
+ZEROSHARD_COLLECTIVE_TRACE=1 "$LAUNCHER" train "${TINY[@]}" --steps=40 --checkpoint-dir="$T/ckpt40" \
   --checkpoint-interval=4 --print_every=1 --save="$T/kill40.bin" \
   --work-dir="$T/kill40" >"$T/kill40.log" 2>&1 &
 lpid=$!
@@ -145,7 +147,7 @@ if kill -0 $lpid 2>/dev/null; then
   kill -TERM $lpid
 fi
 wait $lpid; rc=$?
-sed 's/^/    | /' "$T/kill40.log" | grep -v '^    | step ' | tail -5
+sed 's/^/    | /' "$T/kill40.log" | grep -v '^    | step \|collective: ' | tail -5
 [ $rc -eq 0 ]; check "job with a killed server exits 0 (rc $rc)" $?
 grep -q "shard server 1 exited with killed by signal 9.*restarting it" "$T/kill40.log"
 check "launcher says it restarted shard 1" $?

@@ -1,7 +1,10 @@
 #include "worker/collective/host_communicator.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -35,6 +38,11 @@ struct WireHeader {
 static_assert(sizeof(WireHeader) == 40, "wire header layout");
 
 // seq (24 bits) | source rank (20) | header flag (1) | step (3) | index (16).
+bool TraceFromEnvironment() {
+  const char* v = std::getenv("ZEROSHARD_COLLECTIVE_TRACE");
+  return v != nullptr && std::string(v) == "1";
+}
+
 uint64_t MakeTag(uint64_t seq, int src, bool header, int step, uint32_t index) {
   return ((seq & 0xFFFFFF) << 40) | (static_cast<uint64_t>(src) << 20) |
          (static_cast<uint64_t>(header) << 19) |
@@ -128,6 +136,7 @@ HostCommunicator::HostCommunicator(std::unique_ptr<Transport> transport,
     : rank_(transport->rank()),
       size_(transport->size()),
       options_(options),
+      trace_(options.trace || TraceFromEnvironment()),
       transport_(std::move(transport)) {}
 
 absl::StatusOr<std::unique_ptr<HostCommunicator>> HostCommunicator::Create(
@@ -229,10 +238,16 @@ CollectiveOp HostCommunicator::Submit(std::shared_ptr<Op> op) {
   const std::string what =
       absl::StrFormat("%s (count %d, %s)", OpKindName(op->kind), op->count,
                       DTypeName(op->dtype));
-  return queue_->Submit(what, [this, op](uint64_t seq, OpStats* stats) {
+  return queue_->Submit(what, [this, op, what](uint64_t seq, OpStats* stats) {
     op->seq = op->header.seq = seq;
     op->deadline = absl::Now() + options_.op_timeout;
-    return Run(*op, stats);
+    if (!trace_) return Run(*op, stats);
+    absl::FPrintF(stderr, "collective: rank %d #%d %s start\n", rank_, seq,
+                  what);
+    absl::Status s = Run(*op, stats);
+    absl::FPrintF(stderr, "collective: rank %d #%d %s\n", rank_, seq,
+                  s.ok() ? "ok" : "error: " + s.ToString());
+    return s;
   });
 }
 

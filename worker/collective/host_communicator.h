@@ -51,6 +51,10 @@ struct HostCommunicatorOptions {
   int local_size = 1;
   // Longest an operation may wait for its peers.
   absl::Duration op_timeout = absl::Minutes(5);
+  // One line per operation on stderr as it starts and ends ("collective:
+  // rank R #seq kind(count) start|ok|error"): what a hung or mismatched
+  // job's ranks last ran. Also on with ZEROSHARD_COLLECTIVE_TRACE=1.
+  bool trace = false;
 };
 
 class HostCommunicator : public Communicator {
@@ -101,6 +105,7 @@ class HostCommunicator : public Communicator {
   const int rank_;
   const int size_;
   const HostCommunicatorOptions options_;
+  const bool trace_;    // options_.trace or ZEROSHARD_COLLECTIVE_TRACE=1
   int local_size_ = 1;  // G (== size_ when flat)
   std::unique_ptr<Transport> transport_;
   // Progress thread only (run functions).

@@ -207,6 +207,32 @@ TEST(HostCommunicatorTest, HierarchicalWithThreeLocalRanksIsNestedTree) {
   CheckHierarchical(6, 3, DType::kFloat32, false);
 }
 
+// options.trace: a line per operation as it starts and as it ends, with
+// the sequence number, so a hung job's ranks show what they last ran.
+TEST(HostCommunicatorTest, TraceNamesEveryOperationAndItsEnd) {
+  HostCommunicatorOptions options;
+  options.trace = true;
+  testing::internal::CaptureStderr();
+  {
+    Group g = MakeGroup(2, options);
+    std::vector<float> a(10), b(10);
+    OnAll(g, [](int, HostCommunicator& c) { return c.Barrier(); });
+    CollectiveOp x = g.comms[0]->AllReduce(a.data(), 10, DType::kFloat32);
+    CollectiveOp y = g.comms[1]->AllReduce(b.data(), 11, DType::kFloat32);
+    EXPECT_FALSE(x.Wait().ok());
+    EXPECT_FALSE(y.Wait().ok());
+  }
+  const std::string err = testing::internal::GetCapturedStderr();
+  for (const char* want :
+       {"collective: rank 0 #0 Barrier (count 0, fp32) start",
+        "collective: rank 1 #0 ok",
+        "collective: rank 1 #1 AllReduce (count "
+        "11, fp32) start",
+        "collective: rank 0 #1 error: INVALID_ARGUMENT: collective mismatch"}) {
+    EXPECT_NE(err.find(want), std::string::npos) << want << " in\n" << err;
+  }
+}
+
 TEST(HostCommunicatorTest, MismatchedCountsFailWithBothCalls) {
   Group g = MakeGroup(2);
   std::vector<float> a(10), b(11);
