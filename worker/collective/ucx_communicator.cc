@@ -68,13 +68,16 @@ absl::StatusOr<std::unique_ptr<HostCommunicator>> CreateUcxCommunicator(
   options.part_alignment = config.part_alignment;
   options.local_size = config.local_size;
   options.op_timeout = config.op_timeout;
-  return CreateUcxCommunicator(*bootstrap, options);
+  UcxTransportOptions transport;
+  transport.loopback_only = IsLoopbackAddress(config.coordinator);
+  return CreateUcxCommunicator(*bootstrap, options, transport);
 }
 
 absl::StatusOr<std::unique_ptr<HostCommunicator>> CreateUcxCommunicator(
-    Bootstrap& bootstrap, const HostCommunicatorOptions& options) {
+    Bootstrap& bootstrap, const HostCommunicatorOptions& options,
+    const UcxTransportOptions& transport_options) {
   ZS_ASSIGN_OR_RETURN(std::unique_ptr<Transport> transport,
-                      CreateUcxTransport(bootstrap));
+                      CreateUcxTransport(bootstrap, transport_options));
   return HostCommunicator::Create(std::move(transport), options);
 }
 

@@ -22,6 +22,7 @@
 #include "absl/time/time.h"
 #include "worker/collective/bootstrap.h"
 #include "worker/collective/host_communicator.h"
+#include "worker/collective/ucx_transport.h"
 
 namespace zeroshard {
 namespace collective {
@@ -45,8 +46,10 @@ struct UcxCommunicatorConfig {
 };
 
 // Bootstraps (blocking until every rank joined, or bootstrap_timeout) and
-// returns the communicator. INVALID_ARGUMENT for an inconsistent config;
-// the Env's error (naming it) for a port_file that cannot be written.
+// returns the communicator. A coordinator on a loopback address means every
+// rank is on this machine: UCX then uses the loopback device only
+// (UcxTransportOptions::loopback_only). INVALID_ARGUMENT for an inconsistent
+// config; the Env's error (naming it) for a port_file that cannot be written.
 absl::StatusOr<std::unique_ptr<HostCommunicator>> CreateUcxCommunicator(
     const UcxCommunicatorConfig& config);
 
@@ -54,7 +57,8 @@ absl::StatusOr<std::unique_ptr<HostCommunicator>> CreateUcxCommunicator(
 // are the group's; e.g. worker/elastic's, through the membership service):
 // the transport is created, `bootstrap` is used once and may then go.
 absl::StatusOr<std::unique_ptr<HostCommunicator>> CreateUcxCommunicator(
-    Bootstrap& bootstrap, const HostCommunicatorOptions& options);
+    Bootstrap& bootstrap, const HostCommunicatorOptions& options,
+    const UcxTransportOptions& transport_options = {});
 
 }  // namespace collective
 }  // namespace zeroshard

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
@@ -31,7 +32,7 @@ class UcxTransport : public Transport {
   UcxTransport(int rank, int size) : rank_(rank), size_(size) {}
   ~UcxTransport() override;
 
-  absl::Status Init(Bootstrap& bootstrap);
+  absl::Status Init(Bootstrap& bootstrap, const UcxTransportOptions& options);
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -104,7 +105,8 @@ UcxTransport::~UcxTransport() {
   if (wake_fd_ >= 0) close(wake_fd_);
 }
 
-absl::Status UcxTransport::Init(Bootstrap& bootstrap) {
+absl::Status UcxTransport::Init(Bootstrap& bootstrap,
+                                const UcxTransportOptions& options) {
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) return absl::InternalError("eventfd failed");
   ucp_config_t* config = nullptr;
@@ -125,6 +127,13 @@ absl::Status UcxTransport::Init(Bootstrap& bootstrap) {
     if (s != UCS_OK) {
       ucp_config_release(config);
       return UcsError(s, std::string("ucp_config_modify ") + name);
+    }
+  }
+  if (options.loopback_only && std::getenv("UCX_NET_DEVICES") == nullptr) {
+    s = ucp_config_modify(config, "NET_DEVICES", "lo");
+    if (s != UCS_OK) {
+      ucp_config_release(config);
+      return UcsError(s, "ucp_config_modify NET_DEVICES");
     }
   }
   ucp_params_t params{};
@@ -362,10 +371,21 @@ void UcxTransport::Abort() {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Transport>> CreateUcxTransport(
-    Bootstrap& bootstrap) {
+    Bootstrap& bootstrap, const UcxTransportOptions& options) {
   auto t = std::make_unique<UcxTransport>(bootstrap.rank(), bootstrap.size());
-  ZS_RETURN_IF_ERROR(t->Init(bootstrap));
+  ZS_RETURN_IF_ERROR(t->Init(bootstrap, options));
   return std::unique_ptr<Transport>(std::move(t));
+}
+
+bool IsLoopbackAddress(const std::string& host_port) {
+  std::string host = host_port;
+  if (!host.empty() && host[0] == '[') {  // [v6]:port
+    const size_t close = host.find(']');
+    host = close == std::string::npos ? "" : host.substr(1, close - 1);
+  } else if (std::count(host.begin(), host.end(), ':') == 1) {
+    host = host.substr(0, host.find(':'));
+  }
+  return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
 }
 
 }  // namespace collective

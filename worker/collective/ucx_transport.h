@@ -15,6 +15,7 @@
 #define ZEROSHARD_WORKER_COLLECTIVE_UCX_TRANSPORT_H_
 
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "worker/collective/bootstrap.h"
@@ -23,9 +24,24 @@
 namespace zeroshard {
 namespace collective {
 
+struct UcxTransportOptions {
+  // Every rank runs on this machine (the rendezvous is a loopback address):
+  // UCX uses the loopback device only (UCX_NET_DEVICES=lo, unless the
+  // environment sets UCX_NET_DEVICES). Otherwise UCX prefers any other
+  // interface present when the worker starts — a container network's
+  // bridge, a test's veth — and when that interface goes away the ranks'
+  // connection over it stalls: operations hang until op_timeout or fail
+  // with "Endpoint timeout" (seen when container tests ran beside a job).
+  bool loopback_only = false;
+};
+
 // Blocks in bootstrap.AllGather (until every rank joined or it timed out).
 absl::StatusOr<std::unique_ptr<Transport>> CreateUcxTransport(
-    Bootstrap& bootstrap);
+    Bootstrap& bootstrap, const UcxTransportOptions& options = {});
+
+// Whether "host:port" ("[v6]:port") names this machine's loopback:
+// 127.0.0.0/8, ::1 or localhost (pure).
+bool IsLoopbackAddress(const std::string& host_port);
 
 }  // namespace collective
 }  // namespace zeroshard

@@ -263,6 +263,7 @@ absl::StatusOr<ElasticResult> RunElastic(const train::TrainSpec& spec,
     wo.min_epoch = first_group ? 0 : last_world + 1;
     wo.timeout = elastic.timeout;
     wo.comm = elastic.comm;
+    wo.transport = elastic.transport;
     wo.log = log;
     wo.stop = departure.poll();
     wo.check = check;

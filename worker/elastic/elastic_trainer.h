@@ -74,6 +74,7 @@
 #include "client/membership_client.h"
 #include "client/shard_client.h"
 #include "worker/collective/host_communicator.h"
+#include "worker/collective/ucx_transport.h"
 #include "worker/elastic/batch_policy.h"
 #include "worker/train/trainer.h"
 
@@ -95,6 +96,8 @@ struct ElasticSpec {
   // Collective options of every group (op_timeout: how long a step waits
   // for a silent peer).
   collective::HostCommunicatorOptions comm;
+  // Their transport (world.h WorldOptions::transport).
+  collective::UcxTransportOptions transport;
   // Groups in a row that may fail without committing a step.
   int max_failures = 5;
   // One line per group change (default: stdout). With stop_requested it is

@@ -231,7 +231,7 @@ absl::StatusOr<World> FormWorld(MembershipClient* m, const WorldOptions& o) {
     }
     MembershipBootstrap bootstrap(m, *view, rank, deadline, o.stop);
     absl::StatusOr<std::unique_ptr<collective::HostCommunicator>> comm =
-        collective::CreateUcxCommunicator(bootstrap, o.comm);
+        collective::CreateUcxCommunicator(bootstrap, o.comm, o.transport);
     if (!comm.ok()) {
       const absl::Status& why =
           bootstrap.status().ok() ? comm.status() : bootstrap.status();

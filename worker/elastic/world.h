@@ -40,6 +40,7 @@
 #include "client/membership_client.h"
 #include "proto/zeroshard.pb.h"
 #include "worker/collective/host_communicator.h"
+#include "worker/collective/ucx_transport.h"
 
 namespace zeroshard {
 namespace elastic {
@@ -52,6 +53,9 @@ struct WorldOptions {
   // epoch is not formed again.
   uint64_t min_epoch = 0;
   collective::HostCommunicatorOptions comm;
+  // The transport of every group (loopback_only: every member and server
+  // is on this machine).
+  collective::UcxTransportOptions transport;
   // Progress lines (waiting, formed); null: none.
   std::function<void(const std::string&)> log;
   // Null, or polled between membership calls (every poll and rendezvous

@@ -3,15 +3,20 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <memory>
+#include <string>
 #include <thread>
+#include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/membership_client.h"
 #include "common/hostname.h"
 #include "common/status_macros.h"
+#include "worker/collective/ucx_transport.h"
 #include "worker/elastic/batch_policy.h"
 #include "worker/elastic/elastic_trainer.h"
 
@@ -112,6 +117,14 @@ absl::StatusOr<std::optional<TrainResult>> RunElasticWorker(
     const TrainSpec& spec, ShardClient* client, const StepCallback& on_step,
     TrainProgress* progress) {
   ZS_ASSIGN_OR_RETURN(elastic::ElasticSpec es, MakeElasticSpec(f, config));
+  // Servers reached on this machine's loopback: the membership's workers
+  // are all here too (UcxTransportOptions::loopback_only).
+  const std::vector<std::string>& servers = client->options().addresses;
+  es.transport.loopback_only =
+      !servers.empty() &&
+      std::all_of(servers.begin(), servers.end(), [](const std::string& a) {
+        return absl::StartsWith(a, "unix:") || collective::IsLoopbackAddress(a);
+      });
   const std::string name = ElasticWorkerName(f);
   MembershipClientOptions mo;
   mo.job_id = spec.zero.job_id;
