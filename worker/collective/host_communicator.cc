@@ -37,12 +37,13 @@ struct WireHeader {
 };
 static_assert(sizeof(WireHeader) == 40, "wire header layout");
 
-// seq (24 bits) | source rank (20) | header flag (1) | step (3) | index (16).
+// ZEROSHARD_COLLECTIVE_TRACE=1: HostCommunicatorOptions::trace.
 bool TraceFromEnvironment() {
   const char* v = std::getenv("ZEROSHARD_COLLECTIVE_TRACE");
   return v != nullptr && std::string(v) == "1";
 }
 
+// seq (24 bits) | source rank (20) | header flag (1) | step (3) | index (16).
 uint64_t MakeTag(uint64_t seq, int src, bool header, int step, uint32_t index) {
   return ((seq & 0xFFFFFF) << 40) | (static_cast<uint64_t>(src) << 20) |
          (static_cast<uint64_t>(header) << 19) |

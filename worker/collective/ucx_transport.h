@@ -1,6 +1,7 @@
 // UcxTransport: the Transport of HostCommunicator over UCX's tag API (UCX
-// picks shared memory between processes of one machine, TCP across
-// machines; UCX_TLS and the other UCX_* variables apply as usual).
+// picks the transports and devices — with Debian's UCX 1.13, TCP; a job on
+// one machine is kept on the loopback device, UcxTransportOptions; UCX_TLS
+// and the other UCX_* variables apply as usual).
 //
 // Create() makes a UCX context and worker, swaps worker addresses (plus
 // host and pid, for error messages) through the Bootstrap, and creates an
