@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "common/hostname.h"
 #include "common/model_spec.h"
 #include "common/status_macros.h"
 #include "grpcpp/grpcpp.h"
@@ -48,23 +49,6 @@ bool Retryable(const grpc::Status& status) {
          (code == grpc::StatusCode::RESOURCE_EXHAUSTED &&
           absl::StartsWith(status.error_message(),
                            "Received RST_STREAM with error code 11"));
-}
-
-// Whether `address` (a gRPC target) names this host's loopback, where a
-// server is on the same host as this process.
-bool IsLoopback(absl::string_view address) {
-  for (absl::string_view scheme : {"ipv4:", "ipv6:", "dns:///", "dns:"}) {
-    if (absl::ConsumePrefix(&address, scheme)) break;
-  }
-  if (absl::StartsWith(address, "unix:")) return true;
-  absl::string_view host = address;
-  if (absl::ConsumePrefix(&host, "[")) {
-    host = host.substr(0, host.find(']'));
-  } else if (const size_t colon = host.rfind(':');
-             colon != absl::string_view::npos) {
-    host = host.substr(0, colon);
-  }
-  return host == "localhost" || absl::StartsWith(host, "127.") || host == "::1";
 }
 
 // Starts a Gather of piece `p` whose GatherChunk messages arrive as raw
@@ -200,7 +184,8 @@ absl::StatusOr<std::unique_ptr<ShardClient>> ShardClient::Connect(
   const size_t k = options.addresses.size();
   client->shared_on_ = std::make_unique<std::atomic<bool>[]>(k);
   for (size_t i = 0; i < k; ++i) {
-    const bool on = options.shared_memory && IsLoopback(options.addresses[i]);
+    const bool on =
+        options.shared_memory && IsLoopbackAddress(options.addresses[i]);
     client->shared_on_[i].store(on);
     if (on && client->segments_ == nullptr) {
       client->segments_ = std::make_unique<SegmentPool>();

@@ -1,14 +1,22 @@
 // This machine's host name, for logs and names (a pod's name on Kubernetes,
-// where $HOSTNAME is the pod name).
+// where $HOSTNAME is the pod name), and whether an address names this
+// machine's loopback.
 #ifndef ZEROSHARD_COMMON_HOSTNAME_H_
 #define ZEROSHARD_COMMON_HOSTNAME_H_
 
 #include <string>
 
+#include "absl/strings/string_view.h"
+
 namespace zeroshard {
 
 // $HOSTNAME if set, else gethostname(); "" when neither gives one.
 std::string LocalHostname();
+
+// Whether `address` — "host:port", "[v6]:port", a bare host, or a gRPC
+// target ("ipv4:", "ipv6:", "dns:" schemes; "unix:" sockets) — names this
+// machine's loopback: 127.0.0.0/8, ::1, localhost or a unix socket (pure).
+bool IsLoopbackAddress(absl::string_view address);
 
 }  // namespace zeroshard
 

@@ -5,6 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/env/env.h"
+#include "common/hostname.h"
 #include "common/status_macros.h"
 #include "worker/collective/tcp_bootstrap.h"
 #include "worker/collective/ucx_transport.h"
@@ -69,7 +70,7 @@ absl::StatusOr<std::unique_ptr<HostCommunicator>> CreateUcxCommunicator(
   options.local_size = config.local_size;
   options.op_timeout = config.op_timeout;
   UcxTransportOptions transport;
-  transport.loopback_only = IsLoopbackAddress(config.coordinator);
+  transport.loopback_only = zeroshard::IsLoopbackAddress(config.coordinator);
   return CreateUcxCommunicator(*bootstrap, options, transport);
 }
 

@@ -13,7 +13,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
@@ -375,17 +374,6 @@ absl::StatusOr<std::unique_ptr<Transport>> CreateUcxTransport(
   auto t = std::make_unique<UcxTransport>(bootstrap.rank(), bootstrap.size());
   ZS_RETURN_IF_ERROR(t->Init(bootstrap, options));
   return std::unique_ptr<Transport>(std::move(t));
-}
-
-bool IsLoopbackAddress(const std::string& host_port) {
-  std::string host = host_port;
-  if (!host.empty() && host[0] == '[') {  // [v6]:port
-    const size_t close = host.find(']');
-    host = close == std::string::npos ? "" : host.substr(1, close - 1);
-  } else if (std::count(host.begin(), host.end(), ':') == 1) {
-    host = host.substr(0, host.find(':'));
-  }
-  return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
 }
 
 }  // namespace collective

@@ -16,7 +16,6 @@
 #define ZEROSHARD_WORKER_COLLECTIVE_UCX_TRANSPORT_H_
 
 #include <memory>
-#include <string>
 
 #include "absl/status/statusor.h"
 #include "worker/collective/bootstrap.h"
@@ -39,10 +38,6 @@ struct UcxTransportOptions {
 // Blocks in bootstrap.AllGather (until every rank joined or it timed out).
 absl::StatusOr<std::unique_ptr<Transport>> CreateUcxTransport(
     Bootstrap& bootstrap, const UcxTransportOptions& options = {});
-
-// Whether "host:port" ("[v6]:port") names this machine's loopback:
-// 127.0.0.0/8, ::1 or localhost (pure).
-bool IsLoopbackAddress(const std::string& host_port);
 
 }  // namespace collective
 }  // namespace zeroshard

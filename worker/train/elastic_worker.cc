@@ -11,7 +11,6 @@
 #include <thread>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/membership_client.h"
 #include "common/hostname.h"
@@ -122,9 +121,8 @@ absl::StatusOr<std::optional<TrainResult>> RunElasticWorker(
   const std::vector<std::string>& servers = client->options().addresses;
   es.transport.loopback_only =
       !servers.empty() &&
-      std::all_of(servers.begin(), servers.end(), [](const std::string& a) {
-        return absl::StartsWith(a, "unix:") || collective::IsLoopbackAddress(a);
-      });
+      std::all_of(servers.begin(), servers.end(),
+                  [](const std::string& a) { return IsLoopbackAddress(a); });
   const std::string name = ElasticWorkerName(f);
   MembershipClientOptions mo;
   mo.job_id = spec.zero.job_id;
