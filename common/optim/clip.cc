@@ -52,6 +52,27 @@ void SquareSum::Add(const float* x, uint64_t n) {
   count_ += n;
 }
 
+void SquareSum::AddReversed(const float* x, uint64_t n) {
+  // Stream element i is x[n - 1 - i].
+  uint64_t i = 0;
+  for (; i < n && (count_ + i) % 8 != 0; ++i) {
+    const double v = x[n - 1 - i];
+    lanes_[(count_ + i) % 8] += v * v;
+  }
+  for (; i + 8 <= n; i += 8) {
+    const float* p = x + (n - 8 - i);  // stream i + j is p[7 - j]
+    for (int j = 0; j < 8; ++j) {
+      const double v = p[7 - j];
+      lanes_[j] += v * v;
+    }
+  }
+  for (; i < n; ++i) {
+    const double v = x[n - 1 - i];
+    lanes_[(count_ + i) % 8] += v * v;
+  }
+  count_ += n;
+}
+
 double SquareSum::Total() const {
   return ((lanes_[0] + lanes_[4]) + (lanes_[1] + lanes_[5])) +
          ((lanes_[2] + lanes_[6]) + (lanes_[3] + lanes_[7]));

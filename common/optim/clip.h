@@ -38,7 +38,11 @@ namespace zeroshard {
 // shards, the workers' reduced parts, the device's (host-emulated).
 class SquareSum {
  public:
+  // Appends x[0], x[1], ..., x[n-1] to the stream.
   void Add(const float* x, uint64_t n);
+  // Appends x[n-1], x[n-2], ..., x[0]: a gradient's elements in the order
+  // backward finishes them (descending flat offsets).
+  void AddReversed(const float* x, uint64_t n);
   double Total() const;
 
  private:

@@ -77,6 +77,17 @@ double LaneReference(const std::vector<float>& x) {
          ((lane[2] + lane[6]) + (lane[3] + lane[7]));
 }
 
+// Splits of a 1003-element stream at every offset pattern: aligned,
+// unaligned, empty pieces.
+std::vector<std::vector<size_t>> Cuts() {
+  return {{},
+          {1},
+          {7, 8},
+          {3, 3, 500},
+          {8, 16, 1000},
+          {5, 6, 13, 21, 34, 55, 89, 144, 233, 377, 610, 987}};
+}
+
 TEST(SquareSumTest, AnySplitOfTheStreamGivesTheSameBits) {
   std::vector<float> x(1003);
   uint32_t s = 99;
@@ -88,14 +99,7 @@ TEST(SquareSumTest, AnySplitOfTheStreamGivesTheSameBits) {
   double sequential = 0;
   for (float v : x) sequential += static_cast<double>(v) * v;
   EXPECT_NEAR(want, sequential, 1e-12 * sequential);
-  // Splits at every offset pattern: aligned, unaligned, empty pieces.
-  for (const std::vector<size_t>& cuts :
-       {std::vector<size_t>{},
-        {1},
-        {7, 8},
-        {3, 3, 500},
-        {8, 16, 1000},
-        {5, 6, 13, 21, 34, 55, 89, 144, 233, 377, 610, 987}}) {
+  for (const std::vector<size_t>& cuts : Cuts()) {
     SquareSum sum;
     size_t at = 0;
     for (size_t c : cuts) {
@@ -105,6 +109,41 @@ TEST(SquareSumTest, AnySplitOfTheStreamGivesTheSameBits) {
     sum.Add(x.data() + at, x.size() - at);
     EXPECT_EQ(sum.Total(), want) << "cuts " << cuts.size();
   }
+}
+
+TEST(SquareSumTest, AddReversedAppendsTheElementsLastFirst) {
+  // Magnitudes over 2^-7 .. 2^6: the squares need more than fp64's 53
+  // bits together, so the order of the adds shows.
+  // (Seed 5: one of the streams whose reversal does change the total.)
+  std::vector<float> x(1003);
+  uint32_t s = 5;
+  for (float& v : x) {
+    s = s * 1664525u + 1013904223u;
+    v = std::ldexp(static_cast<float>(s >> 8) / 16777216.0f - 0.5f,
+                   static_cast<int>(s % 13) - 6);
+  }
+  const std::vector<float> reversed(x.rbegin(), x.rend());
+  const double want = LaneReference(reversed);
+  // Reversing changes the bits of the sum (or the check below is empty).
+  EXPECT_NE(want, LaneReference(x));
+  // Pieces of the reversed stream, each appended from its own last element:
+  // piece [a, b) of `reversed` is x[n-b, n-a) reversed.
+  for (const std::vector<size_t>& cuts : Cuts()) {
+    SquareSum sum;
+    size_t at = 0;
+    for (size_t c : cuts) {
+      sum.AddReversed(x.data() + (x.size() - c), c - at);
+      at = c;
+    }
+    sum.AddReversed(x.data(), x.size() - at);
+    EXPECT_EQ(sum.Total(), want) << "cuts " << cuts.size();
+  }
+  // Mixed with Add: the same stream, the same bits.
+  SquareSum mixed;
+  mixed.AddReversed(x.data() + 500, x.size() - 500);  // reversed[0, 503)
+  mixed.Add(reversed.data() + 503, 100);
+  mixed.AddReversed(x.data(), 400);
+  EXPECT_EQ(mixed.Total(), want);
 }
 
 TEST(SquareSumTest, NonFiniteElementsMakeTheTotalNonFinite) {

@@ -47,14 +47,20 @@ GradReducer::GradReducer(int stage, uint64_t bucket_size, bool overlap, int gas,
   for (const Range& b : buckets_) {
     const Range p = PartOf(b, comm->size(), comm->rank(), align);
     parts_.push_back(p);
-    if (stage_ <= 1) {
-      acc_offset_.push_back(stage_ == 0 ? b.begin : p.begin);
+    if (stage_ <= 1 || gas_ == 1) {
+      acc_offset_.push_back(stage_ == 0 ? b.begin : p.begin);  // flat
     } else {
       acc_offset_.push_back(packed);
-      packed += p.size();
     }
+    packed += p.size();
   }
-  acc_.assign(stage_ <= 1 ? grads.size() : packed, 0.0f);
+  acc_size_ = stage_ <= 1 ? grads.size() : packed;
+  if (gas_ == 1) {
+    acc_base_ = grads.data();  // nothing to accumulate: the parts in place
+  } else {
+    acc_.assign(acc_size_, 0.0f);
+    acc_base_ = acc_.data();
+  }
   ops_.resize(buckets_.size());
   scaled_.assign(buckets_.size(), false);
 }
@@ -77,7 +83,11 @@ void GradReducer::BeginMicroBatch(int micro, uint64_t step, uint64_t epoch) {
   next_ = 0;
   completed_ = 0;
   first_error_ = absl::OkStatus();
-  if (first_) scaled_.assign(buckets_.size(), false);
+  if (first_) {
+    squares_.Reset();  // also: the last step's pieces are read
+    scaled_.assign(buckets_.size(), false);
+    summing_ = 0;
+  }
   stats_->bucket_issue_seconds.assign(buckets_.size(), 0.0);
 }
 
@@ -111,11 +121,13 @@ absl::Status GradReducer::Complete(size_t k) {
   }
   const Range r = Accumulated(k);
   const float* src = grads_.data() + r.begin;
-  float* dst = acc_.data() + acc_offset_[k];
+  float* dst = AccData(k);
   // In the last micro-batch the part is final here: FinishStep's multiply,
   // then onto the servers while the rest is still being reduced.
   const bool final = last_ && client_ != nullptr && first_error_.ok();
-  if (first_ && final) {
+  if (dst == src) {  // one micro-batch: the part is its own accumulator
+    if (final) Scale(dst, r.size(), scale_);
+  } else if (first_ && final) {
     ScaledCopy(src, r.size(), scale_, dst);  // one pass: acc = part * scale
   } else {
     if (first_) {
@@ -128,8 +140,16 @@ absl::Status GradReducer::Complete(size_t k) {
   if (final) {
     scaled_[k] = true;
     PushPart(k);
+    Sum(k);
   }
   return absl::OkStatus();
+}
+
+void GradReducer::Sum(size_t k) {
+  // The buckets complete in index order: the stream's order.
+  if (k != summing_) return;
+  squares_.AddReversed(PartData(k), parts_[k].size());
+  ++summing_;
 }
 
 absl::Status GradReducer::EndMicroBatch() {
@@ -145,32 +165,17 @@ absl::Status GradReducer::EndMicroBatch() {
 
 void GradReducer::FinishStep(float s) {
   for (size_t k = 0; k < buckets_.size(); ++k) {
-    if (scaled_[k]) continue;  // scaled (and pushed) by Complete
-    Scale(acc_.data() + acc_offset_[k], Accumulated(k).size(), s);
+    if (scaled_[k]) continue;  // scaled (pushed and queued) by Complete
+    Scale(AccData(k), Accumulated(k).size(), s);
+    Sum(k);
   }
-}
-
-double GradReducer::SumSquares(int r) const {
-  const uint32_t align = comm_->part_alignment();
-  // The parts as one stream, buckets in index order (reduction order
-  // reversed): for one rank at stage 0, the flat order.
-  SquareSum sum;
-  for (size_t k = buckets_.size(); k-- > 0;) {
-    const Range p = PartOf(buckets_[k], comm_->size(), r, align);
-    const float* x =
-        stage_ == 0 ? acc_.data() + p.begin : acc_.data() + acc_offset_[k];
-    sum.Add(x, p.size());
-  }
-  return sum.Total();
 }
 
 std::vector<GradReducer::Part> GradReducer::OwnParts() const {
   std::vector<Part> out;
   for (size_t k = 0; k < buckets_.size(); ++k) {
     if (parts_[k].empty()) continue;
-    const float* data = stage_ == 0 ? acc_.data() + parts_[k].begin
-                                    : acc_.data() + acc_offset_[k];
-    out.push_back(Part{parts_[k], data});
+    out.push_back(Part{parts_[k], PartData(k)});
   }
   return out;
 }
@@ -178,8 +183,7 @@ std::vector<GradReducer::Part> GradReducer::OwnParts() const {
 void GradReducer::PushPart(size_t k) {
   const Range& p = parts_[k];
   if (p.empty()) return;
-  const float* data =
-      stage_ == 0 ? acc_.data() + p.begin : acc_.data() + acc_offset_[k];
+  const float* data = PartData(k);
   PushId id;
   id.epoch = epoch_;
   id.step = step_;

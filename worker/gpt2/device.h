@@ -89,9 +89,9 @@ class Device {
   virtual absl::Status AdamW(absl::Span<const AdamWTask> tasks) = 0;
   // x (n floats) *= s, each product rounded once.
   virtual absl::Status Scale(float* x, size_t n, float s) = 0;
-  // The sum of x[i]^2 in fp64: host-emulated in SquareSum's lanes
-  // (common/optim/clip.h; the CPU engine's bits), CUDA in a fixed tree (the
-  // same bits every call).
+  // The sum of x[i]^2 in fp64: host-emulated in SquareSum's lanes from
+  // x[n-1] down to x[0] (common/optim/clip.h; the CPU engine's order and
+  // bits, grad_reducer.h), CUDA in a fixed tree (the same bits every call).
   virtual absl::StatusOr<double> SumSquares(const float* x, size_t n) = 0;
 
   // The kernels computing on this device's memory; owned by the device.

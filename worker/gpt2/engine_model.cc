@@ -166,10 +166,10 @@ class DeviceGpt2 : public engine::Model, public engine::ResidentOptimizer {
     return s;
   }
 
-  void ZeroGrad() override {
-    model_->ZeroGrad();
-    if (!resident_) std::fill(host_grads_.begin(), host_grads_.end(), 0.0f);
-  }
+  // The engine's buffer is not zeroed: Backward's segments cover the
+  // layout (the final norm, every block, the embeddings: model.h), so each
+  // Backward copies every gradient down over it before the hook sees it.
+  void ZeroGrad() override { model_->ZeroGrad(); }
 
   // engine::ResidentOptimizer
   absl::Status Enable() override {

@@ -180,8 +180,8 @@ absl::StatusOr<double> HostEmulatedDevice::SumSquares(const float* x,
                                                       size_t n) {
   ZS_RETURN_IF_ERROR(status_);
   ZS_RETURN_IF_ERROR(CheckDevice("SumSquares", x, n));
-  SquareSum sum;  // the CPU engine's (grad_reducer.cc)
-  sum.Add(x, n);
+  SquareSum sum;  // the CPU engine's order (grad_reducer.h): last first
+  sum.AddReversed(x, n);
   return sum.Total();
 }
 
