@@ -12,9 +12,12 @@ namespace zeroshard::engine {
 BehindGather::BehindGather(const ModelLayout& layout, uint64_t bucket_size,
                            Precision precision, collective::Communicator* comm,
                            ShardClient* client, absl::Span<float> params,
-                           uint64_t group_bytes)
+                           uint64_t group_bytes, int lanes_per_server,
+                           uint64_t chunk_bytes)
     : precision_(precision),
       group_bytes_(group_bytes),
+      lanes_per_server_(std::max(1, lanes_per_server)),
+      chunk_bytes_(chunk_bytes),
       comm_(comm),
       client_(client),
       params_(params),
@@ -61,9 +64,12 @@ absl::Status BehindGather::Start(uint64_t step) {
   for (size_t u = 0; u < units_.size(); ++u) {
     unit_fetched_[u] = unit_promises_[u].get_future().share();
   }
-  // Each unit's piece to the lane of the server holding its first element.
-  std::vector<std::vector<Group>> lanes(K, std::vector<Group>(1));
-  std::vector<uint64_t> lane_bytes(K, 0);
+  // Each unit's piece to the groups of the server holding its first
+  // element, cut into chunks fetched at once.
+  const uint64_t a = std::max<uint64_t>(1, plan.alignment());
+  const uint64_t chunk = std::max<uint64_t>(a, chunk_bytes_ / 4 / a * a);
+  std::vector<std::vector<Group>> groups(K, std::vector<Group>(1));
+  std::vector<uint64_t> group_bytes(K, 0);
   for (int u : fetch_order_) {
     const Range part = PartOf(buckets_[bucket_of_[u]], W, rank, align);
     const Range piece{std::max(units_[u].begin, part.begin),
@@ -74,22 +80,33 @@ absl::Status BehindGather::Start(uint64_t step) {
     }
     uint32_t k = 0;
     while (k + 1 < K && plan.ServerRange(k).end <= piece.begin) ++k;
-    Group& g = lanes[k].back();
+    Group& g = groups[k].back();
     g.units.push_back(u);
-    g.ranges.push_back(piece);
-    g.outs.push_back(params_.data() + piece.begin);
+    for (uint64_t b = piece.begin; b < piece.end;) {
+      const uint64_t e = std::min(piece.end, b / a * a + chunk);
+      g.ranges.push_back(Range{b, e});
+      g.outs.push_back(params_.data() + b);
+      b = e;
+    }
     stats_->server_gather.Add(0, 4 * piece.size());
-    lane_bytes[k] += 4 * piece.size();
-    if (lane_bytes[k] >= group_bytes_) {
-      lanes[k].emplace_back();
-      lane_bytes[k] = 0;
+    group_bytes[k] += 4 * piece.size();
+    if (group_bytes[k] >= group_bytes_) {
+      groups[k].emplace_back();
+      group_bytes[k] = 0;
     }
   }
-  for (std::vector<Group>& lane : lanes) {
-    if (lane.back().units.empty()) lane.pop_back();
-    if (lane.empty()) continue;
-    lanes_.push_back(std::async(std::launch::async, &BehindGather::RunLane,
-                                this, std::move(lane), step));
+  // A server's groups dealt to its lanes in turn.
+  for (std::vector<Group>& server : groups) {
+    if (server.back().units.empty()) server.pop_back();
+    const size_t n = std::min<size_t>(lanes_per_server_, server.size());
+    std::vector<std::vector<Group>> lanes(n);
+    for (size_t i = 0; i < server.size(); ++i) {
+      lanes[i % n].push_back(std::move(server[i]));
+    }
+    for (std::vector<Group>& lane : lanes) {
+      lanes_.push_back(std::async(std::launch::async, &BehindGather::RunLane,
+                                  this, std::move(lane), step));
+    }
   }
   bucket_promises_.clear();
   bucket_issued_.clear();

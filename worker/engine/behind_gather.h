@@ -2,10 +2,13 @@
 // (without recovery; engine.h). After each commit Start() fetches this
 // rank's piece of every model unit (its share of the unit's all-gather
 // bucket, zero_plan.h GatherBuckets) in the order the forward first needs
-// the units (ModelLayout::need_schedule): one lane per shard server, each
-// fetching the pieces that server holds, in that order, consecutive pieces
-// in one ShardClient::GatherRanges call of about 16 MiB, so every server
-// streams at once. With more than one rank a thread issues each bucket's
+// the units (ModelLayout::need_schedule): consecutive pieces held by one
+// shard server go in one ShardClient::GatherRanges call of about 16 MiB
+// (a group), each piece cut into chunks of at most 8 MiB that the call
+// fetches at once; each server's groups are dealt in turn to its four
+// lanes, each lane fetching its groups in that order, so every server
+// streams at once on several calls, and a large unit (GPT-2's wte, needed
+// first) arrives on many. With more than one rank a thread issues each bucket's
 // all-gather once its pieces are in. Need(u), from the model's unit hook,
 // waits for what unit u needs: its piece with one rank, its bucket's
 // all-gather with more. So the forward starts on the first units while the
@@ -49,14 +52,22 @@ class BehindGather {
  public:
   // One fetch call's pieces: about this many bytes (fewer at the end).
   static constexpr uint64_t kGroupBytes = uint64_t{16} << 20;
+  // Fetch calls in flight per server.
+  static constexpr int kLanesPerServer = 4;
+  // A piece is fetched in chunks of at most this many bytes, all at once.
+  static constexpr uint64_t kChunkBytes = uint64_t{8} << 20;
 
   // `params`: the model's parameter buffer; it, `comm` and `client` must
   // outlive the object. `bucket_size`: ZeroOptions::allgather_bucket_size.
-  // `group_bytes`: a fetch call ends once its pieces reach this many bytes.
+  // `group_bytes`: a fetch call ends once its pieces reach this many bytes;
+  // `lanes_per_server`: fetch calls in flight per server; `chunk_bytes`:
+  // the largest chunk of a piece.
   BehindGather(const ModelLayout& layout, uint64_t bucket_size,
                Precision precision, collective::Communicator* comm,
                ShardClient* client, absl::Span<float> params,
-               uint64_t group_bytes = kGroupBytes);
+               uint64_t group_bytes = kGroupBytes,
+               int lanes_per_server = kLanesPerServer,
+               uint64_t chunk_bytes = kChunkBytes);
   ~BehindGather();  // Finish()
 
   // Where waits and traffic are recorded (not owned; set before Start).
@@ -93,6 +104,8 @@ class BehindGather {
 
   const Precision precision_;
   const uint64_t group_bytes_;
+  const int lanes_per_server_;
+  const uint64_t chunk_bytes_;
   collective::Communicator* const comm_;
   ShardClient* const client_;
   const absl::Span<float> params_;
