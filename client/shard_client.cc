@@ -123,10 +123,11 @@ absl::StatusOr<std::unique_ptr<ShardClient>> ShardClient::Connect(
     return absl::InvalidArgumentError("no shard server addresses given");
   }
   if (options.channels_per_server < 1 || options.max_attempts < 1 ||
-      options.max_piece_bytes < kMaxChunkBytes) {
+      options.max_piece_bytes < kMaxChunkBytes ||
+      options.max_shared_piece_bytes < kMaxChunkBytes) {
     return absl::InvalidArgumentError(
         "channels_per_server and max_attempts must be >= 1, "
-        "max_piece_bytes >= 1 MiB");
+        "max_piece_bytes and max_shared_piece_bytes >= 1 MiB");
   }
   // $ZEROSHARD_SHARED_MEMORY can turn shared memory off for any program
   // (docs/shared_memory.md).
@@ -317,10 +318,13 @@ absl::StatusOr<Range> ShardClient::TensorRange(const std::string& name) const {
 std::vector<ShardPiece> ShardClient::Pieces(const Range& r,
                                             size_t esize) const {
   const uint64_t align = plan_->alignment();
-  const uint64_t max_elems = std::max<uint64_t>(
-      align, options_.max_piece_bytes / esize / align * align);
   std::vector<ShardPiece> out;
   for (const ShardPiece& p : plan_->Split(r)) {
+    const uint64_t bytes = SharedMemoryOn(p.server)
+                               ? options_.max_shared_piece_bytes
+                               : options_.max_piece_bytes;
+    const uint64_t max_elems =
+        std::max<uint64_t>(align, bytes / esize / align * align);
     for (uint64_t b = p.range.begin; b < p.range.end;) {
       // Cut at aligned offsets so each piece is a valid contribution.
       uint64_t e = std::min(p.range.end, (b / align) * align + max_elems);

@@ -69,6 +69,10 @@ struct ClientOptions {
   // Largest piece one stream carries; larger pieces are split so that
   // several streams share the work.
   uint64_t max_piece_bytes = 64ull << 20;
+  // The same through shared memory, where each piece is one request and
+  // each request's copy runs on one thread at each end: smaller pieces
+  // copy on more cores at once.
+  uint64_t max_shared_piece_bytes = 16ull << 20;
   // Gathers and pushes to servers at loopback addresses (127.0.0.0/8,
   // [::1], localhost, unix:) move their bytes through shared memory
   // (client/shared_memory.h, docs/shared_memory.md) instead of gRPC and
@@ -206,7 +210,8 @@ class ShardClient {
   absl::Status WithRetries(
       uint32_t server, const std::string& what,
       const std::function<grpc::Status(grpc::ClientContext*)>& attempt) const;
-  // Splits `r` into per-server pieces of at most max_piece_bytes.
+  // Splits `r` into per-server pieces of at most max_piece_bytes
+  // (max_shared_piece_bytes for a server reached through shared memory).
   std::vector<ShardPiece> Pieces(const Range& r, size_t esize) const;
   // `salt` picks the channel, so pieces spread over the connections.
   // Ranges of one server (non-empty list) into `outs`, one stream

@@ -273,6 +273,13 @@ run() {
   check cuda_engine_test 240 env -C "$kit" bin/cuda_engine_test
   # The host's loopback link to the servers: gather/push against raw TCP.
   check transfer_bench 120 env -C "$kit" bin/transfer_bench
+  # K = 2 as in the train benchmark, by the size of a shared-memory piece
+  # (one request, copied on one thread at each end; default 16 MiB).
+  local mib
+  for mib in 64 16 4; do
+    check "transfer_bench_k2_shared$mib" 120 env -C "$kit" bin/transfer_bench \
+      --shards=2 --mib=512 --max_shared_piece_mib=$mib
+  done
   local py=${GPU_CHECK_PYTHON:-}
   if [ -z "$py" ]; then
     py=/opt/torch/.venv/bin/python3

@@ -60,6 +60,8 @@ int Main(int argc, char** argv) {
   int64_t channels = ClientOptions().channels_per_server;
   int64_t piece_mib =
       static_cast<int64_t>(ClientOptions().max_piece_bytes >> 20);
+  int64_t shared_piece_mib =
+      static_cast<int64_t>(ClientOptions().max_shared_piece_bytes >> 20);
   FlagSet flags("transfer_bench",
                 "transfer_bench [flags]\n\n"
                 "Gather/Push GB/s of ShardClient against K local shard "
@@ -69,19 +71,25 @@ int Main(int argc, char** argv) {
               "ClientOptions.channels_per_server.");
   flags.Int64("max_piece_mib", &piece_mib,
               "ClientOptions.max_piece_bytes, in MiB.");
+  flags.Int64("max_shared_piece_mib", &shared_piece_mib,
+              "ClientOptions.max_shared_piece_bytes, in MiB.");
   const std::vector<std::string> rest = flags.ParseOrExit(argc, argv);
   if (!rest.empty()) ExitWithError(flags.program(), "unexpected argument");
   HarnessConfig cfg;
   std::vector<uint32_t> shards;
   common.Finish(flags, &cfg, &shards);
-  if (channels < 1 || channels > 64 || piece_mib < 1) {
+  if (channels < 1 || channels > 64 || piece_mib < 1 || shared_piece_mib < 1) {
     ExitWithError(flags.program(),
-                  "--channels_per_server must be in [1, 64] and "
-                  "--max_piece_mib >= 1");
+                  "--channels_per_server must be in [1, 64], "
+                  "--max_piece_mib and --max_shared_piece_mib >= 1");
   }
   cfg.client.channels_per_server = static_cast<int>(channels);
   cfg.client.max_piece_bytes = static_cast<uint64_t>(piece_mib) << 20;
-  cfg.label = absl::StrCat("ShardClient (", channels, " channel(s)/server)");
+  cfg.client.max_shared_piece_bytes = static_cast<uint64_t>(shared_piece_mib)
+                                      << 20;
+  cfg.label =
+      absl::StrCat("ShardClient (", channels, " channel(s)/server, pieces of ",
+                   piece_mib, " MiB, ", shared_piece_mib, " MiB shared)");
 
   auto binary = WorkspaceBinary("server/zeroshard-server");
   if (!binary.ok()) {
