@@ -1,6 +1,7 @@
 #include "client/shard_client.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -41,14 +42,18 @@ void SetTransferArgs(grpc::ChannelArguments* args) {
 // so the call is retried after the backoff, like a refused stream
 // (UNAVAILABLE). The server's own RESOURCE_EXHAUSTED errors (a full disk, a
 // model too large) say otherwise and are not retried.
+// So is "Server Threadpool Exhausted": every one of the server's
+// --grpc_threads was busy with a synchronous call (WriteParameters, the
+// control plane) when this one came.
 bool Retryable(const grpc::Status& status) {
   const grpc::StatusCode code = status.error_code();
   return code == grpc::StatusCode::UNAVAILABLE ||
          code == grpc::StatusCode::DEADLINE_EXCEEDED ||
          code == grpc::StatusCode::ABORTED ||
          (code == grpc::StatusCode::RESOURCE_EXHAUSTED &&
-          absl::StartsWith(status.error_message(),
-                           "Received RST_STREAM with error code 11"));
+          (absl::StartsWith(status.error_message(),
+                            "Received RST_STREAM with error code 11") ||
+           status.error_message() == "Server Threadpool Exhausted"));
 }
 
 // Starts a Gather of piece `p` whose GatherChunk messages arrive as raw
@@ -85,17 +90,22 @@ bool IsSharedRefusal(const absl::Status& s) {
          absl::StrContains(s.message(), "shared memory: ");
 }
 
-// Runs fn(i) for i in [0, n) on separate threads (the caller takes i = 0)
-// and returns the first error in index order.
-absl::Status RunAll(size_t n, const std::function<absl::Status(size_t)>& fn) {
+// Runs fn(i) for i in [0, n), at most `parallel` at once (each on a thread
+// of its own; the caller's is one of them), and returns the first error in
+// index order.
+absl::Status RunAll(size_t n, const std::function<absl::Status(size_t)>& fn,
+                    size_t parallel = SIZE_MAX) {
   if (n == 0) return absl::OkStatus();
   std::vector<absl::Status> results(n);
+  std::atomic<size_t> next{0};
+  const auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < n;) results[i] = fn(i);
+  };
   std::vector<std::thread> threads;
-  threads.reserve(n - 1);
-  for (size_t i = 1; i < n; ++i) {
-    threads.emplace_back([&, i] { results[i] = fn(i); });
-  }
-  results[0] = fn(0);
+  const size_t helpers = std::min(n, std::max<size_t>(1, parallel)) - 1;
+  threads.reserve(helpers);
+  for (size_t t = 0; t < helpers; ++t) threads.emplace_back(work);
+  work();
   for (std::thread& t : threads) t.join();
   for (const absl::Status& s : results) {
     if (!s.ok()) return s;
@@ -315,12 +325,12 @@ absl::StatusOr<Range> ShardClient::TensorRange(const std::string& name) const {
   return plan_->tensors()[index].range;
 }
 
-std::vector<ShardPiece> ShardClient::Pieces(const Range& r,
-                                            size_t esize) const {
+std::vector<ShardPiece> ShardClient::Pieces(const Range& r, size_t esize,
+                                            bool shared) const {
   const uint64_t align = plan_->alignment();
   std::vector<ShardPiece> out;
   for (const ShardPiece& p : plan_->Split(r)) {
-    const uint64_t bytes = SharedMemoryOn(p.server)
+    const uint64_t bytes = shared && SharedMemoryOn(p.server)
                                ? options_.max_shared_piece_bytes
                                : options_.max_piece_bytes;
     const uint64_t max_elems =
@@ -339,32 +349,38 @@ absl::Status ShardClient::WriteParameters(const Range& r, const float* data) {
   if (plan_ == nullptr) {
     return absl::FailedPreconditionError("RegisterModel first");
   }
-  const std::vector<ShardPiece> pieces = Pieces(r, 4);
-  return RunAll(pieces.size(), [&](size_t i) {
-    const ShardPiece& p = pieces[i];
-    const char* src =
-        reinterpret_cast<const char*>(data + (p.range.begin - r.begin));
-    return WithRetries(
-        p.server, "WriteParameters", [&](grpc::ClientContext* ctx) {
-          v1::WriteParametersResponse resp;
-          auto writer = Stub(p.server, i)->WriteParameters(ctx, &resp);
-          v1::WriteParametersRequest msg;
-          v1::WriteHeader* h = msg.mutable_header();
-          h->set_job_id(spec_.job_id());
-          h->set_offset(p.range.begin);
-          h->set_length(p.range.size());
-          h->set_dtype(v1::DTYPE_FP32);
-          const uint64_t total = p.range.size() * 4;
-          for (uint64_t off = 0; off < total; off += kMaxChunkBytes) {
-            const uint64_t n = std::min<uint64_t>(kMaxChunkBytes, total - off);
-            msg.set_data(src + off, n);
-            if (!writer->Write(msg)) break;
-            msg.clear_header();
-          }
-          writer->WritesDone();
-          return writer->Finish();
-        });
-  });
+  // Streams (a synchronous call each on the server: at most four per
+  // server at once, well inside its --grpc_threads) of max_piece_bytes.
+  const std::vector<ShardPiece> pieces = Pieces(r, 4, /*shared=*/false);
+  return RunAll(
+      pieces.size(),
+      [&](size_t i) {
+        const ShardPiece& p = pieces[i];
+        const char* src =
+            reinterpret_cast<const char*>(data + (p.range.begin - r.begin));
+        return WithRetries(
+            p.server, "WriteParameters", [&](grpc::ClientContext* ctx) {
+              v1::WriteParametersResponse resp;
+              auto writer = Stub(p.server, i)->WriteParameters(ctx, &resp);
+              v1::WriteParametersRequest msg;
+              v1::WriteHeader* h = msg.mutable_header();
+              h->set_job_id(spec_.job_id());
+              h->set_offset(p.range.begin);
+              h->set_length(p.range.size());
+              h->set_dtype(v1::DTYPE_FP32);
+              const uint64_t total = p.range.size() * 4;
+              for (uint64_t off = 0; off < total; off += kMaxChunkBytes) {
+                const uint64_t n =
+                    std::min<uint64_t>(kMaxChunkBytes, total - off);
+                msg.set_data(src + off, n);
+                if (!writer->Write(msg)) break;
+                msg.clear_header();
+              }
+              writer->WritesDone();
+              return writer->Finish();
+            });
+      },
+      4 * static_cast<size_t>(num_servers()));
 }
 
 absl::Status ShardClient::GatherShared(const ShardPiece& p, size_t salt,

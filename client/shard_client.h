@@ -210,9 +210,11 @@ class ShardClient {
   absl::Status WithRetries(
       uint32_t server, const std::string& what,
       const std::function<grpc::Status(grpc::ClientContext*)>& attempt) const;
-  // Splits `r` into per-server pieces of at most max_piece_bytes
-  // (max_shared_piece_bytes for a server reached through shared memory).
-  std::vector<ShardPiece> Pieces(const Range& r, size_t esize) const;
+  // Splits `r` into per-server pieces of at most max_piece_bytes;
+  // max_shared_piece_bytes where `shared` (a gather's or a push's pieces)
+  // and the server is reached through shared memory.
+  std::vector<ShardPiece> Pieces(const Range& r, size_t esize,
+                                 bool shared = true) const;
   // `salt` picks the channel, so pieces spread over the connections.
   // Ranges of one server (non-empty list) into `outs`, one stream
   // (GatherRequest.more after the first).

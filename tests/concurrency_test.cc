@@ -2,6 +2,7 @@
 // several steps: every contribution is received exactly once (the servers'
 // ledgers), deliberate duplicates are acknowledged and ignored, gathers
 // never see a half-committed step, and the result equals the reference.
+// And one client's calls never exceed what a server's threads take.
 #include <atomic>
 #include <thread>
 
@@ -115,6 +116,33 @@ TEST(ConcurrencyTest, ThirtyTwoThreadsTwoServers) {
   std::vector<float> p(total);
   ASSERT_TRUE(leader->Gather(Range{0, total}, v1::DTYPE_FP32, p.data()).ok());
   EXPECT_EQ(testing::FirstBitDifference(p, reference.params()), -1);
+}
+
+// WriteParameters is a synchronous call on the server (one of its
+// --grpc_threads each): 17 MiB in 1 MiB pieces to a server with 2 threads
+// is written whole (the client keeps a few streams in flight and retries
+// "Server Threadpool Exhausted") and gathered back.
+TEST(ConcurrencyTest, ManyPiecesToAServerWithTwoThreads) {
+  auto fleet = testing::StartFleet(1, {"--grpc_threads=2"});
+  ASSERT_NE(fleet, nullptr);
+  ClientOptions options;
+  options.addresses = fleet->addresses();
+  options.max_piece_bytes = 1 << 20;
+  auto client = ShardClient::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  const v1::ModelSpec spec = testing::SmallSpec("threads", 1, 190);
+  ASSERT_TRUE((*client)->RegisterModel(spec).ok());
+  const uint64_t total = (*client)->plan().total();
+  ASSERT_GT(total * 4, uint64_t{16} << 20);
+  std::mt19937_64 rng(5);
+  const std::vector<float> init = testing::RandomVector(rng, total, 0.05f);
+  const absl::Status written =
+      (*client)->WriteParameters(Range{0, total}, init.data());
+  ASSERT_TRUE(written.ok()) << written;
+  std::vector<float> back(total);
+  ASSERT_TRUE(
+      (*client)->Gather(Range{0, total}, v1::DTYPE_FP32, back.data()).ok());
+  EXPECT_EQ(testing::FirstBitDifference(back, init), -1);
 }
 
 }  // namespace
