@@ -330,9 +330,12 @@ std::vector<ShardPiece> ShardClient::Pieces(const Range& r, size_t esize,
   const uint64_t align = plan_->alignment();
   std::vector<ShardPiece> out;
   for (const ShardPiece& p : plan_->Split(r)) {
-    const uint64_t bytes = shared && SharedMemoryOn(p.server)
-                               ? options_.max_shared_piece_bytes
-                               : options_.max_piece_bytes;
+    // A shared piece and its header fill a power-of-two segment (what
+    // SegmentPool maps), so that pieces of one size reuse one size.
+    const uint64_t bytes =
+        shared && SharedMemoryOn(p.server)
+            ? options_.max_shared_piece_bytes - kSharedHeaderBytes
+            : options_.max_piece_bytes;
     const uint64_t max_elems =
         std::max<uint64_t>(align, bytes / esize / align * align);
     for (uint64_t b = p.range.begin; b < p.range.end;) {

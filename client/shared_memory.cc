@@ -35,7 +35,8 @@ absl::Status OsError(const std::string& what) {
 }
 
 // Free segments kept for reuse, at most (more are unmapped on return).
-constexpr uint64_t kMaxFreeBytes = uint64_t{512} << 20;
+// 1 GiB: a 124M-parameter push (500 MB) in flight at once, with room.
+constexpr uint64_t kMaxFreeBytes = uint64_t{1} << 30;
 
 // The smallest power of two >= max(bytes + header, 1 MiB).
 uint64_t SegmentSize(uint64_t bytes) {

@@ -10,7 +10,7 @@
 //   ... on an error after which the server might still write: Discard().
 //
 // Segments are sized to powers of two from 1 MiB and kept for reuse while
-// free (up to 512 MiB of them); a segment lent out is never lent twice.
+// free (up to 1 GiB of them); a segment lent out is never lent twice.
 // Destroying the pool unmaps and closes the free ones (leases must be gone
 // first). A segment lives as long as this process or a server's mapping of it
 // does; nothing is left in any file system.

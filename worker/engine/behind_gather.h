@@ -54,8 +54,10 @@ class BehindGather {
   static constexpr uint64_t kGroupBytes = uint64_t{16} << 20;
   // Fetch calls in flight per server.
   static constexpr int kLanesPerServer = 4;
-  // A piece is fetched in chunks of at most this many bytes, all at once.
-  static constexpr uint64_t kChunkBytes = uint64_t{8} << 20;
+  // A piece is fetched in chunks of at most this many bytes, all at once:
+  // a little under 8 MiB, so that a chunk with its shared-memory header
+  // fills a power-of-two segment (client/shared_memory.h).
+  static constexpr uint64_t kChunkBytes = (uint64_t{8} << 20) - 4096;
 
   // `params`: the model's parameter buffer; it, `comm` and `client` must
   // outlive the object. `bucket_size`: ZeroOptions::allgather_bucket_size.
