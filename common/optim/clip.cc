@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <thread>
+#include <vector>
 
 namespace zeroshard {
 
@@ -33,49 +35,103 @@ StepDecision DecideStep(absl::Span<const double> partial_sums_of_squares,
   return d;
 }
 
-void SquareSum::Add(const float* x, uint64_t n) {
-  uint64_t i = 0;
-  for (; i < n && (count_ + i) % 8 != 0; ++i) {  // to a lane-0 element
-    const double v = x[i];
-    lanes_[(count_ + i) % 8] += v * v;
-  }
-  for (; i + 8 <= n; i += 8) {
+namespace {
+
+double Tree(const double* l) {
+  return ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]));
+}
+
+// Element k of a call appending n floats at x: x[k], or x[n-1-k] reversed.
+template <bool kReversed>
+float At(const float* x, uint64_t n, uint64_t k) {
+  return kReversed ? x[n - 1 - k] : x[k];
+}
+
+// The total of one whole block: the call's elements [k0, k0 + size), the
+// first of them in lane 0.
+template <bool kReversed>
+double BlockTotal(const float* x, uint64_t n, uint64_t k0, uint64_t size) {
+  double l[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (uint64_t k = k0; k < k0 + size; k += 8) {
     for (int j = 0; j < 8; ++j) {
-      const double v = x[i + j];
+      const double v = At<kReversed>(x, n, k + j);
+      l[j] += v * v;
+    }
+  }
+  return Tree(l);
+}
+
+}  // namespace
+
+SquareSum::SquareSum(uint64_t block_size)
+    : block_size_(std::max<uint64_t>(8, block_size / 8 * 8)) {}
+
+template <bool kReversed>
+void SquareSum::AddToLanes(const float* x, uint64_t n, uint64_t k0,
+                           uint64_t k1) {
+  uint64_t k = k0;
+  for (; k < k1 && count_ % 8 != 0; ++k, ++count_) {
+    const double v = At<kReversed>(x, n, k);
+    lanes_[count_ % 8] += v * v;
+  }
+  for (; k + 8 <= k1; k += 8, count_ += 8) {
+    for (int j = 0; j < 8; ++j) {
+      const double v = At<kReversed>(x, n, k + j);
       lanes_[j] += v * v;
     }
   }
-  for (; i < n; ++i) {
-    const double v = x[i];
-    lanes_[(count_ + i) % 8] += v * v;
+  for (; k < k1; ++k, ++count_) {
+    const double v = At<kReversed>(x, n, k);
+    lanes_[count_ % 8] += v * v;
   }
-  count_ += n;
+  if (count_ % block_size_ == 0 && count_ > 0 && k1 > k0) {
+    blocks_ += Tree(lanes_);  // the block is finished
+    std::fill(lanes_, lanes_ + 8, 0.0);
+  }
 }
 
-void SquareSum::AddReversed(const float* x, uint64_t n) {
-  // Stream element i is x[n - 1 - i].
-  uint64_t i = 0;
-  for (; i < n && (count_ + i) % 8 != 0; ++i) {
-    const double v = x[n - 1 - i];
-    lanes_[(count_ + i) % 8] += v * v;
+template <bool kReversed>
+void SquareSum::Append(const float* x, uint64_t n, int threads) {
+  // The current block's rest.
+  uint64_t k = 0;
+  if (count_ % block_size_ != 0) {
+    k = std::min(n, block_size_ - count_ % block_size_);
+    AddToLanes<kReversed>(x, n, 0, k);
   }
-  for (; i + 8 <= n; i += 8) {
-    const float* p = x + (n - 8 - i);  // stream i + j is p[7 - j]
-    for (int j = 0; j < 8; ++j) {
-      const double v = p[7 - j];
-      lanes_[j] += v * v;
+  // Whole blocks, each on its own, then added in order.
+  const uint64_t blocks = (n - k) / block_size_;
+  if (blocks > 0) {
+    std::vector<double> totals(blocks);
+    const auto sum = [&](uint64_t b0, uint64_t b1) {
+      for (uint64_t b = b0; b < b1; ++b) {
+        totals[b] =
+            BlockTotal<kReversed>(x, n, k + b * block_size_, block_size_);
+      }
+    };
+    const uint64_t t =
+        std::min<uint64_t>(blocks, static_cast<uint64_t>(std::max(1, threads)));
+    std::vector<std::thread> helpers;
+    for (uint64_t i = 1; i < t; ++i) {
+      helpers.emplace_back(sum, blocks * i / t, blocks * (i + 1) / t);
     }
+    sum(0, blocks / t);
+    for (std::thread& h : helpers) h.join();
+    for (double total : totals) blocks_ += total;
+    k += blocks * block_size_;
+    count_ += blocks * block_size_;
   }
-  for (; i < n; ++i) {
-    const double v = x[n - 1 - i];
-    lanes_[(count_ + i) % 8] += v * v;
-  }
-  count_ += n;
+  // The rest starts a block.
+  AddToLanes<kReversed>(x, n, k, n);
 }
 
-double SquareSum::Total() const {
-  return ((lanes_[0] + lanes_[4]) + (lanes_[1] + lanes_[5])) +
-         ((lanes_[2] + lanes_[6]) + (lanes_[3] + lanes_[7]));
+void SquareSum::Add(const float* x, uint64_t n, int threads) {
+  Append<false>(x, n, threads);
 }
+
+void SquareSum::AddReversed(const float* x, uint64_t n, int threads) {
+  Append<true>(x, n, threads);
+}
+
+double SquareSum::Total() const { return blocks_ + Tree(lanes_); }
 
 }  // namespace zeroshard

@@ -28,25 +28,43 @@
 
 namespace zeroshard {
 
-// The fp64 sum of the squares of a stream of floats, in eight lanes:
-// element e of the stream (counted across Add calls) goes to lane e % 8,
-// and Total adds the lanes in a fixed tree. The same stream gives the same
-// bits on every machine however it is split into Add calls, with eight
-// independent add chains instead of one. Squares of floats are exact in
-// fp64 and cannot overflow it, so Total is NaN or Inf exactly when an
-// element is. Used for every sum of squares of a gradient: the servers'
-// shards, the workers' reduced parts, the device's (host-emulated).
+// The fp64 sum of the squares of a stream of floats, in blocks: element e
+// of the stream (counted across Add calls) is in block e / block_size and,
+// within it, in lane e % 8; a block's total is its eight lanes added in a
+// fixed tree, and Total adds the blocks' totals in stream order. The same
+// stream gives the same bits on every machine however it is split into
+// Add calls and on however many threads a call runs (its whole blocks are
+// independent), with eight independent add chains per block. Squares of
+// floats are exact in fp64 and cannot overflow it, so Total is NaN or Inf
+// exactly when an element is. Used for every sum of squares of a gradient:
+// the servers' shards, the workers' reduced parts, the device's
+// (host-emulated).
 class SquareSum {
  public:
-  // Appends x[0], x[1], ..., x[n-1] to the stream.
-  void Add(const float* x, uint64_t n);
+  // Elements per block (a multiple of 8): 256 KiB of floats.
+  static constexpr uint64_t kBlockSize = uint64_t{1} << 16;
+
+  // `block_size`: a multiple of 8 (kBlockSize everywhere but in tests).
+  explicit SquareSum(uint64_t block_size = kBlockSize);
+
+  // Appends x[0], x[1], ..., x[n-1] to the stream; the whole blocks on up
+  // to `threads` threads (the caller's among them).
+  void Add(const float* x, uint64_t n, int threads = 1);
   // Appends x[n-1], x[n-2], ..., x[0]: a gradient's elements in the order
   // backward finishes them (descending flat offsets).
-  void AddReversed(const float* x, uint64_t n);
+  void AddReversed(const float* x, uint64_t n, int threads = 1);
   double Total() const;
 
  private:
-  double lanes_[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  template <bool kReversed>
+  void Append(const float* x, uint64_t n, int threads);
+  // Elements [k0, k1) of a call into the current block's lanes.
+  template <bool kReversed>
+  void AddToLanes(const float* x, uint64_t n, uint64_t k0, uint64_t k1);
+
+  uint64_t block_size_;
+  double blocks_ = 0;  // the finished blocks' totals, added in order
+  double lanes_[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // the current block's
   uint64_t count_ = 0;
 };
 

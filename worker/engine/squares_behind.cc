@@ -1,8 +1,21 @@
 #include "worker/engine/squares_behind.h"
 
+#include <algorithm>
+
 namespace zeroshard::engine {
 
-SquaresBehind::SquaresBehind() : thread_([this] { Run(); }) {}
+namespace {
+
+int Threads(int asked) {
+  if (asked > 0) return asked;
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  return std::clamp(cores, 1, 8);
+}
+
+}  // namespace
+
+SquaresBehind::SquaresBehind(int threads)
+    : threads_(Threads(threads)), thread_([this] { Run(); }) {}
 
 SquaresBehind::~SquaresBehind() {
   {
@@ -24,7 +37,7 @@ void SquaresBehind::Run() {
     busy_ = true;
     SquareSum sum = sum_;
     lock.unlock();
-    sum.AddReversed(p.x, p.n);
+    sum.AddReversed(p.x, p.n, threads_);
     lock.lock();
     sum_ = sum;
     busy_ = false;

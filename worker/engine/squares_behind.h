@@ -1,8 +1,9 @@
 // SquaresBehind: one fp64 sum of squares (SquareSum, common/optim/clip.h)
-// fed piece by piece and computed on a thread of its own, so that the
-// gradient norm's pass over a bucket runs while backward and the pushes
-// go on. The pieces are summed in the order they are queued: the bits are
-// those of SquareSum over the same stream.
+// fed piece by piece and computed on a thread of its own (each piece's
+// whole blocks on up to `threads` threads), so that the gradient norm's
+// pass over a bucket runs while backward and the pushes go on. The pieces
+// are summed in the order they are queued: the bits are those of SquareSum
+// over the same stream.
 //
 // Threading: Reset, AddReversed and Total from one thread at a time (the
 // engine's, or the thread it runs the norm on); the summing thread reads
@@ -23,7 +24,9 @@ namespace zeroshard::engine {
 
 class SquaresBehind {
  public:
-  SquaresBehind();
+  // `threads`: for each piece's whole blocks (SquareSum::AddReversed);
+  // 0: the machine's cores, at most 8.
+  explicit SquaresBehind(int threads = 0);
   ~SquaresBehind();  // waits for the queued pieces
   SquaresBehind(const SquaresBehind&) = delete;
   SquaresBehind& operator=(const SquaresBehind&) = delete;
@@ -43,6 +46,7 @@ class SquaresBehind {
   void Run();
   void Drain(std::unique_lock<std::mutex>& lock);
 
+  const int threads_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Piece> queue_;  // guarded by mu_

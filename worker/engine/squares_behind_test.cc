@@ -29,18 +29,21 @@ TEST(SquaresBehindTest, PiecesAreSummedInTheOrderQueued) {
   // the whole of x reversed.
   SquareSum want;
   want.AddReversed(x.data(), x.size());
-  SquaresBehind behind;
-  for (int round = 0; round < 3; ++round) {
-    behind.Reset();
-    for (size_t i = cuts.size() - 1; i > 0; --i) {
-      behind.AddReversed(x.data() + cuts[i - 1], cuts[i] - cuts[i - 1]);
+  for (int threads : {1, 3}) {
+    SquaresBehind behind(threads);
+    for (int round = 0; round < 3; ++round) {
+      behind.Reset();
+      for (size_t i = cuts.size() - 1; i > 0; --i) {
+        behind.AddReversed(x.data() + cuts[i - 1], cuts[i] - cuts[i - 1]);
+      }
+      EXPECT_EQ(behind.Total(), want.Total())
+          << threads << " threads, round " << round;
+      // Total again: the same stream, nothing added.
+      EXPECT_EQ(behind.Total(), want.Total());
     }
-    EXPECT_EQ(behind.Total(), want.Total()) << "round " << round;
-    // Total again: the same stream, nothing added.
-    EXPECT_EQ(behind.Total(), want.Total());
   }
   // Another order is another stream (so the check above could fail).
-  behind.Reset();
+  SquaresBehind behind;
   behind.AddReversed(x.data(), cuts[3]);
   behind.AddReversed(x.data() + cuts[3], x.size() - cuts[3]);
   EXPECT_NE(behind.Total(), want.Total());
