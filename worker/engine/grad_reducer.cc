@@ -42,6 +42,9 @@ GradReducer::GradReducer(int stage, uint64_t bucket_size, bool overlap, int gas,
       client_(client),
       grads_(grads) {
   const uint32_t align = comm->part_alignment();
+  if (comm->size() == 1 && client != nullptr) {
+    bucket_size = std::min(bucket_size, kOneRankBucket);
+  }
   buckets_ = GradientBuckets(grads.size(), bucket_size, align);
   uint64_t packed = 0;
   for (const Range& b : buckets_) {

@@ -57,6 +57,12 @@ namespace zeroshard::engine {
 
 class GradReducer : public GradPath {
  public:
+  // With one rank and servers, the largest bucket: there is nothing to
+  // reduce, so whatever `bucket_size` says the gradient goes to the
+  // servers in pieces of at most 16M elements as backward finishes them
+  // (with one rank the bits do not depend on the buckets).
+  static constexpr uint64_t kOneRankBucket = 16'000'000;
+
   // `grads`: the model's gradient buffer; it, `comm` and `client` (stages
   // 1-3; null at stage 0) must outlive the reducer.
   // `gas`: micro-batches per step (the last one pushes).

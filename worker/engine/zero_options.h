@@ -41,6 +41,8 @@ struct ZeroOptions {
   // Elements per gradient bucket; rounded up to a multiple of the
   // communicator's part alignment. Bucket boundaries depend only on this
   // and the layout (zero_plan.h), never on the stage or the server count.
+  // One rank with servers has nothing to reduce and pushes in buckets of
+  // at most 16M elements (GradReducer::kOneRankBucket).
   uint64_t reduce_bucket_size = 500'000'000;
   // Stages 1-2 without recovery: elements per parameter all-gather after
   // a step, as runs of whole units (zero_plan.h GatherBuckets; DeepSpeed's
