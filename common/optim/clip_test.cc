@@ -84,6 +84,18 @@ double LaneReference(const std::vector<float>& x,
   return total;
 }
 
+// n floats of magnitudes 2^-7 .. 2^6 from `seed`: their squares need more
+// than fp64's 53 bits together, so the order of the adds shows.
+std::vector<float> WideFloats(size_t n, uint32_t seed) {
+  std::vector<float> x(n);
+  for (float& v : x) {
+    seed = seed * 1664525u + 1013904223u;
+    v = std::ldexp(static_cast<float>(seed >> 8) / 16777216.0f - 0.5f,
+                   static_cast<int>(seed % 13) - 6);
+  }
+  return x;
+}
+
 // Splits of a 1003-element stream at every offset pattern: aligned,
 // unaligned, empty pieces.
 std::vector<std::vector<size_t>> Cuts() {
@@ -119,16 +131,8 @@ TEST(SquareSumTest, AnySplitOfTheStreamGivesTheSameBits) {
 }
 
 TEST(SquareSumTest, AddReversedAppendsTheElementsLastFirst) {
-  // Magnitudes over 2^-7 .. 2^6: the squares need more than fp64's 53
-  // bits together, so the order of the adds shows.
   // (Seed 5: one of the streams whose reversal does change the total.)
-  std::vector<float> x(1003);
-  uint32_t s = 5;
-  for (float& v : x) {
-    s = s * 1664525u + 1013904223u;
-    v = std::ldexp(static_cast<float>(s >> 8) / 16777216.0f - 0.5f,
-                   static_cast<int>(s % 13) - 6);
-  }
+  const std::vector<float> x = WideFloats(1003, 5);
   const std::vector<float> reversed(x.rbegin(), x.rend());
   const double want = LaneReference(reversed);
   // Reversing changes the bits of the sum (or the check below is empty).
@@ -158,13 +162,7 @@ TEST(SquareSumTest, BlocksGiveTheSameBitsOnAnyThreadsAndSplits) {
   // fall inside and on their edges, and a call's whole blocks go to up to
   // four threads. (Seed 2: a stream whose blocks of 16 and of 24 both
   // change the total.)
-  std::vector<float> x(1003);
-  uint32_t s = 2;
-  for (float& v : x) {
-    s = s * 1664525u + 1013904223u;
-    v = std::ldexp(static_cast<float>(s >> 8) / 16777216.0f - 0.5f,
-                   static_cast<int>(s % 13) - 6);
-  }
+  const std::vector<float> x = WideFloats(1003, 2);
   const std::vector<float> reversed(x.rbegin(), x.rend());
   for (size_t block : {16, 24}) {
     const double want = LaneReference(x, block);
