@@ -25,6 +25,11 @@
 #       The kit's `zeroshard train` benchmark alone (run calls it with
 #       DEVICE cuda and GPT-2 124M, stages 0 and 2): one worker, 2 servers.
 #
+#   tools/gpu_check.sh summarize RESULTS_FILE
+#       Prints the RESULT line `run` ends with from a results file:
+#       gpu_stage0_vs_torch, gpu_offload_vs_fsdp2, mfu (stage 0's; the
+#       torch check's flops per token and peak) and mfu_stage0/_stage2.
+#
 # Environment for `run`: GPU_CHECK_PYTHON (a python with torch; default
 # /opt/torch/.venv/bin/python3, else python3), GPU_CHECK_TORCH_ARGS (extra
 # flags for gpu_torch_check.py, e.g. "--rounds=5"), GPU_CHECK_TRAIN_ARGS
@@ -208,6 +213,38 @@ first_tokens_per_s() {
     '$0 ~ pat {split($2, a, " "); print a[1]; exit}' "$results"
 }
 
+# The kit's RESULT line from $results: the train benchmark's tokens/s over
+# the torch check's (the same model, batch and precision), and its MFU with
+# the torch check's flops per token and peak (`bench params=…` line). The
+# default attention's stage 0 run comes before the one-block one, so the
+# first match is its. mfu is stage 0's (the model on one GPU).
+summarize() {
+  local eager fsdp2 s0 s2 r0 r2 flops peak m0 m2
+  eager=$(first_tokens_per_s 'bench variant=eager')
+  fsdp2=$(first_tokens_per_s 'bench variant=fsdp2')
+  s0=$(first_tokens_per_s '^train_bench device=cuda stage=0')
+  s2=$(first_tokens_per_s '^train_bench device=cuda stage=2')
+  flops=$(sed -n 's/^bench params=.* flops_per_token=\([0-9]*\).*/\1/p' \
+            "$results" | head -1)
+  peak=$(sed -n 's/^bench params=.* peak_tflops=\([0-9.]*\).*/\1/p' \
+           "$results" | head -1)
+  if [ -n "$eager" ] && [ -n "$fsdp2" ] && [ -n "$s0" ] && [ -n "$s2" ]; then
+    r0=$(awk -v a="$s0" -v b="$eager" 'BEGIN{printf "%.3f", a / b}')
+    r2=$(awk -v a="$s2" -v b="$fsdp2" 'BEGIN{printf "%.3f", a / b}')
+    local mfu=""
+    if [ -n "$flops" ] && [ -n "$peak" ]; then
+      m0=$(awk -v t="$s0" -v f="$flops" -v p="$peak" \
+             'BEGIN{printf "%.4f", t * f / (p * 1e12)}')
+      m2=$(awk -v t="$s2" -v f="$flops" -v p="$peak" \
+             'BEGIN{printf "%.4f", t * f / (p * 1e12)}')
+      mfu=" mfu=$m0 mfu_stage0=$m0 mfu_stage2=$m2"
+    fi
+    log "RESULT gpu_stage0_vs_torch=$r0 gpu_offload_vs_fsdp2=$r2$mfu" \
+      "zeroshard_stage0_tokens_per_s=$s0 zeroshard_stage2_tokens_per_s=$s2" \
+      "torch_eager_tokens_per_s=$eager fsdp2_offload_tokens_per_s=$fsdp2"
+  fi
+}
+
 find_cuda_libs() {
   # The toolkit's libraries: /usr/local/cuda, else the NVIDIA wheels that
   # torch brings (site-packages/nvidia/*/lib).
@@ -315,20 +352,7 @@ run() {
     env ZEROSHARD_CUDA_ATTENTION_BLOCKS=1 bash "$SELF" train-bench "$kit" \
     "$py" cuda 0 --layers=12 --heads=12 --channels=768 --vocab=50257 \
     --seq_len=1024 --steps=20 ${GPU_CHECK_TRAIN_ARGS:-}
-  # The default attention's stage 0 run comes before the one-block one, so
-  # the first match is its.
-  local eager fsdp2 s0 s2 r0 r2
-  eager=$(first_tokens_per_s 'bench variant=eager')
-  fsdp2=$(first_tokens_per_s 'bench variant=fsdp2')
-  s0=$(first_tokens_per_s '^train_bench device=cuda stage=0')
-  s2=$(first_tokens_per_s '^train_bench device=cuda stage=2')
-  if [ -n "$eager" ] && [ -n "$fsdp2" ] && [ -n "$s0" ] && [ -n "$s2" ]; then
-    r0=$(awk -v a="$s0" -v b="$eager" 'BEGIN{printf "%.3f", a / b}')
-    r2=$(awk -v a="$s2" -v b="$fsdp2" 'BEGIN{printf "%.3f", a / b}')
-    log "RESULT gpu_stage0_vs_torch=$r0 gpu_offload_vs_fsdp2=$r2" \
-      "zeroshard_stage0_tokens_per_s=$s0 zeroshard_stage2_tokens_per_s=$s2" \
-      "torch_eager_tokens_per_s=$eager fsdp2_offload_tokens_per_s=$fsdp2"
-  fi
+  summarize
   log ""
   log "gpu_check: $passed passed, $failed failed, $skipped skipped"
   [ "$failed" -eq 0 ]
@@ -338,6 +362,8 @@ case "${1:-collect}" in
   collect) collect ;;
   run) shift; run "$@" ;;
   train-bench) shift; train_bench "$@" ;;
-  -h|--help) sed -n '2,24p' "$0" ;;
+  summarize)  # tools/gpu_check.sh summarize RESULTS_FILE: its RESULT line
+    results=$2; log() { printf '%s\n' "$*"; }; summarize ;;
+  -h|--help) sed -n '2,36p' "$0" ;;
   *) die "unknown command '$1' (collect or run; --help)" ;;
 esac
