@@ -7,7 +7,8 @@
 // plain stage 3 cases), 3000 (the embeddings and final norm kept whole) and
 // DeepSpeed's default 1e5 (every unit of the tiny model); stages 1-2 with
 // their parameter all-gather in one bucket (the default), per unit
-// (allgather_bucket_size 0) and in buckets of at most 3000 elements.
+// (allgather_bucket_size 0) and in buckets of at most 3000 elements. With
+// one rank, the gradient buckets do not change the bits either.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -93,6 +94,37 @@ TEST_P(StagesTest, AllStagesAndServerCountsGiveTheSameBits) {
   auto again = RunInProcess(Spec(3, true), world, 2);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(FirstDifference((*again)[0].params, want), -1);
+}
+
+// One rank has nothing to reduce: its bits do not depend on the gradient
+// buckets (GradReducer pushes in buckets of at most kOneRankBucket whatever
+// reduce_bucket_size says). Stage 2, with one and two micro-batches per
+// step (the parts in the model's buffer, and in the accumulator), buckets
+// of 3000 elements (TinySpec), 1000 and one for everything: the same
+// parameters, losses and gradient norms.
+TEST(OneRankTest, BucketsDoNotChangeTheBits) {
+  for (int gas : {1, 2}) {
+    std::vector<train::TrainResult> runs;
+    for (uint64_t bucket :
+         {uint64_t{3000}, uint64_t{1000}, uint64_t{1} << 30}) {
+      train::TrainSpec spec = Spec(2, false);
+      spec.zero.gradient_accumulation_steps = gas;
+      spec.zero.reduce_bucket_size = bucket;
+      auto got = RunInProcess(spec, 1, 2);
+      ASSERT_TRUE(got.ok()) << got.status();
+      runs.push_back((*got)[0]);
+    }
+    for (size_t i = 1; i < runs.size(); ++i) {
+      SCOPED_TRACE("gas " + std::to_string(gas) + ", run " + std::to_string(i));
+      EXPECT_EQ(FirstDifference(runs[i].params, runs[0].params), -1);
+      ASSERT_EQ(runs[i].stats.size(), runs[0].stats.size());
+      for (size_t s = 0; s < runs[0].stats.size(); ++s) {
+        EXPECT_EQ(runs[i].stats[s].grad_norm, runs[0].stats[s].grad_norm)
+            << "step " << s;
+      }
+      EXPECT_EQ(runs[i].micro_losses, runs[0].micro_losses);
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(World, StagesTest, ::testing::Values(1, 2, 4),
