@@ -2,7 +2,8 @@
 // that send their header and a first chunk, then stall, hold their ranges
 // only until --stream_idle_timeout_seconds passes or they are cancelled;
 // a legitimate push of the same range then succeeds. No timing
-// thresholds: the tests poll with generous deadlines.
+// thresholds: the tests poll with generous deadlines, probing with
+// incomplete pushes that can never record a contribution.
 #include <chrono>
 #include <thread>
 
@@ -106,15 +107,32 @@ class StalledStreamTest : public ::testing::Test {
     return s;
   }
 
-  // Until a push of `h`'s range is refused because the range is taken
+  // An incomplete push of `h`'s range (half its data, then the end of the
+  // stream): refused whether or not the range is taken, so it never
+  // records a contribution — as the whole push once did when it got there
+  // before the stalled stream's header.
+  grpc::Status ProbePush(const v1::PushHeader& h) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(30));
+    v1::PushGradientsResponse resp;
+    auto w = stub_->PushGradients(&ctx, &resp);
+    v1::PushGradientsRequest msg;
+    *msg.mutable_header() = h;
+    msg.set_data(Floats(h.length() / 2, 0.25f));
+    if (w->Write(msg)) w->WritesDone();
+    return w->Finish();
+  }
+
+  // Until a probe of `h`'s range is refused because the range is taken
   // (the stalled stream's header has arrived).
   void AwaitReserved(const v1::PushHeader& h) {
     const auto until =
         std::chrono::steady_clock::now() + std::chrono::seconds(30);
     grpc::Status s;
     do {
-      s = Push(h);
-      ASSERT_FALSE(s.ok()) << "the range was not reserved by the stall";
+      s = ProbePush(h);
+      ASSERT_FALSE(s.ok()) << "an incomplete push was accepted";
       if (s.error_message().find("overlaps") != std::string::npos) return;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     } while (std::chrono::steady_clock::now() < until);
@@ -134,6 +152,12 @@ TEST_F(StalledStreamTest, IdleStreamsTimeOutAndReleaseTheirRanges) {
   Start({"--stream_idle_timeout_seconds=2"});
   const uint64_t total = client_->plan().total();
   const uint64_t piece = total / 8 / 64 * 64;
+  // A probe of a free range is refused for its missing data and records
+  // nothing (the legitimate push of that range below succeeds).
+  const grpc::Status early = ProbePush(Header(0, piece, "early"));
+  EXPECT_FALSE(early.ok());
+  EXPECT_NE(early.error_message().find("ended after"), std::string::npos)
+      << early.error_message();
   std::vector<std::unique_ptr<StalledPush>> stalls;
   for (int i = 0; i < 8; ++i) {
     stalls.push_back(std::make_unique<StalledPush>(
