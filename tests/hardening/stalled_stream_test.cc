@@ -80,8 +80,9 @@ class StalledStreamTest : public ::testing::Test {
         fleet_->addresses()[0], grpc::InsecureChannelCredentials(), args));
   }
 
-  // A complete push of `h`'s range.
-  grpc::Status Push(const v1::PushHeader& h) {
+  // A complete push of `h`'s range; with `incomplete`, only half its data
+  // and then the end of the stream.
+  grpc::Status Push(const v1::PushHeader& h, bool incomplete = false) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() +
                      std::chrono::seconds(30));
@@ -89,7 +90,7 @@ class StalledStreamTest : public ::testing::Test {
     auto w = stub_->PushGradients(&ctx, &resp);
     v1::PushGradientsRequest msg;
     *msg.mutable_header() = h;
-    msg.set_data(Floats(h.length(), 0.25f));
+    msg.set_data(Floats(incomplete ? h.length() / 2 : h.length(), 0.25f));
     if (w->Write(msg)) w->WritesDone();
     return w->Finish();
   }
@@ -112,16 +113,7 @@ class StalledStreamTest : public ::testing::Test {
   // records a contribution — as the whole push once did when it got there
   // before the stalled stream's header.
   grpc::Status ProbePush(const v1::PushHeader& h) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() +
-                     std::chrono::seconds(30));
-    v1::PushGradientsResponse resp;
-    auto w = stub_->PushGradients(&ctx, &resp);
-    v1::PushGradientsRequest msg;
-    *msg.mutable_header() = h;
-    msg.set_data(Floats(h.length() / 2, 0.25f));
-    if (w->Write(msg)) w->WritesDone();
-    return w->Finish();
+    return Push(h, /*incomplete=*/true);
   }
 
   // Until a probe of `h`'s range is refused because the range is taken
