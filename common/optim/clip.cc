@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <thread>
 #include <vector>
 
 namespace zeroshard {
@@ -91,7 +90,7 @@ void SquareSum::AddToLanes(const float* x, uint64_t n, uint64_t k0,
 }
 
 template <bool kReversed>
-void SquareSum::Append(const float* x, uint64_t n, int threads) {
+void SquareSum::Append(const float* x, uint64_t n, ThreadPool* pool) {
   // The current block's rest.
   uint64_t k = 0;
   if (count_ % block_size_ != 0) {
@@ -102,20 +101,14 @@ void SquareSum::Append(const float* x, uint64_t n, int threads) {
   const uint64_t blocks = (n - k) / block_size_;
   if (blocks > 0) {
     std::vector<double> totals(blocks);
-    const auto sum = [&](uint64_t b0, uint64_t b1) {
-      for (uint64_t b = b0; b < b1; ++b) {
-        totals[b] =
-            BlockTotal<kReversed>(x, n, k + b * block_size_, block_size_);
-      }
+    const auto sum = [&](size_t b) {
+      totals[b] = BlockTotal<kReversed>(x, n, k + b * block_size_, block_size_);
     };
-    const uint64_t t =
-        std::min<uint64_t>(blocks, static_cast<uint64_t>(std::max(1, threads)));
-    std::vector<std::thread> helpers;
-    for (uint64_t i = 1; i < t; ++i) {
-      helpers.emplace_back(sum, blocks * i / t, blocks * (i + 1) / t);
+    if (pool != nullptr) {
+      pool->ParallelFor(blocks, sum);
+    } else {
+      for (size_t b = 0; b < blocks; ++b) sum(b);
     }
-    sum(0, blocks / t);
-    for (std::thread& h : helpers) h.join();
     for (double total : totals) blocks_ += total;
     k += blocks * block_size_;
     count_ += blocks * block_size_;
@@ -124,12 +117,12 @@ void SquareSum::Append(const float* x, uint64_t n, int threads) {
   AddToLanes<kReversed>(x, n, k, n);
 }
 
-void SquareSum::Add(const float* x, uint64_t n, int threads) {
-  Append<false>(x, n, threads);
+void SquareSum::Add(const float* x, uint64_t n, ThreadPool* pool) {
+  Append<false>(x, n, pool);
 }
 
-void SquareSum::AddReversed(const float* x, uint64_t n, int threads) {
-  Append<true>(x, n, threads);
+void SquareSum::AddReversed(const float* x, uint64_t n, ThreadPool* pool) {
+  Append<true>(x, n, pool);
 }
 
 double SquareSum::Total() const { return blocks_ + Tree(lanes_); }

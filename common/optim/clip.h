@@ -25,6 +25,7 @@
 #include <cstdint>
 
 #include "absl/types/span.h"
+#include "common/thread_pool.h"
 
 namespace zeroshard {
 
@@ -33,8 +34,9 @@ namespace zeroshard {
 // within it, in lane e % 8; a block's total is its eight lanes added in a
 // fixed tree, and Total adds the blocks' totals in stream order. The same
 // stream gives the same bits on every machine however it is split into
-// Add calls and on however many threads a call runs (its whole blocks are
-// independent), with eight independent add chains per block. Squares of
+// Add calls and however a call's whole blocks are shared out among a
+// pool's threads (they are independent), with eight independent add chains
+// per block. Squares of
 // floats are exact in fp64 and cannot overflow it, so Total is NaN or Inf
 // exactly when an element is. Used for every sum of squares of a gradient:
 // the servers' shards, the workers' reduced parts, the device's
@@ -47,17 +49,17 @@ class SquareSum {
   // `block_size`: a multiple of 8 (kBlockSize everywhere but in tests).
   explicit SquareSum(uint64_t block_size = kBlockSize);
 
-  // Appends x[0], x[1], ..., x[n-1] to the stream; the whole blocks on up
-  // to `threads` threads (the caller's among them).
-  void Add(const float* x, uint64_t n, int threads = 1);
+  // Appends x[0], x[1], ..., x[n-1] to the stream; the whole blocks on
+  // `pool`'s threads where one is given (not owned; not in use elsewhere).
+  void Add(const float* x, uint64_t n, ThreadPool* pool = nullptr);
   // Appends x[n-1], x[n-2], ..., x[0]: a gradient's elements in the order
   // backward finishes them (descending flat offsets).
-  void AddReversed(const float* x, uint64_t n, int threads = 1);
+  void AddReversed(const float* x, uint64_t n, ThreadPool* pool = nullptr);
   double Total() const;
 
  private:
   template <bool kReversed>
-  void Append(const float* x, uint64_t n, int threads);
+  void Append(const float* x, uint64_t n, ThreadPool* pool);
   // Elements [k0, k1) of a call into the current block's lanes.
   template <bool kReversed>
   void AddToLanes(const float* x, uint64_t n, uint64_t k0, uint64_t k1);

@@ -160,7 +160,7 @@ TEST(SquareSumTest, AddReversedAppendsTheElementsLastFirst) {
 TEST(SquareSumTest, BlocksGiveTheSameBitsOnAnyThreadsAndSplits) {
   // Blocks of 16 and 24 elements: the 1003 elements span many, the cuts
   // fall inside and on their edges, and a call's whole blocks go to up to
-  // four threads. (Seed 2: a stream whose blocks of 16 and of 24 both
+  // four threads of a pool. (Seed 2: a stream whose blocks of 16 and of 24 both
   // change the total.)
   const std::vector<float> x = WideFloats(1003, 2);
   const std::vector<float> reversed(x.rbegin(), x.rend());
@@ -170,16 +170,17 @@ TEST(SquareSumTest, BlocksGiveTheSameBitsOnAnyThreadsAndSplits) {
     // Blocks change the bits (else this test would not see them).
     EXPECT_NE(want, LaneReference(x));
     for (int threads : {1, 2, 4}) {
+      ThreadPool pool(threads);
       for (const std::vector<size_t>& cuts : Cuts()) {
         SquareSum sum(block), back(block);
         size_t at = 0;
         for (size_t c : cuts) {
-          sum.Add(x.data() + at, c - at, threads);
-          back.AddReversed(x.data() + (x.size() - c), c - at, threads);
+          sum.Add(x.data() + at, c - at, &pool);
+          back.AddReversed(x.data() + (x.size() - c), c - at, &pool);
           at = c;
         }
-        sum.Add(x.data() + at, x.size() - at, threads);
-        back.AddReversed(x.data(), x.size() - at, threads);
+        sum.Add(x.data() + at, x.size() - at, &pool);
+        back.AddReversed(x.data(), x.size() - at, &pool);
         EXPECT_EQ(sum.Total(), want) << "block " << block << ", " << threads
                                      << " threads, cuts " << cuts.size();
         EXPECT_EQ(back.Total(), want_reversed)

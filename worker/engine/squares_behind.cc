@@ -15,7 +15,7 @@ int Threads(int asked) {
 }  // namespace
 
 SquaresBehind::SquaresBehind(int threads)
-    : threads_(Threads(threads)), thread_([this] { Run(); }) {}
+    : pool_(Threads(threads)), thread_([this] { Run(); }) {}
 
 SquaresBehind::~SquaresBehind() {
   {
@@ -37,7 +37,7 @@ void SquaresBehind::Run() {
     busy_ = true;
     SquareSum sum = sum_;
     lock.unlock();
-    sum.AddReversed(p.x, p.n, threads_);
+    sum.AddReversed(p.x, p.n, &pool_);
     lock.lock();
     sum_ = sum;
     busy_ = false;

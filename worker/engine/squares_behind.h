@@ -1,6 +1,6 @@
 // SquaresBehind: one fp64 sum of squares (SquareSum, common/optim/clip.h)
 // fed piece by piece and computed on a thread of its own (each piece's
-// whole blocks on up to `threads` threads), so that the gradient norm's
+// whole blocks on a pool of `threads` threads), so that the gradient norm's
 // pass over a bucket runs while backward and the pushes go on. The pieces
 // are summed in the order they are queued: the bits are those of SquareSum
 // over the same stream.
@@ -19,13 +19,15 @@
 #include <thread>
 
 #include "common/optim/clip.h"
+#include "common/thread_pool.h"
 
 namespace zeroshard::engine {
 
 class SquaresBehind {
  public:
-  // `threads`: for each piece's whole blocks (SquareSum::AddReversed);
-  // 0: the machine's cores, at most 8.
+  // `threads`: the pool for each piece's whole blocks
+  // (SquareSum::AddReversed), the summing thread among them; 0: the
+  // machine's cores, at most 8.
   explicit SquaresBehind(int threads = 0);
   ~SquaresBehind();  // waits for the queued pieces
   SquaresBehind(const SquaresBehind&) = delete;
@@ -46,7 +48,7 @@ class SquaresBehind {
   void Run();
   void Drain(std::unique_lock<std::mutex>& lock);
 
-  const int threads_;
+  ThreadPool pool_;  // used by the summing thread only
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Piece> queue_;  // guarded by mu_
