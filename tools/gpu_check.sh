@@ -48,6 +48,7 @@ BINARIES=(
   "worker/gpt2/cuda/cuda_kernels_test:bin/cuda_kernels_test"
   "worker/gpt2/cuda/cuda_model_test:bin/cuda_model_test"
   "worker/engine/cuda_engine_test:bin/cuda_engine_test"
+  "worker/train/multiprocess_test:bin/multiprocess_test"
   "worker/collective/nccl_communicator_test:bin/nccl_communicator_test"
   "server/zeroshard-server:bin/zeroshard-server"
   "tests/bench/transfer_bench:bin/transfer_bench"
@@ -99,8 +100,10 @@ collect() {
   done
   rm -f "$deps"
   # transfer_bench finds the server as server/zeroshard-server from its
-  # working directory (the kit).
+  # working directory (the kit), multiprocess_test the worker as
+  # worker/train/zeroshard-worker.
   ln -s bin "$KIT/server"
+  mkdir -p "$KIT/worker" && ln -s ../bin "$KIT/worker/train"
   git rev-parse HEAD >"$KIT/REVISION" 2>/dev/null
   tar -cJf "$TARBALL" "$KIT" || die "could not pack $TARBALL"
   local size
@@ -308,6 +311,10 @@ run() {
   # The engine on the device against the CPU engine, every stage; its
   # servers are found as server/zeroshard-server from the kit.
   check cuda_engine_test 240 env -C "$kit" bin/cuda_engine_test
+  # The same in real worker processes on the GPU: two single-GPU nodes
+  # joined by UCX (and one node of two ranks), stages 0-3 and 2 in bf16.
+  check device_processes_test 300 env -C "$kit" bin/multiprocess_test \
+    --gtest_filter='Devices/*cuda*'
   # The host's loopback link to the servers: gather/push against raw TCP.
   check transfer_bench 120 env -C "$kit" bin/transfer_bench
   # K = 2 as in the train benchmark, by the size of a shared-memory piece

@@ -278,6 +278,7 @@ std::vector<std::string> TrainWorkerFlags(const train::TrainSpec& s,
   f.seed = static_cast<int64_t>(s.seed);
   f.init_std = s.init_std;
   f.job_id = s.zero.job_id;
+  if (s.device != "cpu") f.device = s.device;
   return train::TrainFlagsArgv(f);
 }
 

@@ -109,7 +109,7 @@ absl::StatusOr<std::string> WriteTestTokens(const std::string& name,
 std::string DeepSpeedJson(const train::TrainSpec& spec, uint32_t alignment);
 
 // zeroshard-worker's flags for `spec` (TrainFlagsArgv, train_flags.h:
-// model, data, steps, seed, job; its config written to `config_path` by
+// model, data, steps, seed, job, device; its config written to `config_path` by
 // DeepSpeedJson).
 std::vector<std::string> TrainWorkerFlags(const train::TrainSpec& spec,
                                           const std::string& config_path);

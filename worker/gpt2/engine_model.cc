@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "common/cuda/device.h"
 #include "common/status_macros.h"
 #include "worker/gpt2/cuda/cuda_device.h"
 #include "worker/gpt2/host_device.h"
@@ -234,7 +235,8 @@ class DeviceGpt2 : public engine::Model, public engine::ResidentOptimizer {
 absl::StatusOr<std::unique_ptr<Device>> CreateDevice(const std::string& kind,
                                                      const Config& config,
                                                      int B, int T, int threads,
-                                                     bool bf16) {
+                                                     bool bf16,
+                                                     int local_rank) {
   ZS_RETURN_IF_ERROR(ValidateDeviceKind(kind));
   if (kind == "host-emulated") {
     // ZEROSHARD_HOST_COPY_LAG_US=N: each asynchronous copy runs N µs after
@@ -252,10 +254,16 @@ absl::StatusOr<std::unique_ptr<Device>> CreateDevice(const std::string& kind,
     return std::unique_ptr<Device>(std::move(d));
   }
   if (kind == "cuda") {
+    // With no GPU visible GPU 0 is asked for: the device's error says why.
     return CreateCudaDevice(config, B, T,
-                            bf16 ? CudaPrecision::kBf16 : CudaPrecision::kFp32);
+                            bf16 ? CudaPrecision::kBf16 : CudaPrecision::kFp32,
+                            GpuForLocalRank(local_rank, cuda::DeviceCount()));
   }
   return std::unique_ptr<Device>();  // cpu: no device
+}
+
+int GpuForLocalRank(int local_rank, int count) {
+  return count < 1 || local_rank < 0 ? 0 : local_rank % count;
 }
 
 absl::Status ValidateDeviceKind(const std::string& kind) {
@@ -302,17 +310,18 @@ absl::StatusOr<engine::ModelLayout> EngineLayout(const Config& config) {
 
 absl::StatusOr<engine::ModelDef> EngineModel(const Config& config, int B, int T,
                                              bool checkpoint,
-                                             const std::string& device) {
+                                             const std::string& device,
+                                             int local_rank) {
   ZS_RETURN_IF_ERROR(ValidateDeviceKind(device));
   engine::ModelDef def;
   ZS_ASSIGN_OR_RETURN(def.layout, EngineLayout(config));
-  def.create = [config, B, T, checkpoint, device,
+  def.create = [config, B, T, checkpoint, device, local_rank,
                 layout = def.layout](const engine::ModelContext& c)
       -> absl::StatusOr<std::unique_ptr<engine::Model>> {
     if (device != "cpu") {
       ZS_ASSIGN_OR_RETURN(
           std::unique_ptr<Device> d,
-          CreateDevice(device, config, B, T, c.threads, c.bf16));
+          CreateDevice(device, config, B, T, c.threads, c.bf16, local_rank));
       auto m = std::make_unique<DeviceGpt2>(layout, std::move(d), c.params,
                                             c.grads, c.unit_hook != nullptr);
       ZS_RETURN_IF_ERROR(m->Init(config, B, T, checkpoint, c.unit_hook));

@@ -36,9 +36,12 @@ absl::StatusOr<engine::ModelLayout> EngineLayout(const Config& config);
 // memory standing in for the GPU's and CpuKernels: the same bits as "cpu",
 // every copy checked). INVALID_ARGUMENT for another device; creating the
 // model fails with the device's error (e.g. UNAVAILABLE: no GPU).
+// `local_rank`: the rank's place in its node, which picks its GPU
+// (CreateDevice).
 absl::StatusOr<engine::ModelDef> EngineModel(const Config& config, int B, int T,
                                              bool checkpoint = false,
-                                             const std::string& device = "cpu");
+                                             const std::string& device = "cpu",
+                                             int local_rank = 0);
 
 // OK for "cpu", "cuda" and "host-emulated"; INVALID_ARGUMENT naming the
 // value otherwise.
@@ -46,13 +49,19 @@ absl::Status ValidateDeviceKind(const std::string& kind);
 
 // The Device (device.h) of `kind` for GPT-2 `config` on B x T micro-batches
 // (CPU kernels: `threads`; CUDA: matmuls on bf16 operands when `bf16`,
-// CudaPrecision::kBf16, else fp32), or null for "cpu" (host memory, no
-// device); ValidateDeviceKind's error, or the device's (UNAVAILABLE: no
-// GPU).
+// CudaPrecision::kBf16, else fp32; on GPU `local_rank` mod the GPUs this
+// process sees, so a node's ranks spread over its GPUs), or null for "cpu"
+// (host memory, no device); ValidateDeviceKind's error, or the device's
+// (UNAVAILABLE: no GPU).
 absl::StatusOr<std::unique_ptr<Device>> CreateDevice(const std::string& kind,
                                                      const Config& config,
                                                      int B, int T, int threads,
-                                                     bool bf16 = false);
+                                                     bool bf16 = false,
+                                                     int local_rank = 0);
+
+// The GPU a rank at `local_rank` of its node uses among `count` visible:
+// local_rank mod count (0 where count < 1 or local_rank < 0).
+int GpuForLocalRank(int local_rank, int count);
 
 // The unit of (part, layer) in a model of `num_layers` blocks.
 int UnitIndex(GradSegment::Part part, int layer, int num_layers);

@@ -57,5 +57,16 @@ TEST(EngineModelTest, UnitsAndScheduleFollowTheModel) {
   EXPECT_EQ(ready, (std::vector<int>{4, 3, 2, 1, 0}));
 }
 
+// A node's ranks spread over the GPUs the process sees; one GPU per process
+// (or none: the device's error then says why) is GPU 0 for every rank.
+TEST(EngineModelTest, LocalRankPicksTheGpu) {
+  EXPECT_EQ(GpuForLocalRank(0, 4), 0);
+  EXPECT_EQ(GpuForLocalRank(3, 4), 3);
+  EXPECT_EQ(GpuForLocalRank(5, 4), 1);
+  EXPECT_EQ(GpuForLocalRank(3, 1), 0);
+  EXPECT_EQ(GpuForLocalRank(2, 0), 0);
+  EXPECT_EQ(GpuForLocalRank(-1, 2), 0);
+}
+
 }  // namespace
 }  // namespace zeroshard::gpt2

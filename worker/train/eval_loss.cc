@@ -79,7 +79,8 @@ absl::StatusOr<EvalResult> EvalLoss(const TrainSpec& spec, const EvalSet& set,
   const int B = spec.zero.micro_batch, T = spec.zero.seq_len;
   ZS_ASSIGN_OR_RETURN(
       std::unique_ptr<gpt2::Device> device,
-      gpt2::CreateDevice(spec.device, spec.config, B, T, spec.zero.threads));
+      gpt2::CreateDevice(spec.device, spec.config, B, T, spec.zero.threads,
+                         /*bf16=*/false, spec.local_rank));
   std::vector<float> p;
   gpt2::ModelOptions mo;
   mo.threads = spec.zero.threads;

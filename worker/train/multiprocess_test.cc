@@ -8,10 +8,20 @@
 // place from the launcher's ZEROSHARD_* variables, or from torchrun's
 // (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR/PORT) alone;
 // a worker with neither fails naming both and --elastic.
+//
+// The device path in processes (DeviceProcessesTest): two single-rank
+// nodes joined by UCX, stages 0-3 and 2 in bf16, with --device=
+// host-emulated the bits of the in-process CPU run (every CI run), with
+// --device=cuda (the GPU check kit; skipped without a GPU) rank 0's
+// per-step loss and gradient norm within cuda_engine_test's tolerances.
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -20,6 +30,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "common/cuda/device.h"
 #include "common/subprocess.h"
 #include "fleet/local_fleet.h"
 #include "gtest/gtest.h"
@@ -65,16 +76,30 @@ std::vector<std::string> RankEnv(bool torchrun, int r, int world, int local,
           "MASTER_PORT=" + coord.substr(colon + 1)};
 }
 
-// Runs the spec in `world` processes (`local` ranks per node); returns the
-// final parameters rank 0 wrote.
-std::vector<float> RunProcesses(const TrainSpec& spec, int world, int local,
-                                const std::string& name,
-                                bool torchrun = false) {
+// What rank 0 of a run in processes left: its final parameters and, from
+// its metrics file, each step's loss (averaged over the ranks) and
+// gradient norm.
+struct Processes {
+  std::vector<float> params;
+  std::vector<double> losses, norms;
+};
+
+// The number after "key": in one JSON line (NaN if absent).
+double JsonNumber(const std::string& line, const std::string& key) {
+  const size_t at = line.find("\"" + key + "\":");
+  if (at == std::string::npos) return std::nan("");
+  return std::strtod(line.c_str() + at + key.size() + 3, nullptr);
+}
+
+// Runs the spec in `world` processes (`local` ranks per node).
+Processes RunProcesses(const TrainSpec& spec, int world, int local,
+                       const std::string& name, bool torchrun = false) {
   auto worker = WorkspaceBinary("worker/train/zeroshard-worker");
   EXPECT_TRUE(worker.ok()) << worker.status();
   auto server = WorkspaceBinary("server/zeroshard-server");
   EXPECT_TRUE(server.ok()) << server.status();
   if (!worker.ok() || !server.ok()) return {};
+  Processes run;
   const std::string dir = TempDir() + "/" + name;
   mkdir(dir.c_str(), 0755);
   FleetOptions fo;
@@ -86,9 +111,14 @@ std::vector<float> RunProcesses(const TrainSpec& spec, int world, int local,
   EXPECT_TRUE(fleet.ok()) << fleet.status();
   if (!fleet.ok()) return {};
   const std::string port_file = dir + "/port", out = dir + "/final.bin";
+  // A file left by an earlier run in the same directory (outside Bazel)
+  // would send the ranks to a port nobody listens on.
+  std::remove(port_file.c_str());
+  std::remove(out.c_str());
   std::vector<std::string> flags =
       engine::TrainWorkerFlags(spec, dir + "/ds_config.json");
   flags.push_back("--stats");
+  flags.push_back("--metrics_file=" + dir + "/metrics-%r.jsonl");
   std::vector<Subprocess> procs;
   auto spawn = [&](int r, const std::string& coord) {
     SpawnOptions o;
@@ -125,7 +155,14 @@ std::vector<float> RunProcesses(const TrainSpec& spec, int world, int local,
   }
   auto model = io::ReadModelFile(out);
   EXPECT_TRUE(model.ok()) << model.status();
-  return model.ok() ? model->params : std::vector<float>();
+  if (model.ok()) run.params = std::move(model->params);
+  std::ifstream in(dir + "/metrics-0.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("\"event\":\"step\"") == std::string::npos) continue;
+    run.losses.push_back(JsonNumber(line, "loss"));
+    run.norms.push_back(JsonNumber(line, "grad_norm"));
+  }
+  return run;
 }
 
 struct Case {
@@ -159,7 +196,7 @@ TEST_P(MultiprocessTest, ProcessesMatchTheInProcessRun) {
     EXPECT_GT(skipped, 0) << "no fp16 overflow to skip";
   }
   const std::vector<float> got =
-      RunProcesses(spec, c.world, c.local, c.name, c.torchrun);
+      RunProcesses(spec, c.world, c.local, c.name, c.torchrun).params;
   ASSERT_EQ(got.size(), (*want)[0].params.size());
   EXPECT_EQ(engine::FirstDifference(got, (*want)[0].params), -1);
 }
@@ -174,6 +211,76 @@ INSTANTIATE_TEST_SUITE_P(
                            engine::Precision::kFp16},
                       Case{"w4_torchrun_env", 4, 2, false, 3, false,
                            engine::Precision::kFp32, true}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+// The device path in real processes: two nodes of one rank each, joined by
+// UCX (or one node of two ranks), K = 2 real servers.
+struct DeviceCase {
+  const char* name;
+  const char* device;  // "host-emulated" or "cuda"
+  int stage;
+  bool bf16 = false;
+  int local = 1;  // ranks per node (of 2)
+};
+
+class DeviceProcessesTest : public ::testing::TestWithParam<DeviceCase> {};
+
+TEST_P(DeviceProcessesTest, MatchTheCpuEngine) {
+  const DeviceCase& c = GetParam();
+  const bool cuda = std::string(c.device) == "cuda";
+  if (std::string why; cuda && !cuda::CudaAvailable(&why)) {
+    GTEST_SKIP() << "no CUDA device: " << why;
+  }
+  TrainSpec spec = Spec(c.stage, false, false);
+  if (c.bf16) spec.zero.precision = engine::Precision::kBf16;
+  auto want = engine::RunInProcess(spec, 2, 2);  // on the CPU
+  ASSERT_TRUE(want.ok()) << want.status();
+  spec.device = c.device;
+  const Processes got = RunProcesses(spec, 2, c.local, c.name);
+  const TrainResult& cpu = (*want)[0];
+  ASSERT_EQ(got.losses.size(), cpu.stats.size());
+  if (!cuda) {  // the host-emulated device: the CPU engine's bits
+    ASSERT_EQ(got.params.size(), cpu.params.size());
+    EXPECT_EQ(engine::FirstDifference(got.params, cpu.params), -1);
+    return;
+  }
+  // On the GPU, cuda_engine_test's bounds; the metrics file's 7 and 6
+  // significant digits are well inside them.
+  const double loss_tol = c.bf16 ? 2e-2 : 1e-4, norm_tol = c.bf16 ? 5e-2 : 1e-4;
+  double worst_loss = 0, worst_norm = 0;
+  for (size_t s = 0; s < cpu.stats.size(); ++s) {
+    const double dl = std::fabs(got.losses[s] - cpu.stats[s].global_loss) /
+                      std::fabs(cpu.stats[s].global_loss);
+    const double dn = std::fabs(got.norms[s] - cpu.stats[s].grad_norm) /
+                      cpu.stats[s].grad_norm;
+    EXPECT_LE(dl, loss_tol) << "step " << s;
+    EXPECT_LE(dn, norm_tol) << "step " << s;
+    worst_loss = std::max(worst_loss, dl);
+    worst_norm = std::max(worst_norm, dn);
+  }
+  std::printf(
+      "processes stage=%d ranks=2 nodes=%d precision=%s steps=%zu "
+      "loss_err_rel=%.3e grad_norm_err_rel=%.3e (cuda workers over UCX "
+      "against the cpu engine)\n",
+      c.stage, 2 / c.local, c.bf16 ? "bf16" : "fp32", cpu.stats.size(),
+      worst_loss, worst_norm);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Devices, DeviceProcessesTest,
+    ::testing::Values(
+        DeviceCase{"emulated_stage0", "host-emulated", 0},
+        DeviceCase{"emulated_stage1", "host-emulated", 1},
+        DeviceCase{"emulated_stage2", "host-emulated", 2},
+        DeviceCase{"emulated_stage3", "host-emulated", 3},
+        DeviceCase{"emulated_stage2_bf16", "host-emulated", 2, true},
+        DeviceCase{"emulated_stage3_one_node", "host-emulated", 3, false, 2},
+        DeviceCase{"cuda_stage0", "cuda", 0},
+        DeviceCase{"cuda_stage1", "cuda", 1},
+        DeviceCase{"cuda_stage2", "cuda", 2},
+        DeviceCase{"cuda_stage3", "cuda", 3},
+        DeviceCase{"cuda_stage2_bf16", "cuda", 2, true},
+        DeviceCase{"cuda_stage3_one_node", "cuda", 3, false, 2}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Without ZEROSHARD_* or torchrun's variables (and without --elastic) a

@@ -52,6 +52,11 @@ struct TrainSpec {
   // Where the model computes (gpt2::EngineModel): "cpu", "cuda" or
   // "host-emulated".
   std::string device = "cpu";
+  // This rank's place in its node (ZEROSHARD_LOCAL_RANK / LOCAL_RANK): with
+  // device "cuda" it computes on GPU local_rank mod the GPUs it sees, so
+  // the ranks of a node spread over its GPUs (one GPU per process, e.g.
+  // CUDA_VISIBLE_DEVICES set per rank, is GPU 0 for all).
+  int local_rank = 0;
 };
 
 std::vector<float> SeededGpt2Init(const gpt2::ParamLayout& layout,

@@ -108,6 +108,7 @@ absl::Status RunWorker(const WorkerOptions& o, const WorkerHooks& hooks) {
                       ParseConfigForFlags(o.train, cc.world_size, &warnings));
   ZS_ASSIGN_OR_RETURN(TrainSpec spec,
                       TrainSpecFromFlags(o.train, config, &warnings));
+  spec.local_rank = cc.local_rank;  // its GPU with --device=cuda
   if (cc.rank == 0) {
     std::printf("config: %s\n", config::DescribeEngineConfig(config).c_str());
     for (const std::string& w : warnings) {
