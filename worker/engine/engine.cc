@@ -228,6 +228,7 @@ absl::StatusOr<float> ZeroEngine::Forward(const MicroBatch& batch) {
   if (micro_ == 0 && step_start_ < 0) ResetStats();
   const double start = NowSeconds();
   const double waits = stats_.comm_wait_seconds + stats_.server_wait_seconds;
+  if (micro_ == 0) model_->BeginStep();
   absl::StatusOr<float> loss = model_->Forward(batch);
   const double compute =
       NowSeconds() - start -

@@ -13,6 +13,11 @@
 //   Forward   one micro-batch's mean loss. Around every read of a unit's
 //             parameters the model calls the unit hook: kNeeded before,
 //             kReleased after the last read, in the order of the schedule.
+//   BeginStep before the first Forward of every step (the first after a
+//             restore included): the parameter buffer may have changed
+//             since the last Forward. A model that keeps its own copy of
+//             the parameters (on a device) refreshes each unit before it
+//             next reads it; within a step they do not change.
 //   Backward  adds the gradient of the last Forward's loss to the gradient
 //             buffer and calls the grad hook with each unit's range as its
 //             gradients become final, in descending flat order (the last
@@ -125,6 +130,8 @@ class Model {
   // the model.
   virtual ResidentOptimizer* resident_optimizer() { return nullptr; }
   virtual const ModelLayout& layout() const = 0;
+  // The engine's parameters may hold new values from here on (above).
+  virtual void BeginStep() {}
   // The mean loss of `batch`. INVALID_ARGUMENT for a batch of the wrong
   // shape or out-of-range labels.
   virtual absl::StatusOr<float> Forward(const MicroBatch& batch) = 0;

@@ -11,11 +11,12 @@
 //       CudaKernels.
 //
 // Copies are synchronous: they return with the bytes in place, after the
-// kernels enqueued before them have finished — except ToHostAsync, which
-// returns at once and runs beside later kernels (gradients on their way
-// down while backward goes on: CUDA's copy stream, the host-emulated
-// device's copy thread); a synchronous copy or Free first waits for every
-// asynchronous copy in flight.
+// kernels enqueued before them have finished — except ToHostAsync and
+// ToDeviceAsync, which return at once and run beside kernels (gradients on
+// their way down while backward goes on, parameters on their way up while
+// forward computes: CUDA's copy stream, the host-emulated device's copy
+// thread); a synchronous copy or Free first waits for every asynchronous
+// copy in flight.
 //
 // Errors: Alloc and the copies return them; kernels (whose calls return
 // void) record theirs, and status() gives the first error of either. After
@@ -67,6 +68,20 @@ class Device {
   // allocated.
   virtual absl::StatusOr<uint64_t> ToHostAsync(void* dst, const void* src,
                                                size_t bytes) = 0;
+  // dst (device) <- src (host), asynchronously: the copy waits only for the
+  // kernels enqueued before the last UploadFence() (none before the first),
+  // and every kernel enqueued after the call waits for it — so the next
+  // unit's parameters go up while the kernels before the call compute.
+  // Returns a ticket (shared with ToHostAsync's). Until WaitCopy(ticket)
+  // (or a synchronous copy, or Free) has returned, `src` must not change
+  // and must stay allocated; no kernel enqueued before the call but after
+  // the fence may touch `dst`.
+  virtual absl::StatusOr<uint64_t> ToDeviceAsync(void* dst, const void* src,
+                                                 size_t bytes) = 0;
+  // Later ToDeviceAsync copies wait for every kernel enqueued before this
+  // call (a model calls it where its parameters' device copy may still be
+  // read by earlier work, e.g. at the start of a step).
+  virtual absl::Status UploadFence() = 0;
   // Whether asynchronous copy `ticket` has finished (does not wait).
   virtual bool CopyDone(uint64_t ticket) = 0;
   // Waits until copy `ticket` and every copy issued before it have

@@ -53,11 +53,15 @@ class EngineGpt2 : public engine::Model {
 
 // GPT-2 on a Device: the model's parameters, gradients and activations in
 // device memory; the engine's flat buffers stay in host memory. Parameters
-// go up before they are read: a unit at its kNeeded (after the engine's hook
-// has put it in place, when there is one), else the whole buffer at each
-// Forward. Gradients come down a unit at a time as Backward announces them
-// final, before the engine's grad hook sees them; the engine zeroes them
-// every micro-batch through ZeroGrad.
+// go up once a step (engine::Model::BeginStep), before they are first read:
+// a unit at its first kNeeded of the step (after the engine's hook has put
+// it in place, when there is one), on the device's copy stream beside the
+// kernels before it (ToDeviceAsync; the step's UploadFence keeps it behind
+// the last step's kernels), waited for at its kReleased, before the
+// engine's hook may drop the host's copy; else the whole buffer at the
+// step's first Forward. Gradients come down a unit at a time as Backward
+// announces them final, before the engine's grad hook sees them; the engine
+// zeroes them every micro-batch through ZeroGrad.
 //
 // As a ResidentOptimizer (stage 0, one rank): after Enable the device's
 // copy of the parameters is the only one, the gradients stay on the device
@@ -88,9 +92,13 @@ class DeviceGpt2 : public engine::Model, public engine::ResidentOptimizer {
     if (unit_hook) {
       const int L = config.num_layers;
       mo.param_hook = [this, hook = unit_hook, L](const ParamEvent& e) {
-        ZS_RETURN_IF_ERROR(hook(ToUnitEvent(e, L)));
-        if (e.kind != ParamEvent::Kind::kNeeded) return absl::OkStatus();
-        return Up(e.range);
+        const engine::UnitEvent u = ToUnitEvent(e, L);
+        if (u.kind == engine::UnitEvent::Kind::kReleased) {
+          ZS_RETURN_IF_ERROR(WaitUpload(u.unit));
+          return hook(u);
+        }
+        ZS_RETURN_IF_ERROR(hook(u));
+        return UpAsync(u.unit, u.range);
       };
     }
     ZS_ASSIGN_OR_RETURN(model_, gpt2::Model::Create(config, B, T, mo));
@@ -107,9 +115,16 @@ class DeviceGpt2 : public engine::Model, public engine::ResidentOptimizer {
 
   engine::ResidentOptimizer* resident_optimizer() override { return this; }
 
+  // The engine's parameters may have changed: every unit goes up again.
+  void BeginStep() override {
+    stale_.assign(layout_.units.size(), true);
+    fence_ = true;
+  }
+
   absl::StatusOr<float> Forward(const engine::MicroBatch& batch) override {
-    if (!per_unit_ && !resident_) {
+    if (!per_unit_ && !resident_ && stale_[0]) {
       ZS_RETURN_IF_ERROR(Up(Range{0, layout_.num_params()}));
+      stale_[0] = false;
     }
     return model_->Forward(batch.tokens, batch.targets);
   }
@@ -158,11 +173,16 @@ class DeviceGpt2 : public engine::Model, public engine::ResidentOptimizer {
       deliver(/*wait=*/false);
     });
     if (s.ok()) deliver(/*wait=*/true);
-    // Nothing may still be copying into the engine's buffer on return.
-    if (!pending.empty()) {
-      absl::Status all = device_->WaitCopy(pending.back().ticket);
+    // Nothing may still be copying into or out of the engine's buffers on
+    // return (the next step's fetch writes the parameters).
+    const uint64_t last = std::max(
+        pending.empty() ? uint64_t{0} : pending.back().ticket, last_upload_);
+    if (last > 0) {
+      absl::Status all = device_->WaitCopy(last);
       if (copied.ok()) copied = all;
     }
+    uploads_.assign(uploads_.size(), 0);
+    last_upload_ = 0;
     ZS_RETURN_IF_ERROR(copied);
     return s;
   }
@@ -219,6 +239,30 @@ class DeviceGpt2 : public engine::Model, public engine::ResidentOptimizer {
                              r.size() * sizeof(float));
   }
 
+  // Unit `unit` (flat `r`) up on the copy stream unless it already went up
+  // this step.
+  absl::Status UpAsync(int unit, Range r) {
+    if (!stale_[unit]) return absl::OkStatus();
+    if (fence_) {
+      ZS_RETURN_IF_ERROR(device_->UploadFence());
+      fence_ = false;
+    }
+    ZS_ASSIGN_OR_RETURN(uint64_t ticket, device_->ToDeviceAsync(
+                                             model_->params().data() + r.begin,
+                                             host_params_.data() + r.begin,
+                                             r.size() * sizeof(float)));
+    stale_[unit] = false;
+    uploads_[unit] = ticket;
+    last_upload_ = ticket;
+    return absl::OkStatus();
+  }
+
+  // Unit `unit`'s copy up done (the host's copy may change after this).
+  absl::Status WaitUpload(int unit) {
+    const uint64_t ticket = std::exchange(uploads_[unit], 0);
+    return ticket == 0 ? absl::OkStatus() : device_->WaitCopy(ticket);
+  }
+
   const engine::ModelLayout layout_;
   std::unique_ptr<Device> device_;  // outlives model_ (declared before it)
   std::unique_ptr<gpt2::Model> model_;
@@ -228,6 +272,13 @@ class DeviceGpt2 : public engine::Model, public engine::ResidentOptimizer {
   float* m_ = nullptr;     // AdamW moments on the device (resident)
   float* v_ = nullptr;
   std::vector<void*> pinned_;  // host buffers PinHost took
+  // Per unit: not yet up this step (stage 0 without units: stale_[0] for
+  // the whole buffer); the ticket of its copy up not yet waited for (0:
+  // none). The step's first copy up is fenced behind the last step's work.
+  std::vector<bool> stale_ = std::vector<bool>(layout_.units.size(), true);
+  std::vector<uint64_t> uploads_ = std::vector<uint64_t>(layout_.units.size());
+  uint64_t last_upload_ = 0;
+  bool fence_ = true;
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 // and a model created over the engine's buffers announces exactly that.
 #include "worker/gpt2/engine_model.h"
 
+#include <cmath>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -55,6 +56,39 @@ TEST(EngineModelTest, UnitsAndScheduleFollowTheModel) {
                   .ok());
   EXPECT_EQ(needed, layout->need_schedule);
   EXPECT_EQ(ready, (std::vector<int>{4, 3, 2, 1, 0}));
+}
+
+// On a device, the parameters go up once a step: within a step the model
+// reads the copy it has (the engine's buffer may change under it, e.g. a
+// stage-3 unit released), and after BeginStep it reads the buffer again.
+TEST(EngineModelTest, DeviceRefreshesParametersOncePerStep) {
+  const Config c{16, 64, 64, 2, 2, 32};
+  auto def = EngineModel(c, 2, 8, false, "host-emulated");
+  ASSERT_TRUE(def.ok()) << def.status();
+  const uint64_t n = def->layout.num_params();
+  std::vector<float> params(n), grads(n, 0.0f);
+  for (uint64_t i = 0; i < n; ++i) params[i] = 0.02f * ((i * 7919) % 13) - 0.1f;
+  engine::ModelContext ctx;
+  ctx.params = absl::MakeSpan(params);
+  ctx.grads = absl::MakeSpan(grads);
+  ctx.unit_hook = [](const engine::UnitEvent&) { return absl::OkStatus(); };
+  auto model = def->create(ctx);
+  ASSERT_TRUE(model.ok()) << model.status();
+  std::vector<int> tokens(16), targets(16);
+  for (int i = 0; i < 16; ++i) tokens[i] = i % 16, targets[i] = (i * 5) % 16;
+  const engine::MicroBatch batch{tokens, {}, targets};
+  auto pass = [&]() -> float {
+    auto loss = (*model)->Forward(batch);
+    EXPECT_TRUE(loss.ok()) << loss.status();
+    EXPECT_TRUE((*model)->Backward(nullptr).ok());
+    return loss.ok() ? *loss : NAN;
+  };
+  (*model)->BeginStep();
+  const float first = pass();
+  for (float& p : params) p *= 0.5f;  // after Backward: every copy waited
+  EXPECT_EQ(pass(), first);           // the same step: the device's copy
+  (*model)->BeginStep();
+  EXPECT_NE(pass(), first);  // a new step: the halved weights
 }
 
 // A node's ranks spread over the GPUs the process sees; one GPU per process

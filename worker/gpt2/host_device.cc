@@ -1,5 +1,6 @@
 #include "worker/gpt2/host_device.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -50,7 +51,23 @@ absl::StatusOr<void*> HostEmulatedDevice::Alloc(size_t bytes) {
 absl::Status HostEmulatedDevice::Drain() {
   absl::Status s = copies_->WaitAll();
   if (!s.ok()) return Fail(s);
-  return absl::OkStatus();
+  return CheckUploadSources(UINT64_MAX);
+}
+
+absl::Status HostEmulatedDevice::CheckUploadSources(uint64_t ticket) {
+  absl::Status s;
+  auto it = uploads_.begin();
+  for (; it != uploads_.end() && it->ticket <= ticket; ++it) {
+    if (s.ok() &&
+        HostCopyStream::Checksum(it->src, it->bytes) != it->checksum) {
+      s = absl::InternalError(absl::StrFormat(
+          "host-emulated device: the source of copy %d to the device (%d "
+          "bytes from %p) changed before the copy was waited for",
+          it->ticket, it->bytes, it->src));
+    }
+  }
+  uploads_.erase(uploads_.begin(), it);
+  return s.ok() ? s : Fail(s);
 }
 
 void HostEmulatedDevice::Free(void* device_ptr) {
@@ -94,8 +111,28 @@ absl::Status HostEmulatedDevice::Fail(absl::Status s) {
 
 absl::Status HostEmulatedDevice::ToDevice(void* dst, const void* src,
                                           size_t bytes) {
-  ZS_RETURN_IF_ERROR(status_);
+  ZS_RETURN_IF_ERROR(CheckToDevice(dst, src, bytes));
   ZS_RETURN_IF_ERROR(Drain());
+  std::memcpy(dst, src, bytes);
+  to_device_ += bytes;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> HostEmulatedDevice::ToDeviceAsync(void* dst,
+                                                           const void* src,
+                                                           size_t bytes) {
+  ZS_RETURN_IF_ERROR(CheckToDevice(dst, src, bytes));
+  const uint64_t ticket = copies_->Issue(dst, src, bytes);
+  if (absl::Status s = copies_->Wait(ticket); !s.ok()) return Fail(s);
+  uploads_.push_back(
+      Upload{ticket, src, bytes, HostCopyStream::Checksum(src, bytes)});
+  to_device_ += bytes;
+  return ticket;
+}
+
+absl::Status HostEmulatedDevice::CheckToDevice(void* dst, const void* src,
+                                               size_t bytes) {
+  ZS_RETURN_IF_ERROR(status_);
   if (!Inside(dst, bytes) || Overlaps(src, bytes)) {
     return Fail(absl::InternalError(absl::StrFormat(
         "host-emulated device: copy of %d bytes to the device at %p from %p: "
@@ -105,8 +142,6 @@ absl::Status HostEmulatedDevice::ToDevice(void* dst, const void* src,
                            : "the destination is not inside a live "
                              "allocation")));
   }
-  std::memcpy(dst, src, bytes);
-  to_device_ += bytes;
   return absl::OkStatus();
 }
 
@@ -143,7 +178,7 @@ absl::StatusOr<uint64_t> HostEmulatedDevice::ToHostAsync(void* dst,
 absl::Status HostEmulatedDevice::WaitCopy(uint64_t ticket) {
   absl::Status s = copies_->Wait(ticket);
   if (!s.ok()) return Fail(s);
-  return absl::OkStatus();
+  return CheckUploadSources(ticket);
 }
 
 absl::Status HostEmulatedDevice::CheckDevice(const char* what, const void* p,

@@ -11,7 +11,11 @@
 // ToHostAsync runs on a copy thread (host_copy_stream.h), each copy at
 // least `copy_lag` after it was issued and checked against a source
 // written in between, so that reading a copy's destination before
-// WaitCopy, or writing its source, shows here.
+// WaitCopy, or writing its source, shows here. ToDeviceAsync runs on the
+// same thread and returns once its copy has run (the CPU kernels compute
+// at once, on the caller's thread, so they must find the bytes there), but
+// its source is watched until WaitCopy: a source written before then (on
+// a GPU, racing the copy) is an error naming the copy.
 //
 // Threading: one thread at a time (the copy thread is the device's own).
 // The byte counters are for tests.
@@ -22,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/time/time.h"
 #include "worker/gpt2/device.h"
@@ -46,6 +51,10 @@ class HostEmulatedDevice : public Device {
   absl::Status ToHost(void* dst, const void* src, size_t bytes) override;
   absl::StatusOr<uint64_t> ToHostAsync(void* dst, const void* src,
                                        size_t bytes) override;
+  absl::StatusOr<uint64_t> ToDeviceAsync(void* dst, const void* src,
+                                         size_t bytes) override;
+  // The kernels run when called: nothing to wait for.
+  absl::Status UploadFence() override { return status_; }
   bool CopyDone(uint64_t ticket) override { return copies_->Done(ticket); }
   absl::Status WaitCopy(uint64_t ticket) override;
   absl::Status AdamW(absl::Span<const AdamWTask> tasks) override;
@@ -64,6 +73,12 @@ class HostEmulatedDevice : public Device {
         copies_(std::make_unique<HostCopyStream>(lag)) {}
   // Every asynchronous copy done (a synchronous copy or Free waits).
   absl::Status Drain();
+  // The watched sources of uploads up to `ticket` unchanged (then no longer
+  // watched); else Fail's error naming the first that changed.
+  absl::Status CheckUploadSources(uint64_t ticket);
+  // OK when a copy from host `src` to device `dst` is in bounds; else
+  // Fail's error naming both.
+  absl::Status CheckToDevice(void* dst, const void* src, size_t bytes);
   // OK when a copy from device `src` to host `dst` is in bounds; else
   // Fail's error naming both.
   absl::Status CheckToHost(void* dst, const void* src, size_t bytes);
@@ -78,6 +93,13 @@ class HostEmulatedDevice : public Device {
   std::unique_ptr<Kernels> kernels_;
   std::unique_ptr<HostCopyStream> copies_;
   std::map<uintptr_t, size_t> live_;  // address -> bytes
+  struct Upload {
+    uint64_t ticket;
+    const void* src;
+    size_t bytes;
+    uint64_t checksum;  // HostCopyStream::Checksum of src when issued
+  };
+  std::vector<Upload> uploads_;  // sources watched until WaitCopy
   uint64_t to_device_ = 0, to_host_ = 0;
   absl::Status status_;
 };

@@ -147,6 +147,62 @@ TEST(HostDeviceTest, AsyncCopyChecksBoundsAndItsSource) {
                << " of the copy's issue in 10 tries (a loaded machine)";
 }
 
+// A copy up is in place when ToDeviceAsync returns (the CPU kernels read
+// it at once), shares the tickets of the copies down, and its source is
+// watched until WaitCopy (or a synchronous copy): a write before then is
+// an error naming the copy; one after is not.
+TEST(HostDeviceTest, AsyncCopyUpWatchesItsSourceUntilWaited) {
+  auto d = HostEmulatedDevice::Create(1, absl::Milliseconds(1));
+  ASSERT_TRUE(d.ok());
+  float* dev = static_cast<float*>(*(*d)->Alloc(64));
+  std::vector<float> host(16, 3.0f), back(16, 0.0f);
+  ASSERT_TRUE((*d)->UploadFence().ok());
+  auto up = (*d)->ToDeviceAsync(dev, host.data(), 64);
+  ASSERT_TRUE(up.ok()) << up.status();
+  EXPECT_EQ(dev[15], 3.0f);
+  EXPECT_EQ((*d)->bytes_to_device(), 64u);
+  auto down = (*d)->ToHostAsync(back.data(), dev, 64);
+  ASSERT_TRUE(down.ok());
+  EXPECT_EQ(*down, *up + 1);
+  ASSERT_TRUE((*d)->WaitCopy(*down).ok());  // waits for the copy up too
+  host[0] = 9.0f;                           // allowed now
+  EXPECT_EQ(back[0], 3.0f);
+  ASSERT_TRUE((*d)->status().ok());
+
+  // Out of bounds or from device memory: an error at once.
+  EXPECT_EQ((*d)->ToDeviceAsync(dev + 1, host.data(), 64).status().code(),
+            absl::StatusCode::kInternal);
+  auto e = HostEmulatedDevice::Create(1);
+  ASSERT_TRUE(e.ok());
+  float* a = static_cast<float*>(*(*e)->Alloc(64));
+  float* b = static_cast<float*>(*(*e)->Alloc(64));
+  EXPECT_NE((*e)->ToDeviceAsync(a, b, 64).status().message().find(
+                "the source is device memory"),
+            std::string::npos);
+
+  // The source written before WaitCopy.
+  auto f = HostEmulatedDevice::Create(1);
+  ASSERT_TRUE(f.ok());
+  float* g = static_cast<float*>(*(*f)->Alloc(64));
+  auto t = (*f)->ToDeviceAsync(g, host.data(), 64);
+  ASSERT_TRUE(t.ok());
+  host[5] = -1.0f;
+  absl::Status s = (*f)->WaitCopy(*t);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
+  EXPECT_NE(s.message().find("source of copy 1 to the device"),
+            std::string::npos)
+      << s;
+  EXPECT_FALSE((*f)->status().ok());  // the device is unusable after it
+
+  // ... or before a synchronous copy, which waits for it.
+  auto h = HostEmulatedDevice::Create(1);
+  ASSERT_TRUE(h.ok());
+  float* k = static_cast<float*>(*(*h)->Alloc(64));
+  ASSERT_TRUE((*h)->ToDeviceAsync(k, host.data(), 64).ok());
+  host[6] = -2.0f;
+  EXPECT_FALSE((*h)->ToHost(back.data(), k, 64).ok());
+}
+
 TEST(HostDeviceTest, UseAfterFreeAndBadFreeFail) {
   auto d = HostEmulatedDevice::Create(1);
   ASSERT_TRUE(d.ok());

@@ -26,6 +26,7 @@ class CudaDevice : public Device {
       for (const auto& [ticket, done] : in_flight_) cudaEventDestroy(done);
       for (cudaEvent_t e : free_events_) cudaEventDestroy(e);
       cudaEventDestroy(ready_);
+      cudaEventDestroy(fence_);
       cudaStreamDestroy(copy_stream_);
     }
     if (sum_scratch_ != nullptr) cudaFree(sum_scratch_);
@@ -89,36 +90,43 @@ class CudaDevice : public Device {
   // stream) and cudaFree wait for it.
   absl::StatusOr<uint64_t> ToHostAsync(void* dst, const void* src,
                                        size_t bytes) override {
-    ZS_RETURN_IF_ERROR(status());
-    cudaError_t e = cudaSuccess;
-    if (copy_stream_ == nullptr) {
-      e = cudaStreamCreate(&copy_stream_);
-      if (e == cudaSuccess) {
-        e = cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming);
-      }
-      if (e != cudaSuccess) return Fail("copy stream", 0, e);
-    }
-    cudaEvent_t done = nullptr;
-    if (free_events_.empty()) {
-      e = cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
-      if (e != cudaSuccess) return Fail("copy event", 0, e);
-    } else {
-      done = free_events_.back();
-      free_events_.pop_back();
-    }
-    e = cudaEventRecord(ready_, stream());
+    ZS_RETURN_IF_ERROR(CopyStream());
+    ZS_ASSIGN_OR_RETURN(cudaEvent_t done, DoneEvent());
+    cudaError_t e = cudaEventRecord(ready_, stream());
     if (e == cudaSuccess) e = cudaStreamWaitEvent(copy_stream_, ready_, 0);
     if (e == cudaSuccess) {
       e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost,
                           copy_stream_);
     }
-    if (e == cudaSuccess) e = cudaEventRecord(done, copy_stream_);
-    if (e != cudaSuccess) {
-      free_events_.push_back(done);
-      return Fail("asynchronous copy to host", bytes, e);
+    return Issued(e, done, "asynchronous copy to host", bytes);
+  }
+
+  // On the copy stream after the fence (if any); the compute stream waits
+  // for the copy's event.
+  absl::StatusOr<uint64_t> ToDeviceAsync(void* dst, const void* src,
+                                         size_t bytes) override {
+    ZS_RETURN_IF_ERROR(CopyStream());
+    ZS_ASSIGN_OR_RETURN(cudaEvent_t done, DoneEvent());
+    cudaError_t e = cudaSuccess;
+    if (fenced_) e = cudaStreamWaitEvent(copy_stream_, fence_, 0);
+    if (e == cudaSuccess) {
+      e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
+                          copy_stream_);
     }
-    in_flight_.emplace_back(++issued_, done);
-    return issued_;
+    absl::StatusOr<uint64_t> ticket =
+        Issued(e, done, "asynchronous copy to the device", bytes);
+    if (!ticket.ok()) return ticket;
+    e = cudaStreamWaitEvent(stream(), done, 0);
+    if (e != cudaSuccess) return Fail("wait for a copy to the device", 0, e);
+    return ticket;
+  }
+
+  absl::Status UploadFence() override {
+    ZS_RETURN_IF_ERROR(CopyStream());
+    const cudaError_t e = cudaEventRecord(fence_, stream());
+    if (e != cudaSuccess) return Fail("upload fence", 0, e);
+    fenced_ = true;
+    return absl::OkStatus();
   }
 
   bool CopyDone(uint64_t ticket) override {
@@ -142,7 +150,7 @@ class CudaDevice : public Device {
       in_flight_.pop_front();
       const cudaError_t e = cudaEventSynchronize(done);
       free_events_.push_back(done);
-      if (e != cudaSuccess) return Fail("asynchronous copy to host", 0, e);
+      if (e != cudaSuccess) return Fail("asynchronous copy", 0, e);
     }
     return status();
   }
@@ -208,6 +216,47 @@ class CudaDevice : public Device {
 
   cudaStream_t stream() const { return kernels_->stream(); }
 
+  // The copy stream and its events, made at the first asynchronous copy.
+  absl::Status CopyStream() {
+    ZS_RETURN_IF_ERROR(status());
+    if (copy_stream_ != nullptr) return absl::OkStatus();
+    cudaError_t e = cudaStreamCreate(&copy_stream_);
+    if (e == cudaSuccess) {
+      e = cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming);
+    }
+    if (e == cudaSuccess) {
+      e = cudaEventCreateWithFlags(&fence_, cudaEventDisableTiming);
+    }
+    return e == cudaSuccess ? absl::OkStatus() : Fail("copy stream", 0, e);
+  }
+
+  // An event for a copy's end: a free one, else a new one.
+  absl::StatusOr<cudaEvent_t> DoneEvent() {
+    if (!free_events_.empty()) {
+      cudaEvent_t done = free_events_.back();
+      free_events_.pop_back();
+      return done;
+    }
+    cudaEvent_t done = nullptr;
+    const cudaError_t e =
+        cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
+    if (e != cudaSuccess) return Fail("copy event", 0, e);
+    return done;
+  }
+
+  // After a copy was enqueued with status `e`: its ticket, `done` recorded
+  // on the copy stream; else `what`'s error (`done` back to the free ones).
+  absl::StatusOr<uint64_t> Issued(cudaError_t e, cudaEvent_t done,
+                                  const char* what, size_t bytes) {
+    if (e == cudaSuccess) e = cudaEventRecord(done, copy_stream_);
+    if (e != cudaSuccess) {
+      free_events_.push_back(done);
+      return Fail(what, bytes, e);
+    }
+    in_flight_.emplace_back(++issued_, done);
+    return issued_;
+  }
+
   absl::Status Sync(const char* what) {
     const cudaError_t e = cudaStreamSynchronize(stream());
     return e == cudaSuccess ? absl::OkStatus() : Fail(what, 0, e);
@@ -219,6 +268,8 @@ class CudaDevice : public Device {
   // ToHostAsync: made at its first call.
   cudaStream_t copy_stream_ = nullptr;
   cudaEvent_t ready_ = nullptr;  // recorded on the compute stream per copy
+  cudaEvent_t fence_ = nullptr;  // UploadFence's, on the compute stream
+  bool fenced_ = false;
   uint64_t issued_ = 0;
   std::deque<std::pair<uint64_t, cudaEvent_t>> in_flight_;  // ticket, done
   std::vector<cudaEvent_t> free_events_;
