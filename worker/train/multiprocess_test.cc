@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -144,14 +145,35 @@ Processes RunProcesses(const TrainSpec& spec, int world, int local,
   }
   EXPECT_FALSE(port.empty()) << "rank 0 wrote no port";
   for (int r = 1; r < world; ++r) spawn(r, "127.0.0.1:" + port);
-  for (size_t r = 0; r < procs.size(); ++r) {
-    auto status = procs[r].Wait(std::chrono::seconds(120));
-    EXPECT_TRUE(status.ok()) << "rank " << r << " hangs";
-    if (status.ok()) {
-      EXPECT_EQ(*status, 0)
-          << "rank " << r << ": " << DescribeWaitStatus(*status) << " (log "
-          << dir << "/rank" << r << ".log)";
+  // Until every rank has ended; the first to fail stops the rest (which
+  // would otherwise wait out their bootstrap or collective timeouts: a
+  // minute each on a GPU machine's short lease).
+  const absl::Time deadline = absl::Now() + absl::Seconds(120);
+  bool failed = false;
+  for (size_t left = procs.size(); left > 0 && !failed;) {
+    left = 0;
+    for (size_t r = 0; r < procs.size(); ++r) {
+      if (!procs[r].running()) continue;
+      const std::optional<int> status = procs[r].Poll();
+      if (!status.has_value()) {
+        ++left;
+        continue;
+      }
+      if (*status != 0) {
+        ADD_FAILURE() << "rank " << r << ": " << DescribeWaitStatus(*status)
+                      << " (log " << dir << "/rank" << r << ".log)";
+        failed = true;
+      }
     }
+    if (left > 0 && absl::Now() > deadline) {
+      ADD_FAILURE() << left << " rank(s) still running after 120 s (logs "
+                    << dir << ")";
+      failed = true;
+    }
+    if (left > 0 && !failed) absl::SleepFor(absl::Milliseconds(5));
+  }
+  for (Subprocess& p : procs) {
+    if (p.running()) p.Stop(std::chrono::seconds(2));
   }
   auto model = io::ReadModelFile(out);
   EXPECT_TRUE(model.ok()) << model.status();
