@@ -6,12 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "client/fault_interceptor.h"
 #include "client/security.h"
 #include "client/shard_client.h"
+#include "common/cuda/device.h"
 #include "common/env/env.h"
 #include "common/metrics/http_exporter.h"
 #include "common/metrics/process_metrics.h"
@@ -21,6 +23,7 @@
 #include "worker/collective/ucx_communicator.h"
 #include "worker/config/ds_config.h"
 #include "worker/gpt2/config.h"
+#include "worker/gpt2/engine_model.h"
 #include "worker/io/model_file.h"
 #include "worker/train/eval_loss.h"
 #include "worker/train/metrics_log.h"
@@ -94,6 +97,25 @@ void PrintStep(const TrainSpec& spec, const engine::StepStats& s) {
               s.step_seconds > 0 ? s.tokens / s.step_seconds : 0.0);
 }
 
+// "rank R: local rank L on GPU G of N (<name>, sm_<cc>, <n> MiB)"; nothing
+// without a GPU (the model's creation then fails saying why).
+void SayGpu(int rank, int local_rank) {
+  const int count = cuda::DeviceCount();
+  if (count < 1) return;
+  const int gpu = gpt2::GpuForLocalRank(local_rank, count);
+  // DescribeDevices: "<index>: <name>, sm_<cc>, <n> MiB" per line.
+  const std::string prefix = absl::StrCat(gpu, ": ");
+  std::string name;
+  for (absl::string_view line : absl::StrSplit(cuda::DescribeDevices(), '\n')) {
+    if (absl::StartsWith(line, prefix)) {
+      name = std::string(line.substr(prefix.size()));
+    }
+  }
+  std::printf("rank %d: local rank %d on GPU %d of %d (%s)\n", rank, local_rank,
+              gpu, count, name.c_str());
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 absl::Status RunWorker(const WorkerOptions& o, const WorkerHooks& hooks) {
@@ -109,6 +131,7 @@ absl::Status RunWorker(const WorkerOptions& o, const WorkerHooks& hooks) {
   ZS_ASSIGN_OR_RETURN(TrainSpec spec,
                       TrainSpecFromFlags(o.train, config, &warnings));
   spec.local_rank = cc.local_rank;  // its GPU with --device=cuda
+  if (spec.device == "cuda") SayGpu(cc.rank, cc.local_rank);
   if (cc.rank == 0) {
     std::printf("config: %s\n", config::DescribeEngineConfig(config).c_str());
     for (const std::string& w : warnings) {
