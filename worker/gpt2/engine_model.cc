@@ -126,7 +126,15 @@ class DeviceGpt2 : public engine::Model, public engine::ResidentOptimizer {
       ZS_RETURN_IF_ERROR(Up(Range{0, layout_.num_params()}));
       stale_[0] = false;
     }
-    return model_->Forward(batch.tokens, batch.targets);
+    absl::StatusOr<float> loss = model_->Forward(batch.tokens, batch.targets);
+    if (!loss.ok()) {
+      // No copy may read the engine's buffer after a failure: recovery
+      // writes it.
+      if (last_upload_ > 0) device_->WaitCopy(last_upload_).IgnoreError();
+      uploads_.assign(uploads_.size(), 0);
+      last_upload_ = 0;
+    }
+    return loss;
   }
 
   // Each segment's gradients go down on the device's copy stream as soon as

@@ -3,6 +3,7 @@
 // and a model created over the engine's buffers announces exactly that.
 #include "worker/gpt2/engine_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -89,6 +90,38 @@ TEST(EngineModelTest, DeviceRefreshesParametersOncePerStep) {
   EXPECT_EQ(pass(), first);           // the same step: the device's copy
   (*model)->BeginStep();
   EXPECT_NE(pass(), first);  // a new step: the halved weights
+}
+
+// A forward that fails (a unit's fetch) leaves no copy up still reading
+// the engine's buffer, which recovery then rewrites: the next step runs on
+// the new values and the device reports nothing.
+TEST(EngineModelTest, FailedForwardWaitsForItsCopiesUp) {
+  const Config c{16, 64, 64, 2, 2, 32};
+  auto def = EngineModel(c, 2, 8, false, "host-emulated");
+  ASSERT_TRUE(def.ok()) << def.status();
+  const uint64_t n = def->layout.num_params();
+  std::vector<float> params(n, 0.01f), grads(n, 0.0f);
+  int needs = 0, fail_at = 5;  // the embeddings' second need (the logits)
+  engine::ModelContext ctx;
+  ctx.params = absl::MakeSpan(params);
+  ctx.grads = absl::MakeSpan(grads);
+  ctx.unit_hook = [&](const engine::UnitEvent& e) {
+    if (e.kind != engine::UnitEvent::Kind::kNeeded) return absl::OkStatus();
+    return ++needs == fail_at ? absl::UnavailableError("fetch failed")
+                              : absl::OkStatus();
+  };
+  auto model = def->create(ctx);
+  ASSERT_TRUE(model.ok()) << model.status();
+  std::vector<int> tokens(16, 3), targets(16, 5);
+  const engine::MicroBatch batch{tokens, {}, targets};
+  (*model)->BeginStep();
+  EXPECT_EQ((*model)->Forward(batch).status().code(),
+            absl::StatusCode::kUnavailable);
+  std::fill(params.begin(), params.end(), 0.02f);  // "recovery"
+  (*model)->BeginStep();
+  auto loss = (*model)->Forward(batch);
+  ASSERT_TRUE(loss.ok()) << loss.status();
+  EXPECT_TRUE((*model)->Backward(nullptr).ok());
 }
 
 // A node's ranks spread over the GPUs the process sees; one GPU per process
