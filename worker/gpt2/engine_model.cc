@@ -130,9 +130,7 @@ class DeviceGpt2 : public engine::Model, public engine::ResidentOptimizer {
     if (!loss.ok()) {
       // No copy may read the engine's buffer after a failure: recovery
       // writes it.
-      if (last_upload_ > 0) device_->WaitCopy(last_upload_).IgnoreError();
-      uploads_.assign(uploads_.size(), 0);
-      last_upload_ = 0;
+      WaitCopies(0).IgnoreError();
     }
     return loss;
   }
@@ -183,14 +181,8 @@ class DeviceGpt2 : public engine::Model, public engine::ResidentOptimizer {
     if (s.ok()) deliver(/*wait=*/true);
     // Nothing may still be copying into or out of the engine's buffers on
     // return (the next step's fetch writes the parameters).
-    const uint64_t last = std::max(
-        pending.empty() ? uint64_t{0} : pending.back().ticket, last_upload_);
-    if (last > 0) {
-      absl::Status all = device_->WaitCopy(last);
-      if (copied.ok()) copied = all;
-    }
-    uploads_.assign(uploads_.size(), 0);
-    last_upload_ = 0;
+    absl::Status all = WaitCopies(pending.empty() ? 0 : pending.back().ticket);
+    if (copied.ok()) copied = all;
     ZS_RETURN_IF_ERROR(copied);
     return s;
   }
@@ -263,6 +255,14 @@ class DeviceGpt2 : public engine::Model, public engine::ResidentOptimizer {
     uploads_[unit] = ticket;
     last_upload_ = ticket;
     return absl::OkStatus();
+  }
+
+  // Every copy up to `ticket` and every copy up done; none left to wait
+  // for at a unit's release.
+  absl::Status WaitCopies(uint64_t ticket) {
+    const uint64_t last = std::max(ticket, std::exchange(last_upload_, 0));
+    uploads_.assign(uploads_.size(), 0);
+    return last == 0 ? absl::OkStatus() : device_->WaitCopy(last);
   }
 
   // Unit `unit`'s copy up done (the host's copy may change after this).
