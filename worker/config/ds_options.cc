@@ -47,6 +47,8 @@ absl::StatusOr<engine::ZeroOptions> ZeroOptionsFromConfig(
       static_cast<uint64_t>(z.stage3_param_persistence_threshold);
   o.stage3_max_reuse_distance =
       static_cast<uint64_t>(z.stage3_max_reuse_distance);
+  o.stage3_max_live_parameters =
+      static_cast<uint64_t>(z.stage3_max_live_parameters);
 
   const std::vector<Range>& units = layout.units;
   uint64_t largest = 1;

@@ -22,6 +22,11 @@
 //   zero_optimization.stage3_max_reuse_distance (elements; DeepSpeed's
 //                                      default 1e9)
 //                                   -> stage3_max_reuse_distance
+//   zero_optimization.stage3_max_live_parameters (elements; DeepSpeed's
+//                                      default 1e9)
+//                                   -> stage3_max_live_parameters: the
+//                                      device's parameter pool (a model on
+//                                      a device; the host is not bounded)
 //   zero_optimization.offload_param.device "server"
 //                                   -> offload_param_server
 //   zero_optimization.stage3_param_persistence_threshold (elements; the
@@ -46,8 +51,8 @@
 // Accepted with a warning: a stage3_param_persistence_threshold that makes
 // every unit persistent at stage 3 (no parameter is partitioned).
 // allgather_bucket_size -> allgather_bucket_size (stages 1-2). Other
-// zero_optimization keys (stage3_max_live_parameters, ...) do not change
-// the engine: stage 3 gathers unit by unit.
+// zero_optimization keys (sub_group_size, ...) do not change the engine:
+// stage 3 gathers unit by unit.
 //
 // Pure function; thread-safe.
 #ifndef ZEROSHARD_WORKER_CONFIG_DS_OPTIONS_H_

@@ -45,6 +45,7 @@ TEST(DsOptionsTest, TheTestSpecsRoundTrip) {
         spec.zero.stage3_prefetch_units = prefetch;
         spec.zero.stage3_param_persistence_threshold = 1000u * prefetch;
         spec.zero.stage3_max_reuse_distance = 5000u * prefetch;
+        spec.zero.stage3_max_live_parameters = 3000u * prefetch;
         spec.zero.allgather_bucket_size = 7000u * prefetch;
         // fp32, then fp16 with a dynamic scaler, then bf16.
         spec.zero.precision = static_cast<engine::Precision>(prefetch % 3);
@@ -79,6 +80,8 @@ TEST(DsOptionsTest, TheTestSpecsRoundTrip) {
                   want.stage3_param_persistence_threshold);
         EXPECT_EQ(got->stage3_max_reuse_distance,
                   want.stage3_max_reuse_distance);
+        EXPECT_EQ(got->stage3_max_live_parameters,
+                  want.stage3_max_live_parameters);
         EXPECT_EQ(got->precision, want.precision);
         if (want.precision == engine::Precision::kFp16) {
           const engine::LossScalerOptions& a = got->loss_scaler;
@@ -114,7 +117,8 @@ TEST(DsOptionsTest, SchedulerBatchAndPrefetch) {
   EXPECT_EQ(got->stage3_prefetch_units, 4);  // every unit (L + 2) at most
   // DeepSpeed's default, 1e5, exceeds every unit of the tiny model.
   EXPECT_EQ(got->stage3_param_persistence_threshold, 100000u);
-  EXPECT_EQ(got->stage3_max_reuse_distance, 1000000000u);  // DeepSpeed's
+  EXPECT_EQ(got->stage3_max_reuse_distance, 1000000000u);   // DeepSpeed's
+  EXPECT_EQ(got->stage3_max_live_parameters, 1000000000u);  // DeepSpeed's
   EXPECT_TRUE(PersistenceWarned(warnings));
 
   // Smaller than one unit still prefetches one; 0 prefetches none.

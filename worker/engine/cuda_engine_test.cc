@@ -6,8 +6,11 @@
 // gradient into full-size updates (//worker/gpt2:parity_test), so their
 // difference says nothing. Stage 0 runs on one rank (the optimizer on the
 // device, model.h's ResidentOptimizer) and on two; stages 1-3 on two ranks
-// and 2 real servers. In bf16 (the engine's masters fp32 on the servers,
-// parameters rounded to bf16; on the device the matmuls take bf16
+// and 2 real servers, stage 3 also with five blocks and the device's
+// parameter pool bounded to two of them (stage3_max_live_parameters 0:
+// blocks evicted and copied up again within each pass, on the copy stream
+// after the marks of their slots). In bf16 (the engine's masters fp32 on the
+// servers, parameters rounded to bf16; on the device the matmuls take bf16
 // operands, CudaPrecision::kBf16, while the CPU engine computes in fp32 on
 // the rounded weights) within 2e-2 (loss) and 5e-2 (gradient norm). The
 // GPU check kit runs it (tools/gpu_check.sh); it
@@ -28,6 +31,7 @@ struct Variant {
   int stage;
   int world;
   bool bf16 = false;
+  bool bounded_pool = false;  // 5 blocks, pool of 2 (stage 3)
 };
 
 class CudaEngineTest : public ::testing::TestWithParam<Variant> {};
@@ -38,6 +42,10 @@ TEST_P(CudaEngineTest, MatchesTheCpuEngine) {
   spec.steps = 4;
   spec.device = "cuda";
   if (v.bf16) spec.zero.precision = Precision::kBf16;
+  if (v.bounded_pool) {
+    spec.config.num_layers = 5;
+    spec.zero.stage3_max_live_parameters = 0;
+  }
   const double loss_tol = v.bf16 ? 2e-2 : 1e-4, norm_tol = v.bf16 ? 5e-2 : 1e-4;
   {
     // Without a device (or CUDA) the run fails at the model's creation.
@@ -72,20 +80,23 @@ TEST_P(CudaEngineTest, MatchesTheCpuEngine) {
     }
   }
   std::printf(
-      "engine stage=%d world=%d precision=%s steps=4 loss_err_rel=%.3e "
+      "engine stage=%d world=%d precision=%s%s steps=4 loss_err_rel=%.3e "
       "grad_norm_err_rel=%.3e (cuda against cpu)\n",
-      v.stage, v.world, v.bf16 ? "bf16" : "fp32", worst_loss, worst_norm);
+      v.stage, v.world, v.bf16 ? "bf16" : "fp32",
+      v.bounded_pool ? " pool=2of5" : "", worst_loss, worst_norm);
 }
 
 INSTANTIATE_TEST_SUITE_P(Stages, CudaEngineTest,
                          ::testing::Values(Variant{0, 1}, Variant{0, 2},
                                            Variant{1, 2}, Variant{2, 2},
                                            Variant{3, 2}, Variant{0, 2, true},
-                                           Variant{2, 2, true}),
+                                           Variant{2, 2, true},
+                                           Variant{3, 2, false, true}),
                          [](const auto& info) {
                            return "stage" + std::to_string(info.param.stage) +
                                   "_w" + std::to_string(info.param.world) +
-                                  (info.param.bf16 ? "_bf16" : "");
+                                  (info.param.bf16 ? "_bf16" : "") +
+                                  (info.param.bounded_pool ? "_pool" : "");
                          });
 
 }  // namespace

@@ -88,6 +88,7 @@ absl::Status ZeroEngine::Init(const ModelDef& model,
     wo.poison = options_.poison_released_params;
     wo.persistence_threshold = options_.stage3_param_persistence_threshold;
     wo.reuse_distance = options_.stage3_max_reuse_distance;
+    mc.max_live_params = options_.stage3_max_live_parameters;
     // Without recovery a failed fetch ends the run wherever it shows, so
     // the partition's fetch may overlap the next forward.
     wo.lazy_fetch = options_.checkpoint_interval <= 0 && elastic == nullptr;

@@ -132,6 +132,10 @@ class Model {
   virtual const ModelLayout& layout() const = 0;
   // The engine's parameters may hold new values from here on (above).
   virtual void BeginStep() {}
+  // Bytes of device memory the model holds for parameters and gradients
+  // (and a resident optimizer's moments; activations not counted): 0 for
+  // a model in host memory.
+  virtual uint64_t device_bytes() const { return 0; }
   // The mean loss of `batch`. INVALID_ARGUMENT for a batch of the wrong
   // shape or out-of-range labels.
   virtual absl::StatusOr<float> Forward(const MicroBatch& batch) = 0;
@@ -153,6 +157,10 @@ struct ModelContext {
   UnitHook unit_hook;
   int threads = 1;
   bool bf16 = false;
+  // Stage 3: the most parameters a model on a device should keep there
+  // (DeepSpeed's stage3_max_live_parameters; what a pass reads at once is
+  // always kept; 0: only that); the default: no bound.
+  uint64_t max_live_params = UINT64_MAX;
 };
 
 // A model the engine can create: its layout first (the engine sizes its

@@ -249,6 +249,7 @@ std::string DeepSpeedJson(const train::TrainSpec& spec, uint32_t alignment) {
       "stage3_prefetch_bucket_size": %d,
       "stage3_param_persistence_threshold": %d,
       "stage3_max_reuse_distance": %d,
+      "stage3_max_live_parameters": %d,
       "offload_param": {"device": "%s"}},
   "zeroshard": {"alignment": %d, "server_aggregation": %s}})",
       precision, z.micro_batch, z.gradient_accumulation_steps,
@@ -257,7 +258,7 @@ std::string DeepSpeedJson(const train::TrainSpec& spec, uint32_t alignment) {
       z.reduce_bucket_size, z.allgather_bucket_size,
       largest * static_cast<uint64_t>(z.stage3_prefetch_units),
       z.stage3_param_persistence_threshold, z.stage3_max_reuse_distance,
-      offload ? "server" : "none", alignment,
+      z.stage3_max_live_parameters, offload ? "server" : "none", alignment,
       z.server_aggregation ? "true" : "false");
 }
 

@@ -64,6 +64,11 @@ struct ZeroOptions {
   // gathered once per micro-batch, not again for backward. 0: only the
   // next two needs (param_window.h).
   uint64_t stage3_max_reuse_distance = 0;
+  // Stage 3 with the model on a device: the most parameters it keeps in
+  // device memory (DeepSpeed's stage3_max_live_parameters; GPT-2 keeps its
+  // embeddings and final norm and at least two blocks whatever this says:
+  // worker/gpt2/device_model.h; 0 keeps just those).
+  uint64_t stage3_max_live_parameters = 1'000'000'000;
   // Stage 3: keep no parameter partition on the worker; fetch each unit
   // from the shard servers (one slice per rank, then all-gathered).
   bool offload_param_server = false;

@@ -68,20 +68,23 @@ class Device {
   // allocated.
   virtual absl::StatusOr<uint64_t> ToHostAsync(void* dst, const void* src,
                                                size_t bytes) = 0;
+  // A point in the kernels' order that copies up can wait for: records, in
+  // mark `mark` (0: a new one), the end of every kernel enqueued so far,
+  // and returns the mark's id (1, 2, ...). A mark lives as long as the
+  // device; record the same one again rather than making one per use.
+  // INVALID_ARGUMENT for an id never returned.
+  virtual absl::StatusOr<uint64_t> Mark(uint64_t mark) = 0;
   // dst (device) <- src (host), asynchronously: the copy waits only for the
-  // kernels enqueued before the last UploadFence() (none before the first),
-  // and every kernel enqueued after the call waits for it — so the next
-  // unit's parameters go up while the kernels before the call compute.
-  // Returns a ticket (shared with ToHostAsync's). Until WaitCopy(ticket)
-  // (or a synchronous copy, or Free) has returned, `src` must not change
-  // and must stay allocated; no kernel enqueued before the call but after
-  // the fence may touch `dst`.
+  // kernels before mark `after` as last recorded (0: none), and every
+  // kernel enqueued after the call waits for it — so the next unit's
+  // parameters go up while the kernels before the call compute. Returns a
+  // ticket (shared with ToHostAsync's). Until WaitCopy(ticket) (or a
+  // synchronous copy, or Free) has returned, `src` must not change and must
+  // stay allocated; no kernel enqueued after the mark and before the call
+  // may touch `dst`. INVALID_ARGUMENT for an unknown mark.
   virtual absl::StatusOr<uint64_t> ToDeviceAsync(void* dst, const void* src,
-                                                 size_t bytes) = 0;
-  // Later ToDeviceAsync copies wait for every kernel enqueued before this
-  // call (a model calls it where its parameters' device copy may still be
-  // read by earlier work, e.g. at the start of a step).
-  virtual absl::Status UploadFence() = 0;
+                                                 size_t bytes,
+                                                 uint64_t after) = 0;
   // Whether asynchronous copy `ticket` has finished (does not wait).
   virtual bool CopyDone(uint64_t ticket) = 0;
   // Waits until copy `ticket` and every copy issued before it have

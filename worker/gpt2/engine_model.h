@@ -32,9 +32,9 @@ absl::StatusOr<engine::ModelLayout> EngineLayout(const Config& config);
 // model computes (device.h): "cpu" (host memory, CpuKernels), "cuda" (the
 // GPU: CudaKernels in fp32; the engine's buffers stay in host memory and
 // parameters go up per unit as they are needed, gradients come down per
-// unit as they are final) or "host-emulated" (the cuda path with host
-// memory standing in for the GPU's and CpuKernels: the same bits as "cpu",
-// every copy checked). INVALID_ARGUMENT for another device; creating the
+// unit as they are final; device_model.h) or "host-emulated" (the cuda path
+// with host memory standing in for the GPU's and CpuKernels: the same bits as
+// "cpu", every copy checked). INVALID_ARGUMENT for another device; creating the
 // model fails with the device's error (e.g. UNAVAILABLE: no GPU).
 // `local_rank`: the rank's place in its node, which picks its GPU
 // (CreateDevice).
@@ -65,6 +65,8 @@ int GpuForLocalRank(int local_rank, int count);
 
 // The unit of (part, layer) in a model of `num_layers` blocks.
 int UnitIndex(GradSegment::Part part, int layer, int num_layers);
+// The engine's view of a model's parameter event.
+engine::UnitEvent ToUnitEvent(const ParamEvent& e, int num_layers);
 // The need schedule above for `num_layers` blocks.
 std::vector<int> NeedSchedule(int num_layers);
 

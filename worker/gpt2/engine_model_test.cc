@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -133,6 +135,78 @@ TEST(EngineModelTest, LocalRankPicksTheGpu) {
   EXPECT_EQ(GpuForLocalRank(3, 1), 0);
   EXPECT_EQ(GpuForLocalRank(2, 0), 0);
   EXPECT_EQ(GpuForLocalRank(-1, 2), 0);
+}
+
+// The device's parameter pool (device_model.h): with max_live_params 0 a
+// model of five blocks holds the embeddings, the final norm and two
+// blocks, parameters and gradients (64-byte lines each), and computes what
+// the unbounded one does: the same losses and gradients over two steps of
+// two micro-batches each, with and without recomputed blocks, the
+// parameters changing between steps.
+TEST(EngineModelTest, BoundedDevicePoolHoldsLessAndComputesTheSame) {
+  const Config c{16, 64, 64, 5, 2, 32};
+  for (bool checkpoint : {false, true}) {
+    SCOPED_TRACE(checkpoint ? "checkpoint" : "no checkpoint");
+    auto def = EngineModel(c, 2, 8, checkpoint, "host-emulated");
+    ASSERT_TRUE(def.ok()) << def.status();
+    const engine::ModelLayout& layout = def->layout;
+    const uint64_t n = layout.num_params();
+    struct Run {
+      std::vector<float> params, grads;
+      std::unique_ptr<engine::Model> model;
+    };
+    auto make = [&](uint64_t max_live, Run* run) {
+      run->params.resize(n);
+      for (uint64_t i = 0; i < n; ++i) {
+        run->params[i] = 0.02f * static_cast<float>((i * 7919) % 13) - 0.1f;
+      }
+      run->grads.assign(n, 0.0f);
+      engine::ModelContext ctx;
+      ctx.params = absl::MakeSpan(run->params);
+      ctx.grads = absl::MakeSpan(run->grads);
+      ctx.unit_hook = [](const engine::UnitEvent&) { return absl::OkStatus(); };
+      ctx.max_live_params = max_live;
+      auto m = def->create(ctx);
+      ASSERT_TRUE(m.ok()) << m.status();
+      run->model = std::move(*m);
+    };
+    Run bounded, whole;
+    ASSERT_NO_FATAL_FAILURE(make(0, &bounded));
+    ASSERT_NO_FATAL_FAILURE(make(UINT64_MAX, &whole));
+    auto lines = [](uint64_t floats) { return (floats + 15) / 16 * 16; };
+    const uint64_t fixed = lines(layout.units[0].size()) +
+                           lines(layout.units[c.num_layers + 1].size());
+    const uint64_t block = lines(layout.units[1].size());
+    EXPECT_EQ(bounded.model->device_bytes(), 2 * 4 * (fixed + 2 * block));
+    EXPECT_EQ(whole.model->device_bytes(), 2 * 4 * (fixed + 5 * block));
+
+    std::vector<int> tokens(16), targets(16);
+    for (int step = 0; step < 2; ++step) {
+      for (Run* r : {&bounded, &whole}) r->model->BeginStep();
+      for (int micro = 0; micro < 2; ++micro) {
+        for (int i = 0; i < 16; ++i) {
+          tokens[i] = (i * 3 + micro + 5 * step) % 16;
+          targets[i] = (i * 5 + micro) % 16;
+        }
+        const engine::MicroBatch batch{tokens, {}, targets};
+        std::vector<float> losses;
+        for (Run* r : {&bounded, &whole}) {
+          r->model->ZeroGrad();
+          auto loss = r->model->Forward(batch);
+          ASSERT_TRUE(loss.ok()) << loss.status();
+          losses.push_back(*loss);
+          ASSERT_TRUE(r->model->Backward(nullptr).ok());
+        }
+        EXPECT_EQ(losses[0], losses[1])
+            << "step " << step << " micro " << micro;
+        EXPECT_EQ(bounded.grads, whole.grads)
+            << "step " << step << " micro " << micro;
+      }
+      for (Run* r : {&bounded, &whole}) {
+        for (uint64_t i = 0; i < n; ++i) r->params[i] -= 0.5f * r->grads[i];
+      }
+    }
+  }
 }
 
 }  // namespace

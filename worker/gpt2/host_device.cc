@@ -118,9 +118,26 @@ absl::Status HostEmulatedDevice::ToDevice(void* dst, const void* src,
   return absl::OkStatus();
 }
 
+absl::StatusOr<uint64_t> HostEmulatedDevice::Mark(uint64_t mark) {
+  ZS_RETURN_IF_ERROR(status_);
+  if (mark > marks_) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "host-emulated device: mark %d was never made (%d so far)", mark,
+        marks_));
+  }
+  return mark == 0 ? ++marks_ : mark;
+}
+
 absl::StatusOr<uint64_t> HostEmulatedDevice::ToDeviceAsync(void* dst,
                                                            const void* src,
-                                                           size_t bytes) {
+                                                           size_t bytes,
+                                                           uint64_t after) {
+  if (after > marks_) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "host-emulated device: copy to the device after mark %d, which was "
+        "never made (%d so far)",
+        after, marks_));
+  }
   ZS_RETURN_IF_ERROR(CheckToDevice(dst, src, bytes));
   const uint64_t ticket = copies_->Issue(dst, src, bytes);
   if (absl::Status s = copies_->Wait(ticket); !s.ok()) return Fail(s);

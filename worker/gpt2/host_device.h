@@ -51,10 +51,10 @@ class HostEmulatedDevice : public Device {
   absl::Status ToHost(void* dst, const void* src, size_t bytes) override;
   absl::StatusOr<uint64_t> ToHostAsync(void* dst, const void* src,
                                        size_t bytes) override;
+  // The kernels run when called: a mark is only an id to check.
+  absl::StatusOr<uint64_t> Mark(uint64_t mark) override;
   absl::StatusOr<uint64_t> ToDeviceAsync(void* dst, const void* src,
-                                         size_t bytes) override;
-  // The kernels run when called: nothing to wait for.
-  absl::Status UploadFence() override { return status_; }
+                                         size_t bytes, uint64_t after) override;
   bool CopyDone(uint64_t ticket) override { return copies_->Done(ticket); }
   absl::Status WaitCopy(uint64_t ticket) override;
   absl::Status AdamW(absl::Span<const AdamWTask> tasks) override;
@@ -100,6 +100,7 @@ class HostEmulatedDevice : public Device {
     uint64_t checksum;  // HostCopyStream::Checksum of src when issued
   };
   std::vector<Upload> uploads_;  // sources watched until WaitCopy
+  uint64_t marks_ = 0;           // ids Mark has returned
   uint64_t to_device_ = 0, to_host_ = 0;
   absl::Status status_;
 };

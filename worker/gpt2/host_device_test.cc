@@ -156,8 +156,11 @@ TEST(HostDeviceTest, AsyncCopyUpWatchesItsSourceUntilWaited) {
   ASSERT_TRUE(d.ok());
   float* dev = static_cast<float*>(*(*d)->Alloc(64));
   std::vector<float> host(16, 3.0f), back(16, 0.0f);
-  ASSERT_TRUE((*d)->UploadFence().ok());
-  auto up = (*d)->ToDeviceAsync(dev, host.data(), 64);
+  auto mark = (*d)->Mark(0);
+  ASSERT_TRUE(mark.ok()) << mark.status();
+  EXPECT_EQ(*mark, 1u);
+  EXPECT_EQ(*(*d)->Mark(*mark), *mark);  // recorded again, same id
+  auto up = (*d)->ToDeviceAsync(dev, host.data(), 64, *mark);
   ASSERT_TRUE(up.ok()) << up.status();
   EXPECT_EQ(dev[15], 3.0f);
   EXPECT_EQ((*d)->bytes_to_device(), 64u);
@@ -170,21 +173,23 @@ TEST(HostDeviceTest, AsyncCopyUpWatchesItsSourceUntilWaited) {
   ASSERT_TRUE((*d)->status().ok());
 
   // Out of bounds or from device memory: an error at once.
-  EXPECT_EQ((*d)->ToDeviceAsync(dev + 1, host.data(), 64).status().code(),
+  EXPECT_EQ((*d)->ToDeviceAsync(dev + 1, host.data(), 64, 0).status().code(),
             absl::StatusCode::kInternal);
   auto e = HostEmulatedDevice::Create(1);
   ASSERT_TRUE(e.ok());
   float* a = static_cast<float*>(*(*e)->Alloc(64));
   float* b = static_cast<float*>(*(*e)->Alloc(64));
-  EXPECT_NE((*e)->ToDeviceAsync(a, b, 64).status().message().find(
-                "the source is device memory"),
+  EXPECT_NE((*e)->ToDeviceAsync(a, b, 64, 0)
+                .status()
+                .message()
+                .find("the source is device memory"),
             std::string::npos);
 
   // The source written before WaitCopy.
   auto f = HostEmulatedDevice::Create(1);
   ASSERT_TRUE(f.ok());
   float* g = static_cast<float*>(*(*f)->Alloc(64));
-  auto t = (*f)->ToDeviceAsync(g, host.data(), 64);
+  auto t = (*f)->ToDeviceAsync(g, host.data(), 64, 0);
   ASSERT_TRUE(t.ok());
   host[5] = -1.0f;
   absl::Status s = (*f)->WaitCopy(*t);
@@ -198,9 +203,26 @@ TEST(HostDeviceTest, AsyncCopyUpWatchesItsSourceUntilWaited) {
   auto h = HostEmulatedDevice::Create(1);
   ASSERT_TRUE(h.ok());
   float* k = static_cast<float*>(*(*h)->Alloc(64));
-  ASSERT_TRUE((*h)->ToDeviceAsync(k, host.data(), 64).ok());
+  ASSERT_TRUE((*h)->ToDeviceAsync(k, host.data(), 64, 0).ok());
   host[6] = -2.0f;
   EXPECT_FALSE((*h)->ToHost(back.data(), k, 64).ok());
+}
+
+// A mark that was never made is refused by name, by Mark and by a copy up
+// that would wait for it, and the device stays usable.
+TEST(HostDeviceTest, UnknownMarkIsRefused) {
+  auto d = HostEmulatedDevice::Create(1);
+  ASSERT_TRUE(d.ok());
+  float* dev = static_cast<float*>(*(*d)->Alloc(64));
+  std::vector<float> host(16, 1.0f);
+  absl::Status s = (*d)->Mark(3).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("mark 3 was never made"), std::string::npos) << s;
+  s = (*d)->ToDeviceAsync(dev, host.data(), 64, 1).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("after mark 1"), std::string::npos) << s;
+  EXPECT_EQ((*d)->bytes_to_device(), 0u);
+  EXPECT_TRUE((*d)->status().ok());
 }
 
 TEST(HostDeviceTest, UseAfterFreeAndBadFreeFail) {

@@ -31,6 +31,10 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(
           span.size(), n));
     }
   }
+  if (options.placed && (!options.params.empty() || !options.grads.empty())) {
+    return absl::InvalidArgumentError(
+        "GPT-2 model: a placed model takes no params or grads buffers");
+  }
   std::unique_ptr<Model> m(new Model(std::move(layout), B, T));
   Device* device = options.device;
   if (device != nullptr && options.kernels != nullptr) {
@@ -50,6 +54,13 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(
   } else {
     ZS_ASSIGN_OR_RETURN(m->owned_kernels_, CpuKernels::Create(options.threads));
     m->kernels_ = m->owned_kernels_.get();
+  }
+  const int parts = config.num_layers + 2;
+  m->part_params_.assign(parts, nullptr);
+  m->part_grads_.assign(parts, nullptr);
+  if (options.placed) {
+    m->placed_ = true;
+    return m;
   }
   // Model-owned buffers: host vectors, or one device allocation of both.
   const int owned = options.params.empty() + options.grads.empty();
@@ -71,6 +82,11 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(
       *dst = absl::MakeSpan(*vec);
     }
   }
+  for (int i = 0; i < parts; ++i) {
+    const uint64_t at = m->PartRange(i).begin;
+    m->part_params_[i] = m->params_.data() + at;
+    m->part_grads_[i] = m->grads_.data() + at;
+  }
   return m;
 }
 
@@ -79,22 +95,78 @@ Model::~Model() {
   if (device_ != nullptr) device_->Free(device_owned_);
 }
 
+int Model::PartIndex(ParamKind kind, int layer) const {
+  switch (kind) {
+    case ParamKind::kWte:
+    case ParamKind::kWpe:
+      return 0;
+    case ParamKind::kLnfw:
+    case ParamKind::kLnfb:
+      return config().num_layers + 1;
+    default:
+      return 1 + layer;
+  }
+}
+
+int Model::PartOf(GradSegment::Part part, int layer) const {
+  switch (part) {
+    case GradSegment::Part::kEmbeddings:
+      return 0;
+    case GradSegment::Part::kFinalNorm:
+      return config().num_layers + 1;
+    case GradSegment::Part::kBlock:
+      break;
+  }
+  return 1 + layer;
+}
+
+Range Model::PartRange(int index) const {
+  if (index == 0) return layout_.EmbeddingRange();
+  if (index == config().num_layers + 1) return layout_.FinalNormRange();
+  return layout_.LayerRange(index - 1);
+}
+
+void Model::Place(GradSegment::Part part, int layer, float* params,
+                  float* grads) {
+  if (!placed_) return;
+  const int i = PartOf(part, layer);
+  part_params_[i] = params;
+  part_grads_[i] = grads;
+}
+
 absl::Span<float> Model::param(ParamKind kind, int layer) {
   const ParamTensor& t = layout_.Get(kind, layer);
-  return params_.subspan(t.offset, t.numel);
+  float* p = const_cast<float*>(P(kind, layer));
+  return p == nullptr ? absl::Span<float>() : absl::MakeSpan(p, t.numel);
 }
 
 absl::Span<float> Model::grad(ParamKind kind, int layer) {
   const ParamTensor& t = layout_.Get(kind, layer);
-  return grads_.subspan(t.offset, t.numel);
+  float* g = G(kind, layer);
+  return g == nullptr ? absl::Span<float>() : absl::MakeSpan(g, t.numel);
 }
 
+// The part's base pointer plus the tensor's offset in its part.
 const float* Model::P(ParamKind kind, int layer) const {
-  return params_.data() + layout_.Get(kind, layer).offset;
+  const int i = PartIndex(kind, layer);
+  const float* base = part_params_[i];
+  if (base == nullptr) return nullptr;
+  return base + (layout_.Get(kind, layer).offset - PartRange(i).begin);
 }
 
 float* Model::G(ParamKind kind, int layer) {
-  return grads_.data() + layout_.Get(kind, layer).offset;
+  const int i = PartIndex(kind, layer);
+  float* base = part_grads_[i];
+  if (base == nullptr) return nullptr;
+  return base + (layout_.Get(kind, layer).offset - PartRange(i).begin);
+}
+
+absl::Status Model::GradsPlaced(int index) const {
+  if (part_grads_[index] != nullptr) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "GPT-2 model: the gradients of part %d (0 the embeddings, 1 + l block "
+      "l, %d the final norm) are not placed",
+      index, config().num_layers + 1));
 }
 
 absl::Status Model::Params(ParamEvent::Kind kind, GradSegment::Part part,
@@ -112,7 +184,14 @@ absl::Status Model::Params(ParamEvent::Kind kind, GradSegment::Part part,
       range = layout_.EmbeddingRange();
       break;
   }
-  return param_hook_(ParamEvent{kind, part, layer, range});
+  ZS_RETURN_IF_ERROR(param_hook_(ParamEvent{kind, part, layer, range}));
+  if (!placed_ || kind != ParamEvent::Kind::kNeeded) return absl::OkStatus();
+  const int i = PartOf(part, layer);
+  if (part_params_[i] != nullptr) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "GPT-2 model: the parameters of part %d (0 the embeddings, 1 + l block "
+      "l, %d the final norm) are needed but not placed",
+      i, config().num_layers + 1));
 }
 
 absl::Span<const float> Model::logits() const {
@@ -126,7 +205,15 @@ absl::Span<const float> Model::losses() const {
 }
 
 void Model::ZeroGrad() {
-  kernels_->Zero(grads_.data(), static_cast<int64_t>(grads_.size()));
+  if (!placed_) {
+    kernels_->Zero(grads_.data(), static_cast<int64_t>(grads_.size()));
+    return;
+  }
+  for (size_t i = 0; i < part_grads_.size(); ++i) {
+    if (part_grads_[i] == nullptr) continue;
+    kernels_->Zero(part_grads_[i],
+                   static_cast<int64_t>(PartRange(static_cast<int>(i)).size()));
+  }
 }
 
 absl::StatusOr<float> Model::Forward(absl::Span<const int> inputs,
@@ -253,6 +340,8 @@ absl::Status Model::Backward(const GradHook& hook) {
   using Part = GradSegment::Part;
   ZS_RETURN_IF_ERROR(Params(E::kNeeded, Part::kFinalNorm));
   ZS_RETURN_IF_ERROR(Params(E::kNeeded, Part::kEmbeddings));
+  ZS_RETURN_IF_ERROR(GradsPlaced(0));
+  ZS_RETURN_IF_ERROR(GradsPlaced(L + 1));
 
   // LM head (tied to wte) and the final LayerNorm.
   k.CrossEntropyBackward(a.logits, a.logits, a.targets, 1.0f / N, N,
@@ -270,6 +359,7 @@ absl::Status Model::Backward(const GradHook& hook) {
   for (int l = L - 1; l >= 0; --l) {
     const BlockActs& s = a.blocks[checkpoint_ ? 0 : l];
     ZS_RETURN_IF_ERROR(Params(E::kNeeded, Part::kBlock, l));
+    ZS_RETURN_IF_ERROR(GradsPlaced(1 + l));
     if (checkpoint_ && cached_block_ != l) BlockForward(l, s);
     cached_block_ = l;
     BlockBackward(l, s);
@@ -277,6 +367,7 @@ absl::Status Model::Backward(const GradHook& hook) {
     announce(GradSegment::Part::kBlock, l, layout_.LayerRange(l));
   }
 
+  ZS_RETURN_IF_ERROR(GradsPlaced(0));
   k.EncoderBackward(G(ParamKind::kWte), G(ParamKind::kWpe), a.dres, a.inputs,
                     B_, T_, C);
   announce(GradSegment::Part::kEmbeddings, -1, layout_.EmbeddingRange());

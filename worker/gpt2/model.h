@@ -41,6 +41,12 @@
 // A non-OK status from the hook stops the call and is returned; the
 // gradients may then be partly accumulated.
 //
+// Placement (ModelOptions::placed, for a bounded device pool): the model
+// keeps no flat buffers; the caller puts each part's parameters and
+// gradients where it likes with Place, typically from the param hook at
+// kNeeded, and the model reads and accumulates there. A part used while
+// not placed fails the call with FAILED_PRECONDITION naming it.
+//
 // Checkpointing (ModelOptions::checkpoint): forward keeps only each block's
 // input; backward recomputes the block's forward just before its backward.
 // Gradients are bitwise identical to the run without it.
@@ -101,6 +107,9 @@ struct ModelOptions {
   // Called around every use of a part's parameters (see the file comment);
   // null: no calls.
   ParamHook param_hook;
+  // The caller places every part (the file comment): params and grads must
+  // then be empty, and params() / grads() are.
+  bool placed = false;
   // Where the model computes (device.h; not owned, must outlive the model),
   // or null for host memory and the kernels above. With a device, `kernels`
   // must be null (the device's compute), the activations and model-owned
@@ -156,16 +165,32 @@ class Model {
   // had targets and has not been backpropagated yet.
   absl::Status Backward(const GradHook& hook = nullptr);
 
-  // grads() = 0.
+  // grads() = 0 (placed: every placed part's gradients).
   void ZeroGrad();
+
+  // With ModelOptions::placed: `part`'s (and `layer`'s) parameters and
+  // gradients are at `params` and `grads` from now on, each as many floats
+  // as the part's range, in its memory order (null: not placed). Not
+  // owned; they must stay until the part is placed elsewhere or the model
+  // is gone. Without `placed` this does nothing.
+  void Place(GradSegment::Part part, int layer, float* params, float* grads);
+  // The part a tensor belongs to: 0 the embeddings, 1 + l block l, L + 1
+  // the final norm (GPT-2's engine units).
+  int PartIndex(ParamKind kind, int layer) const;
 
  private:
   Model(ParamLayout layout, int B, int T)
       : layout_(std::move(layout)), B_(B), T_(T) {}
 
-  // Calls the param hook (if any) for `part` (and `layer`).
+  // Calls the param hook (if any) for `part` (and `layer`); at kNeeded
+  // then FAILED_PRECONDITION unless the part is placed.
   absl::Status Params(ParamEvent::Kind kind, GradSegment::Part part,
                       int layer = -1);
+  // OK when part `index`'s gradients are placed; else FAILED_PRECONDITION.
+  absl::Status GradsPlaced(int index) const;
+  // The PartIndex of `part` (and `layer`), and a part's flat range.
+  int PartOf(GradSegment::Part part, int layer) const;
+  Range PartRange(int index) const;
   // Block l's forward from x + l*BTC into `a`, writing x + (l+1)*BTC.
   void BlockForward(int l, const BlockActs& a);
   void BlockBackward(int l, const BlockActs& a);
@@ -184,6 +209,9 @@ class Model {
   std::unique_ptr<ActivationArena> arena_;
   std::vector<float> owned_params_, owned_grads_;
   absl::Span<float> params_, grads_;
+  bool placed_ = false;
+  // Per part (PartIndex): where its parameters and gradients begin.
+  std::vector<float*> part_params_, part_grads_;
   float loss_ = 0;
   bool backward_ready_ = false;  // last Forward had targets, no Backward yet
   bool logits_valid_ = false;

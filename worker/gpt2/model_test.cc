@@ -217,6 +217,76 @@ TEST(ModelTest, ParamHookBracketsEveryParameterRead) {
   EXPECT_EQ((*model)->Backward().code(), absl::StatusCode::kFailedPrecondition);
 }
 
+// A placed model (ModelOptions::placed) reads and accumulates each part
+// where the hook put it: parts in buffers of their own, placed at their
+// first need, give the flat model's loss and gradients (two passes
+// accumulating); a part never placed fails the pass naming it, and a
+// placed model takes no flat buffers.
+TEST(ModelTest, PlacedPartsAreReadAndAccumulatedWhereTheyArePut) {
+  const Config c = SmallConfig();
+  auto layout = ParamLayout::Create(c);
+  ASSERT_TRUE(layout.ok());
+  const std::vector<float> init = RandomParams(*layout, 5);
+  const std::vector<int> tok = RandomTokens(2 * kB * kT, c.vocab_size, 6);
+  const StepResult want = RunStep(false, 2);
+  const int L = c.num_layers;
+  std::vector<std::vector<float>> p(L + 2), g(L + 2);
+  std::vector<Range> ranges(L + 2);
+  ModelOptions opts;
+  opts.threads = 2;
+  opts.placed = true;
+  Model* model = nullptr;
+  opts.param_hook = [&](const ParamEvent& e) {
+    const int i = e.part == GradSegment::Part::kEmbeddings  ? 0
+                  : e.part == GradSegment::Part::kFinalNorm ? L + 1
+                                                            : 1 + e.layer;
+    if (e.kind == ParamEvent::Kind::kNeeded && p[i].empty()) {
+      ranges[i] = e.range;
+      p[i].assign(init.begin() + e.range.begin, init.begin() + e.range.end);
+      g[i].assign(e.range.size(), 0.0f);
+      model->Place(e.part, e.layer, p[i].data(), g[i].data());
+    }
+    return absl::OkStatus();
+  };
+  auto m = Model::Create(c, kB, kT, opts);
+  ASSERT_TRUE(m.ok()) << m.status();
+  model = m->get();
+  EXPECT_TRUE(model->params().empty());
+  float loss = 0;
+  for (int step = 0; step < 2; ++step) {
+    auto l =
+        model->Forward({tok.data(), kB * kT}, {tok.data() + kB * kT, kB * kT});
+    ASSERT_TRUE(l.ok()) << l.status();
+    loss = *l;
+    ASSERT_TRUE(model->Backward().ok());
+  }
+  EXPECT_EQ(loss, want.loss);
+  std::vector<float> grads(layout->num_params());
+  for (int i = 0; i < L + 2; ++i) {
+    std::copy(g[i].begin(), g[i].end(), grads.begin() + ranges[i].begin);
+  }
+  EXPECT_EQ(grads, want.grads);
+  model->ZeroGrad();  // the placed parts' gradients
+  for (int i = 0; i < L + 2; ++i) {
+    EXPECT_EQ(g[i], std::vector<float>(g[i].size(), 0.0f)) << "part " << i;
+  }
+
+  // Block 1 taken away: the next pass stops at its need, naming it.
+  model->Place(GradSegment::Part::kBlock, 1, nullptr, nullptr);
+  auto l =
+      model->Forward({tok.data(), kB * kT}, {tok.data() + kB * kT, kB * kT});
+  EXPECT_EQ(l.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(l.status().message().find("parameters of part 2"),
+            std::string::npos)
+      << l.status();
+
+  ModelOptions both = opts;
+  std::vector<float> flat(layout->num_params());
+  both.params = absl::MakeSpan(flat);
+  EXPECT_EQ(Model::Create(c, kB, kT, both).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(ModelTest, CreateRejectsBadShapesAndBuffers) {
   const Config c = SmallConfig();
   ModelOptions opts;

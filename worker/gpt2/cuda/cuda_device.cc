@@ -26,7 +26,7 @@ class CudaDevice : public Device {
       for (const auto& [ticket, done] : in_flight_) cudaEventDestroy(done);
       for (cudaEvent_t e : free_events_) cudaEventDestroy(e);
       cudaEventDestroy(ready_);
-      cudaEventDestroy(fence_);
+      for (cudaEvent_t e : marks_) cudaEventDestroy(e);
       cudaStreamDestroy(copy_stream_);
     }
     if (sum_scratch_ != nullptr) cudaFree(sum_scratch_);
@@ -101,14 +101,23 @@ class CudaDevice : public Device {
     return Issued(e, done, "asynchronous copy to host", bytes);
   }
 
-  // On the copy stream after the fence (if any); the compute stream waits
-  // for the copy's event.
+  // On the copy stream after the mark's event (if any); the compute stream
+  // waits for the copy's event.
   absl::StatusOr<uint64_t> ToDeviceAsync(void* dst, const void* src,
-                                         size_t bytes) override {
+                                         size_t bytes,
+                                         uint64_t after) override {
     ZS_RETURN_IF_ERROR(CopyStream());
+    if (after > marks_.size()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "cuda device: copy to the device after mark %d, which was never "
+          "made (%d so far)",
+          after, marks_.size()));
+    }
     ZS_ASSIGN_OR_RETURN(cudaEvent_t done, DoneEvent());
     cudaError_t e = cudaSuccess;
-    if (fenced_) e = cudaStreamWaitEvent(copy_stream_, fence_, 0);
+    if (after != 0) {
+      e = cudaStreamWaitEvent(copy_stream_, marks_[after - 1], 0);
+    }
     if (e == cudaSuccess) {
       e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
                           copy_stream_);
@@ -121,12 +130,26 @@ class CudaDevice : public Device {
     return ticket;
   }
 
-  absl::Status UploadFence() override {
+  // An event per mark, recorded again on the compute stream at each call
+  // (a copy that waited for it earlier keeps the point it waited for).
+  absl::StatusOr<uint64_t> Mark(uint64_t mark) override {
     ZS_RETURN_IF_ERROR(CopyStream());
-    const cudaError_t e = cudaEventRecord(fence_, stream());
-    if (e != cudaSuccess) return Fail("upload fence", 0, e);
-    fenced_ = true;
-    return absl::OkStatus();
+    if (mark > marks_.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("cuda device: mark %d was never made (%d so far)",
+                          mark, marks_.size()));
+    }
+    if (mark == 0) {
+      cudaEvent_t made = nullptr;
+      const cudaError_t e =
+          cudaEventCreateWithFlags(&made, cudaEventDisableTiming);
+      if (e != cudaSuccess) return Fail("mark event", 0, e);
+      marks_.push_back(made);
+      mark = marks_.size();
+    }
+    const cudaError_t e = cudaEventRecord(marks_[mark - 1], stream());
+    if (e != cudaSuccess) return Fail("mark", 0, e);
+    return mark;
   }
 
   bool CopyDone(uint64_t ticket) override {
@@ -224,9 +247,6 @@ class CudaDevice : public Device {
     if (e == cudaSuccess) {
       e = cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming);
     }
-    if (e == cudaSuccess) {
-      e = cudaEventCreateWithFlags(&fence_, cudaEventDisableTiming);
-    }
     return e == cudaSuccess ? absl::OkStatus() : Fail("copy stream", 0, e);
   }
 
@@ -267,9 +287,8 @@ class CudaDevice : public Device {
   double* sum_scratch_ = nullptr;  // cuda_launch::SumSquares's
   // ToHostAsync: made at its first call.
   cudaStream_t copy_stream_ = nullptr;
-  cudaEvent_t ready_ = nullptr;  // recorded on the compute stream per copy
-  cudaEvent_t fence_ = nullptr;  // UploadFence's, on the compute stream
-  bool fenced_ = false;
+  cudaEvent_t ready_ = nullptr;     // recorded on the compute stream per copy
+  std::vector<cudaEvent_t> marks_;  // Mark's, by id - 1
   uint64_t issued_ = 0;
   std::deque<std::pair<uint64_t, cudaEvent_t>> in_flight_;  // ticket, done
   std::vector<cudaEvent_t> free_events_;

@@ -7,7 +7,10 @@
 // and a kernel after a copy sees the bytes. ToHostAsync copies on a second
 // blocking stream (made at its first call) after an event recorded on the
 // kernels' stream, and records an event per copy for CopyDone and
-// WaitCopy; the synchronous copies and cudaFree wait for it. Kernel calls
+// WaitCopy; the synchronous copies and cudaFree wait for it. ToDeviceAsync
+// runs on the same stream after the event of the mark it names (Mark: an
+// event per mark, recorded on the kernels' stream), and the kernels'
+// stream waits for its event. Kernel calls
 // return once enqueued unless `synchronous_kernels`
 // (CudaKernelsOptions::synchronous: per-layer timing, CudaKernels::CallTimes);
 // the optimizer operations (device.h) return with their work done.
