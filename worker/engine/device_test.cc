@@ -7,7 +7,9 @@
 // stage gives the CPU engine's bits (parameters, every micro-batch's loss,
 // the clip), with W = 2 ranks and K = 2 real servers, fp32 and bf16.
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
+#include <map>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -33,8 +35,11 @@ void PrintTo(const Variant& v, std::ostream* os) {
 // host-emulated device with every copy lagging 1 ms behind its issue (a
 // hook that read a segment before its copy was done would see zeros, not
 // the CPU's bits); the device's run must give the CPU's bits: parameters,
-// every micro-batch's loss, every step's clip.
-void ExpectTheCpuBitsOnTheDevice(train::TrainSpec spec) {
+// every micro-batch's loss, every step's clip. `device_bytes`: what the
+// device's rank 0 reported holding there (StepStats::device_bytes; the
+// CPU's ranks hold nothing there).
+void ExpectTheCpuBitsOnTheDevice(train::TrainSpec spec,
+                                 uint64_t* device_bytes = nullptr) {
   auto cpu = RunInProcess(spec, 2, 2);
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   spec.device = "host-emulated";
@@ -49,8 +54,11 @@ void ExpectTheCpuBitsOnTheDevice(train::TrainSpec spec) {
     for (size_t s = 0; s < a.micro_losses.size(); ++s) {
       EXPECT_EQ(b.micro_losses[s], a.micro_losses[s]) << "step " << s;
       EXPECT_EQ(b.stats[s].clip_coef, a.stats[s].clip_coef) << "step " << s;
+      EXPECT_EQ(a.stats[s].device_bytes, 0u);
+      EXPECT_GT(b.stats[s].device_bytes, 0u);
     }
   }
+  if (device_bytes != nullptr) *device_bytes = (*dev)[0].stats[0].device_bytes;
 }
 
 class DeviceTest : public ::testing::TestWithParam<Variant> {};
@@ -89,6 +97,7 @@ INSTANTIATE_TEST_SUITE_P(Stages, DeviceTest,
 // (The lag once made the ranks issue their collectives in different orders:
 // the gradient hooks followed the copies' timing, the unit hooks did not.)
 TEST(DevicePoolTest, BoundedAndUnboundedPoolsGiveTheCpuBits) {
+  std::map<uint64_t, uint64_t> held;  // live -> device bytes
   for (uint64_t live : {uint64_t{0}, uint64_t{1000000000}}) {
     for (bool offload : {false, true}) {
       for (uint64_t reuse : {uint64_t{0}, uint64_t{1000000000}}) {
@@ -99,10 +108,13 @@ TEST(DevicePoolTest, BoundedAndUnboundedPoolsGiveTheCpuBits) {
         spec.steps = 3;
         spec.zero.stage3_max_reuse_distance = reuse;
         spec.zero.stage3_max_live_parameters = live;
-        ExpectTheCpuBitsOnTheDevice(spec);
+        ExpectTheCpuBitsOnTheDevice(spec, &held[live]);
       }
     }
   }
+  // Five blocks' slots against two (the embeddings and the final norm in
+  // both): the pool holds less.
+  EXPECT_LT(held[0], held[1000000000]);
 }
 
 // One rank's result of `spec` on the CPU and on the host-emulated device.

@@ -406,6 +406,7 @@ absl::Status ZeroEngine::OptimizerStep() {
                             : adamw_             ? adamw_->state_bytes()
                                                  : 0) +
                            4 * master_.size();
+  stats_.device_bytes = model_->device_bytes();
   const double end = NowSeconds();
   stats_.step_seconds = end - step_start_;
   stats_.period_seconds =

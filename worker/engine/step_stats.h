@@ -21,6 +21,10 @@
 // ranges of it are accounted as freed (and poisoned with NaN).
 //   peak_live_param_bytes  stage 3: most bytes of gathered (or in-flight)
 //                    units at once during the step; 0 otherwise.
+//   device_bytes     a model on a device: the device memory it holds for
+//                    parameters and gradients (and a resident optimizer's
+//                    moments; activations not counted; engine/model.h);
+//                    0 for a model in host memory.
 //
 // Traffic: payload bytes as the collectives report them (collective.h
 // OpStats) and as the client sends/receives them (4 bytes per fp32 element;
@@ -66,6 +70,7 @@ struct StepStats {
   uint64_t grad_bytes = 0;
   uint64_t optimizer_bytes = 0;
   uint64_t peak_live_param_bytes = 0;
+  uint64_t device_bytes = 0;
   uint64_t model_state_bytes() const {
     return param_bytes + grad_bytes + optimizer_bytes;
   }
