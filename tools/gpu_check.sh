@@ -204,8 +204,10 @@ phases = {k: statistics.median(r["phase_seconds"][k] for r in steps)
           for k in steps[0]["phase_seconds"]}
 print("train_bench phases_ms step=%.1f %s" % (med * 1e3, " ".join(
     "%s=%.1f" % (k, v * 1e3) for k, v in phases.items())))
-print("train_bench device=%s stage=%s tokens_per_s=%.0f whole_run=%s" %
-      (sys.argv[2], sys.argv[3], steps[0]["tokens"] / med, sys.argv[4]))
+print("train_bench device=%s stage=%s tokens_per_s=%.0f whole_run=%s "
+      "device_mib=%.0f" %
+      (sys.argv[2], sys.argv[3], steps[0]["tokens"] / med, sys.argv[4],
+       steps[0].get("device_bytes", 0) / 2**20))
 PY
   rm -rf "$dir"
 }
@@ -355,6 +357,19 @@ run() {
     env TRAIN_BENCH_ZERO='"reduce_bucket_size": 20000000' bash "$SELF" \
     train-bench "$kit" "$py" cuda 2 --layers=12 --heads=12 --channels=768 \
     --vocab=50257 --seq_len=1024 --steps=20 ${GPU_CHECK_TRAIN_ARGS:-}
+  # Stage 3: every block in the device's pool (DeepSpeed's default
+  # stage3_max_live_parameters), then a pool of two blocks (0: the least),
+  # which copies blocks up again within each pass: its cost, and the
+  # device memory each holds (device_mib).
+  local live
+  for live in 1000000000 0; do
+    # shellcheck disable=SC2086  # GPU_CHECK_TRAIN_ARGS is a list of flags
+    check "gpu_train_bench_stage3_live$live" 300 \
+      env TRAIN_BENCH_ZERO="\"stage3_max_live_parameters\": $live" bash \
+      "$SELF" train-bench "$kit" "$py" cuda 3 --layers=12 --heads=12 \
+      --channels=768 --vocab=50257 --seq_len=1024 --steps=20 \
+      ${GPU_CHECK_TRAIN_ARGS:-}
+  done
   # shellcheck disable=SC2086  # GPU_CHECK_TRAIN_ARGS is a list of flags
   check gpu_train_bench_stage0_blocks1 300 \
     env ZEROSHARD_CUDA_ATTENTION_BLOCKS=1 bash "$SELF" train-bench "$kit" \
