@@ -117,6 +117,31 @@ TEST(DevicePoolTest, BoundedAndUnboundedPoolsGiveTheCpuBits) {
   EXPECT_LT(held[0], held[1000000000]);
 }
 
+// Activation checkpointing (TrainSpec::activation_checkpointing, zeroshard
+// train --activation_checkpointing): blocks recomputed in backward, on the
+// device with its pool bounded, give the bits of the CPU run that keeps
+// every activation.
+TEST(DevicePoolTest, RecomputedBlocksGiveTheSameBits) {
+  train::TrainSpec spec = TinySpec(3, false, "device_recompute_test");
+  spec.config.num_layers = 5;
+  spec.steps = 2;
+  spec.zero.stage3_max_live_parameters = 0;
+  auto kept = RunInProcess(spec, 2, 2);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  spec.device = "host-emulated";
+  spec.activation_checkpointing = true;
+  auto recomputed = RunInProcess(spec, 2, 2);
+  ASSERT_TRUE(recomputed.ok()) << recomputed.status();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(FirstDifference((*recomputed)[r].params, (*kept)[r].params), -1)
+        << "rank " << r;
+    EXPECT_EQ((*recomputed)[r].micro_losses, (*kept)[r].micro_losses);
+    // One block's activations instead of five (and every block's input).
+    EXPECT_LT((*recomputed)[r].stats[0].activation_bytes,
+              (*kept)[r].stats[0].activation_bytes / 2);
+  }
+}
+
 // One rank's result of `spec` on the CPU and on the host-emulated device.
 void RunCpuAndDevice(train::TrainSpec spec, train::TrainResult* cpu,
                      train::TrainResult* dev) {

@@ -407,6 +407,7 @@ absl::Status ZeroEngine::OptimizerStep() {
                                                  : 0) +
                            4 * master_.size();
   stats_.device_bytes = model_->device_bytes();
+  stats_.activation_bytes = model_->activation_bytes();
   const double end = NowSeconds();
   stats_.step_seconds = end - step_start_;
   stats_.period_seconds =

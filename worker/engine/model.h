@@ -136,6 +136,9 @@ class Model {
   // (and a resident optimizer's moments; activations not counted): 0 for
   // a model in host memory.
   virtual uint64_t device_bytes() const { return 0; }
+  // Bytes of the model's activation memory (host or device; fixed at
+  // creation); 0 when it does not say.
+  virtual uint64_t activation_bytes() const { return 0; }
   // The mean loss of `batch`. INVALID_ARGUMENT for a batch of the wrong
   // shape or out-of-range labels.
   virtual absl::StatusOr<float> Forward(const MicroBatch& batch) = 0;

@@ -25,6 +25,8 @@
 //                    parameters and gradients (and a resident optimizer's
 //                    moments; activations not counted; engine/model.h);
 //                    0 for a model in host memory.
+//   activation_bytes the model's activation memory (on its device, if it
+//                    has one): less with activation checkpointing.
 //
 // Traffic: payload bytes as the collectives report them (collective.h
 // OpStats) and as the client sends/receives them (4 bytes per fp32 element;
@@ -71,6 +73,7 @@ struct StepStats {
   uint64_t optimizer_bytes = 0;
   uint64_t peak_live_param_bytes = 0;
   uint64_t device_bytes = 0;
+  uint64_t activation_bytes = 0;
   uint64_t model_state_bytes() const {
     return param_bytes + grad_bytes + optimizer_bytes;
   }

@@ -280,6 +280,7 @@ std::vector<std::string> TrainWorkerFlags(const train::TrainSpec& s,
   f.init_std = s.init_std;
   f.job_id = s.zero.job_id;
   if (s.device != "cpu") f.device = s.device;
+  f.activation_checkpointing = s.activation_checkpointing;
   return train::TrainFlagsArgv(f);
 }
 

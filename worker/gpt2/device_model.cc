@@ -60,6 +60,9 @@ class DeviceGpt2 : public engine::Model, public engine::ResidentOptimizer {
 
   const engine::ModelLayout& layout() const override { return layout_; }
   uint64_t device_bytes() const override { return device_bytes_; }
+  uint64_t activation_bytes() const override {
+    return static_cast<uint64_t>(model_->activation_floats()) * sizeof(float);
+  }
 
   ~DeviceGpt2() override {
     model_.reset();  // its activations before the device's memory goes

@@ -35,6 +35,9 @@ class EngineGpt2 : public engine::Model {
     });
   }
   void ZeroGrad() override { model_->ZeroGrad(); }
+  uint64_t activation_bytes() const override {
+    return static_cast<uint64_t>(model_->activation_floats()) * sizeof(float);
+  }
 
  private:
   const engine::ModelLayout layout_;

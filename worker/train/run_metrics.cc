@@ -37,6 +37,7 @@ std::string StepRecord(const engine::StepStats& s) {
       "\"server_bytes\":%d,\"model_state_bytes\":%d,\"param_bytes\":%d,"
       "\"grad_bytes\":%d,\"optimizer_bytes\":%d,"
       "\"peak_live_param_bytes\":%d,\"device_bytes\":%d,"
+      "\"activation_bytes\":%d,"
       "\"phase_seconds\":{\"forward\":%s,"
       "\"backward\":%s,\"reduce_wait\":%s,\"push\":%s,\"sync\":%s,"
       "\"server_step\":%s,\"gather\":%s,\"all_gather_wait\":%s}}",
@@ -48,7 +49,7 @@ std::string StepRecord(const engine::StepStats& s) {
       JsonFixed(s.step_seconds > 0 ? s.tokens / s.step_seconds : 0.0, 1),
       collective + server, collective, server, s.model_state_bytes(),
       s.param_bytes, s.grad_bytes, s.optimizer_bytes, s.peak_live_param_bytes,
-      s.device_bytes, JsonFixed(s.phases.forward, 6),
+      s.device_bytes, s.activation_bytes, JsonFixed(s.phases.forward, 6),
       JsonFixed(s.phases.backward, 6), JsonFixed(s.phases.reduce_wait, 6),
       JsonFixed(s.phases.push, 6), JsonFixed(s.phases.sync, 6),
       JsonFixed(s.phases.server_step, 6), JsonFixed(s.phases.gather, 6),

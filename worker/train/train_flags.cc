@@ -68,11 +68,13 @@ bool operator==(const TrainFlags& a, const TrainFlags& b) {
          a.steps == b.steps && a.seed == b.seed && a.threads == b.threads &&
          a.init_std == b.init_std && a.save == b.save &&
          a.checkpoint_interval == b.checkpoint_interval &&
-         a.device == b.device && a.job_id == b.job_id &&
-         a.val_data == b.val_data && a.eval_every == b.eval_every &&
-         s.tls_ca == t.tls_ca && s.tls_cert == t.tls_cert &&
-         s.tls_key == t.tls_key && s.token_file == t.token_file &&
-         s.insecure == t.insecure && a.autos == b.autos;
+         a.device == b.device &&
+         a.activation_checkpointing == b.activation_checkpointing &&
+         a.job_id == b.job_id && a.val_data == b.val_data &&
+         a.eval_every == b.eval_every && s.tls_ca == t.tls_ca &&
+         s.tls_cert == t.tls_cert && s.tls_key == t.tls_key &&
+         s.token_file == t.token_file && s.insecure == t.insecure &&
+         a.autos == b.autos;
 }
 
 void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
@@ -111,6 +113,10 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
                 "where the model computes: cpu, cuda (the GPU; docs/cuda.md) "
                 "or host-emulated (the GPU path on host memory, for tests); "
                 "empty: the config's zeroshard.device, else cpu");
+  flags->Bool("activation_checkpointing", &f->activation_checkpointing,
+              "keep only each transformer block's input and recompute its "
+              "forward in backward: less activation memory (on a GPU, most "
+              "of it) for about one more forward of compute; the same bits");
   flags->String("job_id", &f->job_id, "job id on the servers");
   flags->String("val_data", &f->val_data,
                 "held-out token files or patterns, comma-separated (e.g. "
@@ -192,6 +198,7 @@ absl::StatusOr<TrainSpec> TrainSpecFromFlags(
   spec.zero.job_id = f.job_id;
   spec.zero.threads = static_cast<int>(f.threads);
   spec.device = f.device.empty() ? config.zeroshard.device : f.device;
+  spec.activation_checkpointing = f.activation_checkpointing;
   if (f.checkpoint_interval >= 0) {
     spec.zero.checkpoint_interval = static_cast<int>(f.checkpoint_interval);
     absl::Status s = engine::ValidateZeroOptions(spec.zero);
@@ -235,6 +242,7 @@ std::vector<std::string> TrainFlagsArgv(const TrainFlags& f) {
   text("save", f.save, d.save);
   number("checkpoint_interval", f.checkpoint_interval, d.checkpoint_interval);
   text("device", f.device, d.device);
+  if (f.activation_checkpointing) argv.push_back("--activation_checkpointing");
   text("job_id", f.job_id, d.job_id);
   text("val_data", f.val_data, d.val_data);
   number("eval_every", f.eval_every, d.eval_every);

@@ -52,6 +52,7 @@ struct TrainFlags {
   std::string save;                  // rank 0 writes the final model
   int64_t checkpoint_interval = -1;  // -1: the config's
   std::string device;                // empty: the config's zeroshard.device
+  bool activation_checkpointing = false;  // recompute blocks in backward
   std::string job_id = "zero";
   // Eval (eval_loss.h): held-out token files (empty: the first batch of
   // the training data) and the period (0: about 20 per run; -1: the end).

@@ -159,8 +159,8 @@ absl::Status RunSteps(const TrainSpec& spec, engine::ZeroEngine& engine,
 
 absl::StatusOr<engine::ModelDef> TrainModel(const TrainSpec& spec) {
   return gpt2::EngineModel(spec.config, spec.zero.micro_batch,
-                           spec.zero.seq_len, /*checkpoint=*/false, spec.device,
-                           spec.local_rank);
+                           spec.zero.seq_len, spec.activation_checkpointing,
+                           spec.device, spec.local_rank);
 }
 
 absl::StatusOr<TrainResult> RunTraining(const TrainSpec& spec,

@@ -52,6 +52,9 @@ struct TrainSpec {
   // Where the model computes (gpt2::EngineModel): "cpu", "cuda" or
   // "host-emulated".
   std::string device = "cpu";
+  // Recompute each block's forward in backward (gpt2::ModelOptions::
+  // checkpoint): less activation memory, the same bits.
+  bool activation_checkpointing = false;
   // This rank's place in its node (ZEROSHARD_LOCAL_RANK / LOCAL_RANK): with
   // device "cuda" it computes on GPU local_rank mod the GPUs it sees, so
   // the ranks of a node spread over its GPUs (one GPU per process, e.g.
