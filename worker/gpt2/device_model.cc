@@ -65,7 +65,7 @@ class DeviceGpt2 : public engine::Model, public engine::ResidentOptimizer {
   }
 
   ~DeviceGpt2() override {
-    model_.reset();  // its activations before the device's memory goes
+    model_.reset();  // it points into the slots freed below
     device_->Free(m_);
     device_->Free(v_);
     device_->Free(slot_memory_);
