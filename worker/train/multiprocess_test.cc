@@ -10,7 +10,9 @@
 // a worker with neither fails naming both and --elastic.
 //
 // The device path in processes (DeviceProcessesTest): two single-rank
-// nodes joined by UCX, stages 0-3 and 2 in bf16, with --device=
+// nodes joined by UCX, stages 0-3, 2 in bf16 and 3 with five blocks in a
+// device pool of two (copies lagging 1 ms on the host-emulated device),
+// with --device=
 // host-emulated the bits of the in-process CPU run (every CI run), with
 // --device=cuda (the GPU check kit; skipped without a GPU) rank 0's
 // per-step loss and gradient norm within cuda_engine_test's tolerances.
@@ -242,7 +244,8 @@ struct DeviceCase {
   const char* device;  // "host-emulated" or "cuda"
   int stage;
   bool bf16 = false;
-  int local = 1;  // ranks per node (of 2)
+  int local = 1;      // ranks per node (of 2)
+  bool pool = false;  // 5 blocks, stage3_max_live_parameters 0
 };
 
 class DeviceProcessesTest : public ::testing::TestWithParam<DeviceCase> {};
@@ -255,10 +258,17 @@ TEST_P(DeviceProcessesTest, MatchTheCpuEngine) {
   }
   TrainSpec spec = Spec(c.stage, false, false);
   if (c.bf16) spec.zero.precision = engine::Precision::kBf16;
+  if (c.pool) {
+    spec.config.num_layers = 5;
+    spec.zero.stage3_max_live_parameters = 0;
+  }
   auto want = engine::RunInProcess(spec, 2, 2);  // on the CPU
   ASSERT_TRUE(want.ok()) << want.status();
   spec.device = c.device;
+  // The workers inherit it: each copy on the host-emulated device lags.
+  if (c.pool && !cuda) setenv("ZEROSHARD_HOST_COPY_LAG_US", "1000", 1);
   const Processes got = RunProcesses(spec, 2, c.local, c.name);
+  unsetenv("ZEROSHARD_HOST_COPY_LAG_US");
   const TrainResult& cpu = (*want)[0];
   ASSERT_EQ(got.losses.size(), cpu.stats.size());
   if (!cuda) {  // the host-emulated device: the CPU engine's bits
@@ -281,11 +291,11 @@ TEST_P(DeviceProcessesTest, MatchTheCpuEngine) {
     worst_norm = std::max(worst_norm, dn);
   }
   std::printf(
-      "processes stage=%d ranks=2 nodes=%d precision=%s steps=%zu "
+      "processes stage=%d ranks=2 nodes=%d precision=%s%s steps=%zu "
       "loss_err_rel=%.3e grad_norm_err_rel=%.3e (cuda workers over UCX "
       "against the cpu engine)\n",
-      c.stage, 2 / c.local, c.bf16 ? "bf16" : "fp32", cpu.stats.size(),
-      worst_loss, worst_norm);
+      c.stage, 2 / c.local, c.bf16 ? "bf16" : "fp32",
+      c.pool ? " pool=2of5" : "", cpu.stats.size(), worst_loss, worst_norm);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -297,12 +307,14 @@ INSTANTIATE_TEST_SUITE_P(
         DeviceCase{"emulated_stage3", "host-emulated", 3},
         DeviceCase{"emulated_stage2_bf16", "host-emulated", 2, true},
         DeviceCase{"emulated_stage3_one_node", "host-emulated", 3, false, 2},
+        DeviceCase{"emulated_stage3_pool", "host-emulated", 3, false, 1, true},
         DeviceCase{"cuda_stage0", "cuda", 0},
         DeviceCase{"cuda_stage1", "cuda", 1},
         DeviceCase{"cuda_stage2", "cuda", 2},
         DeviceCase{"cuda_stage3", "cuda", 3},
         DeviceCase{"cuda_stage2_bf16", "cuda", 2, true},
-        DeviceCase{"cuda_stage3_one_node", "cuda", 3, false, 2}),
+        DeviceCase{"cuda_stage3_one_node", "cuda", 3, false, 2},
+        DeviceCase{"cuda_stage3_pool", "cuda", 3, false, 1, true}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Without ZEROSHARD_* or torchrun's variables (and without --elastic) a
