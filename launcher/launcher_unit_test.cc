@@ -219,6 +219,8 @@ TEST(ReportTest, WritesMergedMetricsSvgAndSummary) {
       s.step_seconds = 0.1;
       s.param_bytes = 2000;
       s.grad_bytes = 2000;
+      s.device_bytes = 3 << 20;
+      s.activation_bytes = 5 << 20;
       s.all_gather.Add(6000, 6000);
       out << train::StepRecord(s) << "\n";
     }
@@ -240,6 +242,10 @@ TEST(ReportTest, WritesMergedMetricsSvgAndSummary) {
       << *summary;
   EXPECT_TRUE(
       absl::StrContains(*summary, "eval loss of the final model | 1.0000"));
+  EXPECT_TRUE(absl::StrContains(*summary,
+                                "| on the device, rank 0 | parameters and "
+                                "gradients 3.00 MiB, activations 5.00 MiB |"))
+      << *summary;
   const std::string jsonl = ReadAll(dir + "/metrics.jsonl");
   EXPECT_TRUE(absl::StrContains(
       jsonl,

@@ -149,6 +149,19 @@ std::string Summary(const std::vector<RankRecords>& ranks,
       "| model-state memory per worker | %s (stage-0 DDP: %s, %.1fx more) |\n",
       absl::StrJoin(state, ", "), Bytes(ddp),
       ddp / Num(ranks[0].steps.back(), "model_state_bytes"));
+  // What the model itself holds (metrics of older runs may lack it).
+  const double device = Num(r0.steps.back(), "device_bytes");
+  const double acts = Num(r0.steps.back(), "activation_bytes");
+  if (device > 0) {
+    absl::StrAppendFormat(
+        &out,
+        "| on the device, rank 0 | parameters and gradients %s, activations "
+        "%s |\n",
+        Bytes(device), Bytes(acts));
+  } else if (acts > 0) {
+    absl::StrAppendFormat(&out, "| activation memory, rank 0 | %s |\n",
+                          Bytes(acts));
+  }
   // Stage 3: the paper's 3Ψ gathers every unit again for backward; a unit
   // kept from its forward to its backward (stage3_max_reuse_distance) is
   // gathered once, 2Ψ.
