@@ -6,9 +6,12 @@
 // and gradients down. And the device's optimizer operations (stage 0 on one
 // GPU): AdamW bit for bit against the CPU's AdamWStep, special values
 // included; the scale bit for bit; the fp64 sum of squares against the
-// CPU's sum. Skips without a device or without --config=cuda.
+// CPU's sum; and the order of a copy up on the copy stream between the
+// kernels before its mark and those after it. Skips without a device or
+// without --config=cuda.
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -113,6 +116,53 @@ uint32_t Bits(float x) {
   uint32_t u;
   std::memcpy(&u, &x, sizeof(u));
   return u;
+}
+
+// A copy up waits for the kernels before the mark it names, and the
+// kernels after it wait for the copy (device.h's Mark / ToDeviceAsync, as
+// the model's slots use them): eight products read the weights w (all
+// ones, ~20 ms of SGEMMs), a mark, a copy of new weights (all twos) over w
+// on the copy stream, then one product more. The eight see only the old
+// weights (every output 4096, exact in fp32), the last only the new
+// (8192). A copy that did not wait for its mark would race the eight.
+// Unknown marks are refused.
+TEST(CudaModelTest, CopyUpWaitsForItsMarkAndKernelsForTheCopy) {
+  if (const std::string why = NoDevice(); !why.empty()) GTEST_SKIP() << why;
+  Config c{64, 50, 64, 2, 2, 32};
+  auto made = CreateCudaDevice(c, 2, 8, CudaPrecision::kFp32);
+  ASSERT_TRUE(made.ok()) << made.status();
+  Device& dev = **made;
+  constexpr int kN = 4096;
+  const size_t n = size_t{kN} * kN, bytes = n * sizeof(float);
+  std::vector<float> ones(n, 1.0f), twos(n, 2.0f), back(n);
+  float* x = static_cast<float*>(*dev.Alloc(bytes));
+  float* w = static_cast<float*>(*dev.Alloc(bytes));
+  float* before = static_cast<float*>(*dev.Alloc(bytes));
+  float* after = static_cast<float*>(*dev.Alloc(bytes));
+  ASSERT_TRUE(dev.ToDevice(x, ones.data(), bytes).ok());
+  ASSERT_TRUE(dev.ToDevice(w, ones.data(), bytes).ok());
+  EXPECT_EQ(dev.Mark(1).status().code(), absl::StatusCode::kInvalidArgument);
+  for (int i = 0; i < 8; ++i) {
+    dev.kernels().MatmulForward(before, x, w, nullptr, kN, kN, kN);
+  }
+  auto mark = dev.Mark(0);
+  ASSERT_TRUE(mark.ok()) << mark.status();
+  EXPECT_EQ(dev.ToDeviceAsync(w, twos.data(), bytes, *mark + 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto up = dev.ToDeviceAsync(w, twos.data(), bytes, *mark);
+  ASSERT_TRUE(up.ok()) << up.status();
+  dev.kernels().MatmulForward(after, x, w, nullptr, kN, kN, kN);
+  ASSERT_TRUE(dev.WaitCopy(*up).ok());
+  ASSERT_TRUE(dev.ToHost(back.data(), before, bytes).ok());
+  EXPECT_EQ(std::count(back.begin(), back.end(), 4096.0f),
+            static_cast<std::ptrdiff_t>(n))
+      << "the products before the mark saw new weights";
+  ASSERT_TRUE(dev.ToHost(back.data(), after, bytes).ok());
+  EXPECT_EQ(std::count(back.begin(), back.end(), 8192.0f),
+            static_cast<std::ptrdiff_t>(n))
+      << "the product after the copy did not see all of it";
+  ASSERT_TRUE(dev.status().ok()) << dev.status();
+  for (float* p : {x, w, before, after}) dev.Free(p);
 }
 
 TEST(CudaModelTest, OptimizerOpsMatchTheCpu) {
