@@ -171,22 +171,12 @@ absl::Status Model::GradsPlaced(int index) const {
 
 absl::Status Model::Params(ParamEvent::Kind kind, GradSegment::Part part,
                            int layer) {
-  if (!param_hook_) return absl::OkStatus();
-  Range range;
-  switch (part) {
-    case GradSegment::Part::kFinalNorm:
-      range = layout_.FinalNormRange();
-      break;
-    case GradSegment::Part::kBlock:
-      range = layout_.LayerRange(layer);
-      break;
-    case GradSegment::Part::kEmbeddings:
-      range = layout_.EmbeddingRange();
-      break;
-  }
-  ZS_RETURN_IF_ERROR(param_hook_(ParamEvent{kind, part, layer, range}));
-  if (!placed_ || kind != ParamEvent::Kind::kNeeded) return absl::OkStatus();
   const int i = PartOf(part, layer);
+  if (param_hook_) {
+    ZS_RETURN_IF_ERROR(
+        param_hook_(ParamEvent{kind, part, layer, PartRange(i)}));
+  }
+  if (!placed_ || kind != ParamEvent::Kind::kNeeded) return absl::OkStatus();
   if (part_params_[i] != nullptr) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrFormat(
       "GPT-2 model: the parameters of part %d (0 the embeddings, 1 + l block "

@@ -280,6 +280,18 @@ TEST(ModelTest, PlacedPartsAreReadAndAccumulatedWhereTheyArePut) {
             std::string::npos)
       << l.status();
 
+  // Without a hook nothing places the parts: the first need says so.
+  ModelOptions bare;
+  bare.placed = true;
+  auto unplaced = Model::Create(c, kB, kT, bare);
+  ASSERT_TRUE(unplaced.ok()) << unplaced.status();
+  l = (*unplaced)->Forward({tok.data(), kB * kT},
+                           {tok.data() + kB * kT, kB * kT});
+  EXPECT_EQ(l.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(l.status().message().find("parameters of part 0"),
+            std::string::npos)
+      << l.status();
+
   ModelOptions both = opts;
   std::vector<float> flat(layout->num_params());
   both.params = absl::MakeSpan(flat);
