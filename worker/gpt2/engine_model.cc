@@ -98,18 +98,6 @@ absl::Status ValidateDeviceKind(const std::string& kind) {
       absl::StrFormat("device '%s': want cpu, cuda or host-emulated", kind));
 }
 
-int UnitIndex(GradSegment::Part part, int layer, int num_layers) {
-  switch (part) {
-    case GradSegment::Part::kEmbeddings:
-      return 0;
-    case GradSegment::Part::kBlock:
-      return 1 + layer;
-    case GradSegment::Part::kFinalNorm:
-      return num_layers + 1;
-  }
-  return 0;
-}
-
 std::vector<int> NeedSchedule(int num_layers) {
   const int emb = 0, fn = num_layers + 1;
   std::vector<int> s = {emb};

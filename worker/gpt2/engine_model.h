@@ -63,8 +63,6 @@ absl::StatusOr<std::unique_ptr<Device>> CreateDevice(const std::string& kind,
 // local_rank mod count (0 where count < 1 or local_rank < 0).
 int GpuForLocalRank(int local_rank, int count);
 
-// The unit of (part, layer) in a model of `num_layers` blocks.
-int UnitIndex(GradSegment::Part part, int layer, int num_layers);
 // The engine's view of a model's parameter event.
 engine::UnitEvent ToUnitEvent(const ParamEvent& e, int num_layers);
 // The need schedule above for `num_layers` blocks.

@@ -108,16 +108,16 @@ int Model::PartIndex(ParamKind kind, int layer) const {
   }
 }
 
-int Model::PartOf(GradSegment::Part part, int layer) const {
+int UnitIndex(GradSegment::Part part, int layer, int num_layers) {
   switch (part) {
     case GradSegment::Part::kEmbeddings:
       return 0;
-    case GradSegment::Part::kFinalNorm:
-      return config().num_layers + 1;
     case GradSegment::Part::kBlock:
-      break;
+      return 1 + layer;
+    case GradSegment::Part::kFinalNorm:
+      return num_layers + 1;
   }
-  return 1 + layer;
+  return 0;
 }
 
 Range Model::PartRange(int index) const {
@@ -129,7 +129,7 @@ Range Model::PartRange(int index) const {
 void Model::Place(GradSegment::Part part, int layer, float* params,
                   float* grads) {
   if (!placed_) return;
-  const int i = PartOf(part, layer);
+  const int i = UnitIndex(part, layer, config().num_layers);
   part_params_[i] = params;
   part_grads_[i] = grads;
 }
@@ -171,7 +171,7 @@ absl::Status Model::GradsPlaced(int index) const {
 
 absl::Status Model::Params(ParamEvent::Kind kind, GradSegment::Part part,
                            int layer) {
-  const int i = PartOf(part, layer);
+  const int i = UnitIndex(part, layer, config().num_layers);
   if (param_hook_) {
     ZS_RETURN_IF_ERROR(
         param_hook_(ParamEvent{kind, part, layer, PartRange(i)}));

@@ -92,6 +92,10 @@ struct ParamEvent {
 };
 using ParamHook = std::function<absl::Status(const ParamEvent&)>;
 
+// The part (the engine's unit) of (part, layer) in a model of `num_layers`
+// blocks: 0 the embeddings, 1 + l block l, L + 1 the final norm.
+int UnitIndex(GradSegment::Part part, int layer, int num_layers);
+
 struct ModelOptions {
   // Threads of the CPU kernels the model creates when `kernels` is null.
   int threads = 1;
@@ -188,8 +192,7 @@ class Model {
                       int layer = -1);
   // OK when part `index`'s gradients are placed; else FAILED_PRECONDITION.
   absl::Status GradsPlaced(int index) const;
-  // The PartIndex of `part` (and `layer`), and a part's flat range.
-  int PartOf(GradSegment::Part part, int layer) const;
+  // A part's flat range (its index: PartIndex, UnitIndex).
   Range PartRange(int index) const;
   // Block l's forward from x + l*BTC into `a`, writing x + (l+1)*BTC.
   void BlockForward(int l, const BlockActs& a);
