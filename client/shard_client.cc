@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "common/grpc_quirks.h"
 #include "common/hostname.h"
 #include "common/model_spec.h"
 #include "common/status_macros.h"
@@ -152,6 +153,7 @@ absl::StatusOr<std::unique_ptr<ShardClient>> ShardClient::Connect(
                        "\"; give 1/true/on or 0/false/off"));
     }
   }
+  PrepareForGrpcClients();
   auto client = std::unique_ptr<ShardClient>(new ShardClient(options));
   for (const std::string& address : options.addresses) {
     if (address.empty()) {

@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/env/env.h"
+#include "common/grpc_quirks.h"
 #include "common/status_macros.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/health.grpc.pb.h"
@@ -21,6 +22,7 @@ namespace zeroshard {
 absl::Status CheckHealth(
     const std::string& address, std::chrono::milliseconds deadline,
     std::shared_ptr<grpc::ChannelCredentials> credentials) {
+  PrepareForGrpcClients();
   auto channel = grpc::CreateChannel(
       address, credentials != nullptr ? credentials
                                       : grpc::InsecureChannelCredentials());

@@ -17,6 +17,7 @@ absl::StatusOr<std::unique_ptr<HealthPort>> HealthPort::Start(
   grpc::EnableDefaultHealthCheckService(true);
   std::unique_ptr<HealthPort> h(new HealthPort());
   grpc::ServerBuilder builder;
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // a busy port fails
   // A server needs one registered service before the default health
   // service is added at start: the generic one answers UNIMPLEMENTED to
   // every other method.

@@ -354,6 +354,9 @@ int Main(int argc, char** argv) {
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
+  // gRPC sets SO_REUSEPORT by default: a second server started on a busy
+  // port would listen beside the first and take half its connections.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   int bound_port = 0;
   builder.AddListeningPort(absl::StrCat(host, ":", port), credentials,
                            &bound_port);

@@ -16,7 +16,9 @@
  *
  * pause_at: rank 0 stops once, after fetching step S, creates
  * DIR/reached and waits for DIR/go (the test kills and restarts a server
- * meanwhile). Exit 0 and a summary line, or 1 with the failing call. */
+ * meanwhile). Exit 0 and a summary line, or 1 with the failing call: the
+ * first rank to fail ends the process (the others would wait for it in the
+ * barrier forever). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <pthread.h>
@@ -24,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <zeroshard.h>
 
 #define OUT_ROWS 6
@@ -75,16 +78,22 @@ static float rnd(unsigned* s) { /* uniform in [-1, 1) */
   return (float)(*s >> 8) / 8388608.0f - 1.0f;
 }
 
-static int write_file(const char* name, const void* data, size_t bytes) {
+/* Ends the process: a rank that stops here would leave the others waiting
+ * in the barrier. */
+static void give_up(void) {
+  fflush(NULL);
+  _exit(1);
+}
+
+static void write_file(const char* name, const void* data, size_t bytes) {
   char path[1024];
   FILE* f;
   snprintf(path, sizeof path, "%s/%s", out_dir, name);
   f = fopen(path, "wb");
   if (f == NULL || fwrite(data, 1, bytes, f) != bytes || fclose(f) != 0) {
     fprintf(stderr, "cannot write %s\n", path);
-    return 1;
+    give_up();
   }
-  return 0;
 }
 
 /* The gradient of 0.5/B sum_b |W x_b + b - y_b|^2 at p, for step `step`. */
@@ -108,9 +117,9 @@ static void gradient(const float* p, unsigned long step, float* g) {
   }
 }
 
-static int fail(const char* what, int rank) {
+static void fail(const char* what, int rank) {
   fprintf(stderr, "rank %d: %s: %s\n", rank, what, zs_last_error());
-  return 1;
+  give_up();
 }
 
 static void wait_for_go(void) {
@@ -131,7 +140,7 @@ static void wait_for_go(void) {
   }
 }
 
-static int connect_and_register(zs_client** c, int rank) {
+static void connect_and_register(zs_client** c, int rank) {
   static int64_t w_shape[] = {OUT_ROWS, IN_COLS}, b_shape[] = {OUT_ROWS};
   zs_tensor tensors[2] = {{"w", w_shape, 2, 0}, {"b", b_shape, 1, 1}};
   zs_param_group groups[2];
@@ -140,7 +149,7 @@ static int connect_and_register(zs_client** c, int rank) {
   zs_connect_options_init(&o);
   o.addresses = servers, o.job_id = "capi-train", o.insecure = 1;
   o.deadline_seconds = 10;
-  if (zs_connect(&o, c) != ZS_OK) return fail("zs_connect", rank);
+  if (zs_connect(&o, c) != ZS_OK) fail("zs_connect", rank);
   zs_param_group_init(&groups[0]);
   groups[0].weight_decay = 0.1;
   zs_param_group_init(&groups[1]);
@@ -148,25 +157,25 @@ static int connect_and_register(zs_client** c, int rank) {
   groups[1].lr_scale = 0.5;
   zs_model_init(&m);
   m.tensors = tensors, m.num_tensors = 2, m.groups = groups, m.num_groups = 2;
-  if (zs_register(*c, &m) != ZS_OK) return fail("zs_register", rank);
+  if (zs_register(*c, &m) != ZS_OK) fail("zs_register", rank);
   if (rank == 0) { /* the layout and hyperparameters, for the replay */
     char meta[2048];
     int k, len = 0;
     uint64_t off, cnt, total;
-    if (zs_model_size(*c, &total) != ZS_OK) return fail("zs_model_size", 0);
+    if (zs_model_size(*c, &total) != ZS_OK) fail("zs_model_size", 0);
     len += snprintf(meta + len, sizeof meta - len,
                     "n %llu\nsteps %d\nnorm %s\nmax_norm %a\n",
                     (unsigned long long)total, steps,
                     norm_from_servers ? "servers" : "workers", max_norm);
     for (k = 0; k < ranks; ++k) {
       if (zs_slice(*c, (uint32_t)ranks, (uint32_t)k, &off, &cnt) != ZS_OK)
-        return fail("zs_slice", 0);
+        fail("zs_slice", 0);
       len += snprintf(meta + len, sizeof meta - len, "slice %llu %llu\n",
                       (unsigned long long)off, (unsigned long long)cnt);
     }
     for (k = 0; k < 2; ++k) {
       if (zs_tensor_range(*c, tensors[k].name, &off, &cnt) != ZS_OK)
-        return fail("zs_tensor_range", 0);
+        fail("zs_tensor_range", 0);
       len += snprintf(meta + len, sizeof meta - len, "tensor %s %llu %llu %u\n",
                       tensors[k].name, (unsigned long long)off,
                       (unsigned long long)cnt, tensors[k].param_group);
@@ -175,9 +184,8 @@ static int connect_and_register(zs_client** c, int rank) {
                    k, groups[k].beta1, groups[k].beta2, groups[k].eps,
                    groups[k].weight_decay, groups[k].lr_scale);
     }
-    if (write_file("meta.txt", meta, (size_t)len)) return 1;
+    write_file("meta.txt", meta, (size_t)len);
   }
-  return 0;
 }
 
 static void* run_rank(void* arg) {
@@ -196,12 +204,9 @@ static void* run_rank(void* arg) {
   unsigned seed = 99u;
   int i, paused = 0;
   FILE* log = NULL;
-  static int results[MAX_RANKS];
-  results[rank] = 1;
-  if (connect_and_register(&c, rank)) return &results[rank];
+  connect_and_register(&c, rank);
   if (zs_slice(c, (uint32_t)ranks, (uint32_t)rank, &off, &cnt) != ZS_OK) {
     fail("zs_slice", rank);
-    return &results[rank];
   }
   group.rank = rank, group.size = ranks, group.user = r;
   group.broadcast = broadcast, group.all_gather = all_gather;
@@ -210,14 +215,12 @@ static void* run_rank(void* arg) {
   topts.recovery_timeout_seconds = 30;
   if (zs_trainer_create(c, &group, &topts, &t) != ZS_OK) {
     fail("zs_trainer_create", rank);
-    return &results[rank];
   }
   for (i = 0; i < N; ++i) init[i] = 0.1f * rnd(&seed);
   now.seed = 1234, now.loss_scale = 1;
   if (zs_trainer_start(t, rank == 0 ? init : NULL, rank == 0 ? sizeof init : 0,
                        NULL, NULL, &now, &out) != ZS_OK) {
     fail("zs_trainer_start", rank);
-    return &results[rank];
   }
   if (out.kind != ZS_OUTCOME_OK) {
     printf("rank %d: resumed at step %llu (epoch %llu)\n", rank,
@@ -237,7 +240,6 @@ static void* run_rank(void* arg) {
     double sum_squares = 0;
     if (zs_trainer_after_fetch(t, fetched, &out) != ZS_OK) {
       fail("zs_trainer_after_fetch", rank);
-      return &results[rank];
     }
     if (out.kind == ZS_OUTCOME_ROLLED_BACK) {
       printf("rank %d: rolled back to step %llu (epoch %llu)\n", rank,
@@ -249,16 +251,16 @@ static void* run_rank(void* arg) {
         out.state.seed != 1234) {
       fprintf(stderr, "rank %d: the workers' state at step %llu is wrong\n",
               rank, (unsigned long long)out.state.step);
-      return &results[rank];
+      give_up();
     }
     if (out.state.step == 0 && memcmp(p, init, sizeof p) != 0) {
       fprintf(stderr, "rank %d: gathered initial parameters differ\n", rank);
-      return &results[rank];
+      give_up();
     }
     if (rank == 0) {
       snprintf(name, sizeof name, "p%llu.bin",
                (unsigned long long)out.state.step);
-      if (write_file(name, p, sizeof p)) return &results[rank];
+      write_file(name, p, sizeof p);
     }
     if (out.state.step == (uint64_t)steps) break;
     if (rank == 0 && !paused && (long)out.state.step == pause_at) {
@@ -284,7 +286,6 @@ static void* run_rank(void* arg) {
     after.data_offset = (int64_t)out.state.step + 1;
     if (zs_trainer_step(t, &a, &after, &d, &out) != ZS_OK) {
       fail("zs_trainer_step", rank);
-      return &results[rank];
     }
     if (out.kind == ZS_OUTCOME_ROLLED_BACK) {
       printf("rank %d: step %llu rolled back to step %llu (epoch %llu)\n", rank,
@@ -296,7 +297,7 @@ static void* run_rank(void* arg) {
     r->decisions[a.step] = d;
     if (rank == 0) {
       snprintf(name, sizeof name, "g%llu.bin", (unsigned long long)a.step);
-      if (write_file(name, g, sizeof g)) return &results[rank];
+      write_file(name, g, sizeof g);
       fprintf(log, "%llu %a %a %a %d\n", (unsigned long long)a.step, a.lr,
               d.grad_norm, (double)d.clip_coef, d.skipped);
       fflush(log);
@@ -308,7 +309,6 @@ static void* run_rank(void* arg) {
     size_t n = 0, k;
     if (zs_stats(c, stats, 4, &n) != ZS_OK) {
       fail("zs_stats", rank);
-      return &results[rank];
     }
     for (k = 0; k < n; ++k) {
       printf("server %u: step %llu, %llu updates, owns [%llu, +%llu)\n",
@@ -319,16 +319,14 @@ static void* run_rank(void* arg) {
       if (stats[k].step != (uint64_t)steps) {
         fprintf(stderr, "server %u is at step %llu\n", stats[k].shard_index,
                 (unsigned long long)stats[k].step);
-        return &results[rank];
+        give_up();
       }
     }
   }
   if (zs_trainer_close(t) != ZS_OK || zs_close(c) != ZS_OK) {
     fail("close", rank);
-    return &results[rank];
   }
-  results[rank] = 0;
-  return &results[rank];
+  return NULL;
 }
 
 static const char* arg(int argc, char** argv, const char* key) {
@@ -345,7 +343,7 @@ int main(int argc, char** argv) {
   static rank_ctx ctx[MAX_RANKS];
   pthread_t threads[MAX_RANKS];
   const char* v;
-  int k, s, failed = 0, rollbacks = 0;
+  int k, s, rollbacks = 0;
   servers = arg(argc, argv, "servers");
   out_dir = arg(argc, argv, "out");
   pause_dir = arg(argc, argv, "pause_dir");
@@ -368,12 +366,9 @@ int main(int argc, char** argv) {
     pthread_create(&threads[k], NULL, run_rank, &ctx[k]);
   }
   for (k = 0; k < ranks; ++k) {
-    void* result;
-    pthread_join(threads[k], &result);
-    failed |= *(int*)result;
+    pthread_join(threads[k], NULL);
     rollbacks += ctx[k].rollbacks;
   }
-  if (failed) return 1;
   for (k = 1; k < ranks; ++k) {
     for (s = 0; s < steps; ++s) {
       const zs_decision* a = &ctx[0].decisions[s];
