@@ -234,6 +234,29 @@ const std::shared_ptr<grpc::Channel>& ShardClient::Channel(
   return channels[salt % channels.size()];
 }
 
+void ShardClient::WaitToRetry(uint32_t server,
+                              std::chrono::milliseconds backoff) const {
+  // A channel whose connection failed connects again in the background,
+  // but gRPC (1.51) sees the new connection complete only while something
+  // polls the channel: not calls that fail at once (as every call does
+  // while the channel is in TRANSIENT_FAILURE), only its backup poller,
+  // every 5 s, longer than all the attempts together. So a server down
+  // for a moment stayed unreachable for the whole span. Waiting for the
+  // channel's state polls it (and connects an idle one); a connection that
+  // comes up ends the wait. Channels that are connected (the server itself
+  // answered UNAVAILABLE, ABORTED, ...) wait out the backoff.
+  const auto until = std::chrono::system_clock::now() + backoff;
+  bool waited = false;
+  for (const std::shared_ptr<grpc::Channel>& channel : channels_[server]) {
+    if (channel->GetState(/*try_to_connect=*/true) == GRPC_CHANNEL_READY) {
+      continue;
+    }
+    waited = true;
+    channel->WaitForConnected(until);
+  }
+  if (!waited) std::this_thread::sleep_until(until);
+}
+
 absl::Status ShardClient::WithRetries(
     uint32_t server, const std::string& what,
     const std::function<grpc::Status(grpc::ClientContext*)>& attempt) const {
@@ -246,7 +269,7 @@ absl::Status ShardClient::WithRetries(
     if (status.ok() || !Retryable(status) || i == options_.max_attempts) {
       break;
     }
-    std::this_thread::sleep_for(backoff);
+    WaitToRetry(server, backoff);
     backoff = std::min(options_.max_backoff, backoff * 2);
   }
   return FromGrpcStatus(status, absl::StrCat(what, " on shard ", server, " (",

@@ -24,9 +24,11 @@
 //
 // Every RPC has a deadline (options.deadline); UNAVAILABLE,
 // DEADLINE_EXCEEDED and ABORTED are retried with exponential backoff up to
-// options.max_attempts. Retrying is safe: pushes carry idempotency keys,
-// prepare is read-only, commits are acknowledged once applied. Other errors
-// come back at once with the server's message, prefixed by its address.
+// options.max_attempts; a retry goes as soon as a server whose connection
+// failed is connected again (WaitToRetry). Retrying is safe: pushes carry
+// idempotency keys, prepare is read-only, commits are acknowledged once
+// applied. Other errors come back at once with the server's message, prefixed
+// by its address.
 //
 // Threading: all methods are thread-safe. The *Async variants return a
 // future; the caller's buffer must stay alive until it is ready.
@@ -210,6 +212,9 @@ class ShardClient {
   absl::Status WithRetries(
       uint32_t server, const std::string& what,
       const std::function<grpc::Status(grpc::ClientContext*)>& attempt) const;
+  // Between two attempts on `server`: `backoff`, or less once a channel of
+  // the server that had no connection has one again.
+  void WaitToRetry(uint32_t server, std::chrono::milliseconds backoff) const;
   // Splits `r` into per-server pieces of at most max_piece_bytes;
   // max_shared_piece_bytes where `shared` (a gather's or a push's pieces)
   // and the server is reached through shared memory.

@@ -125,7 +125,9 @@ typedef struct zs_connect_options {
   const char* token_file;
   int insecure;            /* 1: plaintext (loopback, tests) */
   double deadline_seconds; /* per RPC attempt (and per prepare); > 0 */
-  int max_attempts;        /* tries of a failed RPC (UNAVAILABLE, ...) */
+  int max_attempts;        /* tries of a failed RPC (UNAVAILABLE, ...); the
+                              default 10 span ~5 s, and a retry goes as soon
+                              as a lost connection is back */
 } zs_connect_options;
 
 /* Fills the defaults: every pointer NULL, insecure 0, deadline 60 s,

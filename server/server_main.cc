@@ -82,7 +82,9 @@ int Main(int argc, char** argv) {
                 "zeroshard.v1.MembershipService).");
   flags.String("host", &host,
                "Address to listen on (0.0.0.0 for every interface).");
-  flags.Int64("port", &port, "TCP port; 0 picks a free one.");
+  flags.Int64("port", &port,
+              "TCP port; 0 picks a free one. A port another process listens "
+              "on is refused, never shared.");
   flags.String("port_file", &port_file,
                "If set, write the chosen port to this file once listening.");
   flags.Uint32("shard_index", &shard_index, "This server's shard index k.");

@@ -14,7 +14,10 @@
 #      restarted: the ranks roll back, and the final parameters equal run
 #      2's bit for bit;
 #   5. a job that stops after step 12 and a new one started against the
-#      same servers: it resumes at step 12 and ends at the same bits.
+#      same servers: it resumes at step 12 and ends at the same bits;
+#   6. the ranks' first connect() calls to server 1 fail (capi/
+#      refuse_connect.c, preloaded): their retries reconnect and the run
+#      ends at the same bits.
 set -uo pipefail
 R="${TEST_SRCDIR:-.}/zeroshard"
 T="${TEST_TMPDIR:-$(mktemp -d)}"
@@ -152,6 +155,24 @@ cat "$d/log"
 grep -q "rank 0: resumed at step 12" "$d/log"; check "the new job resumed at step 12" $?
 cmp "$T/workers/out/p20.bin" "$d/out/p20.bin"; check "the resumed run ends bit-identical" $?
 replay resume; check "torch AdamW replay of the stopped and resumed run" $?
+
+# 6. Four failed connects to server 1 (both ranks' first calls and their
+# reconnects): gRPC notices a new connection only while something polls the
+# channel, which calls failing at once did not do, so the retries used to
+# run out first ("failed to connect to all addresses").
+cc -shared -fPIC "$R/tests/capi/refuse_connect.c" -ldl -o "$T/refuse_connect.so"
+check "refuse_connect.c builds" $?
+d="$T/refused"
+mkdir -p "$d/out"
+fleet "$d" || exit 1
+ZS_REFUSE_PORT=$(cat "$d/port1") ZS_REFUSE_COUNT=4 LD_PRELOAD="$T/refuse_connect.so" \
+  timeout 120 "$T/train_check" servers="$servers" out="$d/out" nan_step=7 max_norm=2 \
+  >"$d/log" 2>&1
+rc=$?
+stop_fleet
+cat "$d/log"
+[ $rc -eq 0 ]; check "2 ranks whose first 4 connects to server 1 fail: 20 steps (exit $rc)" $?
+cmp "$T/workers/out/p20.bin" "$d/out/p20.bin"; check "they end at the same bits" $?
 
 echo "$fails failed"
 [ $fails -eq 0 ]
