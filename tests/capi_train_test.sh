@@ -82,13 +82,15 @@ last=$(awk '$1 == "step" && $2 == 80 {print $4}' <<<"$out")
 check "the example trains: loss $first at step 0, $last at step 80" $?
 grep -q "^after 100 steps: w\[0\] 0.12" <<<"$out"; check "the example reaches w[0] ~ 1/8" $?
 
-# run NAME SERVERS_FLAGS CHECK_ARGS...: train_check against a fresh fleet.
+# run NAME SERVERS_FLAGS CHECK_ARGS...: train_check against a fresh fleet;
+# $RUN_UNDER, if set, is a command (run once the fleet is up) to run it
+# under.
 run_check() {
   local name=$1 server_flags=$2
   shift 2
   mkdir -p "$T/$name/out"
   fleet "$T/$name" $server_flags || return 1
-  timeout 300 "$T/train_check" servers="$servers" out="$T/$name/out" "$@" >"$T/$name/log" 2>&1
+  ${RUN_UNDER:-} timeout 300 "$T/train_check" servers="$servers" out="$T/$name/out" "$@" >"$T/$name/log" 2>&1
   local rc=$?
   stop_fleet
   cat "$T/$name/log"
@@ -162,17 +164,13 @@ replay resume; check "torch AdamW replay of the stopped and resumed run" $?
 # run out first ("failed to connect to all addresses").
 cc -shared -fPIC "$R/tests/capi/refuse_connect.c" -ldl -o "$T/refuse_connect.so"
 check "refuse_connect.c builds" $?
-d="$T/refused"
-mkdir -p "$d/out"
-fleet "$d" || exit 1
-ZS_REFUSE_PORT=$(cat "$d/port1") ZS_REFUSE_COUNT=4 LD_PRELOAD="$T/refuse_connect.so" \
-  timeout 120 "$T/train_check" servers="$servers" out="$d/out" nan_step=7 max_norm=2 \
-  >"$d/log" 2>&1
-rc=$?
-stop_fleet
-cat "$d/log"
-[ $rc -eq 0 ]; check "2 ranks whose first 4 connects to server 1 fail: 20 steps (exit $rc)" $?
-cmp "$T/workers/out/p20.bin" "$d/out/p20.bin"; check "they end at the same bits" $?
+refusing() {
+  ZS_REFUSE_PORT=$(cat "$T/refused/port1") ZS_REFUSE_COUNT=4 \
+    LD_PRELOAD="$T/refuse_connect.so" "$@"
+}
+RUN_UNDER=refusing run_check refused "" nan_step=7 max_norm=2
+check "2 ranks whose first 4 connects to server 1 fail: 20 steps" $?
+cmp "$T/workers/out/p20.bin" "$T/refused/out/p20.bin"; check "they end at the same bits" $?
 
 echo "$fails failed"
 [ $fails -eq 0 ]

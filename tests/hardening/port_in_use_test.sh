@@ -3,9 +3,7 @@
 # health port or the metrics port) is refused with a line naming the
 # address, and writes no --port_file; the first keeps its port alone.
 # gRPC's default SO_REUSEPORT used to let the second listen beside the
-# first and take some of its connections: clients then spoke to the wrong
-# server, or to one that had gone (capi_train_test's rare "failed to
-# connect" under load, when a test restarted a server on its old port).
+# first, and the kernel then split new connections between the two.
 set -uo pipefail
 R="${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-zeroshard}"
 SERVER="$R/server/zeroshard-server"
