@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <random>
 #include <set>
 #include <sstream>
 
@@ -35,6 +36,55 @@ Summary Summarize(const std::vector<double>& values) {
 }
 
 double Ratio(double a, double b) { return b != 0 ? a / b : 0; }
+
+Interval BootstrapMedians(
+    const std::vector<std::vector<double>>& samples,
+    const std::function<double(const std::vector<double>& medians)>& stat,
+    double confidence, int resamples) {
+  if (!(confidence > 0 && confidence < 1) || resamples < 1) {
+    std::fprintf(stderr,
+                 "bench::BootstrapMedians: confidence %g not in (0, 1) or "
+                 "resamples %d < 1\n",
+                 confidence, resamples);
+    std::abort();
+  }
+  const double nan = std::nan("");
+  std::vector<double> medians;
+  for (const std::vector<double>& s : samples) {
+    if (s.empty()) return Interval{nan, nan, nan};
+    medians.push_back(Median(s));
+  }
+  Interval out;
+  out.value = stat(medians);
+  std::mt19937_64 rng(0x5eed);  // fixed: the same samples, the same interval
+  std::vector<double> values, draw;
+  values.reserve(resamples);
+  for (int k = 0; k < resamples; ++k) {
+    for (size_t i = 0; i < samples.size(); ++i) {
+      const std::vector<double>& s = samples[i];
+      std::uniform_int_distribution<size_t> pick(0, s.size() - 1);
+      draw.clear();
+      for (size_t j = 0; j < s.size(); ++j) draw.push_back(s[pick(rng)]);
+      medians[i] = Median(draw);
+    }
+    values.push_back(stat(medians));
+  }
+  if (std::isnan(out.value) ||
+      std::any_of(values.begin(), values.end(),
+                  [](double v) { return std::isnan(v); })) {
+    return Interval{nan, nan, nan};
+  }
+  std::sort(values.begin(), values.end());
+  // The central `confidence` of the sorted values (nearest rank).
+  const double tail = (1 - confidence) / 2;
+  const auto at = [&](double q) {
+    const double pos = q * static_cast<double>(resamples - 1);
+    return values[static_cast<size_t>(std::lround(pos))];
+  };
+  out.low = at(tail);
+  out.high = at(1 - tail);
+  return out;
+}
 
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();

@@ -68,6 +68,26 @@ Summary Summarize(const std::vector<double>& values);
 // a / b, or 0 when b is 0.
 double Ratio(double a, double b);
 
+// How sure a comparison of medians is. `samples[i]` holds variant i's
+// per-run figures; `stat` maps one median per variant (in that order) to a
+// number, e.g. the ratio of two. `value` is `stat` of the samples' own
+// medians; [low, high] is the percentile bootstrap interval at
+// `confidence` (0 < confidence < 1): `stat` over `resamples` resamplings,
+// each drawing every variant's runs with replacement. The draws come from
+// a fixed seed, so the same samples always give the same interval. A
+// variant with no runs makes everything NaN, as does a NaN from `stat`.
+// Runs are taken to be independent: on a shared machine the interval says
+// how far the runs' own scatter can move the figure, not what a quieter
+// machine would measure. With few runs (under ~8 a variant) a bootstrap
+// interval is too narrow: read it only beside enough rounds.
+struct Interval {
+  double value = 0, low = 0, high = 0;
+};
+Interval BootstrapMedians(
+    const std::vector<std::vector<double>>& samples,
+    const std::function<double(const std::vector<double>& medians)>& stat,
+    double confidence = 0.95, int resamples = 2000);
+
 // --------------------------------------------------------------- timing --
 
 using Clock = std::chrono::steady_clock;

@@ -30,6 +30,62 @@ TEST(BenchTest, SummarizeGivesMedianMinMaxAndSpread) {
   EXPECT_EQ(Summarize({}).spread(), 0);
 }
 
+double RatioOfFirstTwo(const std::vector<double>& m) { return m[0] / m[1]; }
+
+TEST(BenchTest, BootstrapOfConstantRunsIsThePointValue) {
+  const Interval i =
+      BootstrapMedians({{2, 2, 2}, {1, 1, 1, 1}}, RatioOfFirstTwo);
+  EXPECT_EQ(i.value, 2);
+  EXPECT_EQ(i.low, 2);
+  EXPECT_EQ(i.high, 2);
+}
+
+TEST(BenchTest, BootstrapValueIsTheStatisticOfTheMedians) {
+  const Interval i =
+      BootstrapMedians({{30, 10, 20, 90}, {10, 5, 4}}, RatioOfFirstTwo);
+  EXPECT_DOUBLE_EQ(i.value, 25.0 / 5.0);  // medians 25 and 5
+  EXPECT_LE(i.low, i.value);
+  EXPECT_GE(i.high, i.value);
+}
+
+TEST(BenchTest, BootstrapSeparatesDistinctRunsAndNotTheSameOnes) {
+  std::vector<double> fast, slow, shuffled;
+  for (int k = 0; k < 9; ++k) {
+    fast.push_back(100 + (k * 7) % 9);  // 100..108
+    slow.push_back(120 + (k * 5) % 9);  // 120..128
+  }
+  const Interval apart = BootstrapMedians({fast, slow}, RatioOfFirstTwo);
+  EXPECT_LT(apart.high, 1.0);  // fast is surely faster
+  EXPECT_GT(apart.low, 100.0 / 128.0 - 1e-12);
+  shuffled.assign(fast.rbegin(), fast.rend());
+  const Interval same = BootstrapMedians({fast, shuffled}, RatioOfFirstTwo);
+  EXPECT_EQ(same.value, 1.0);
+  EXPECT_LT(same.low, 1.0);  // the runs' scatter, both ways
+  EXPECT_GT(same.high, 1.0);
+}
+
+TEST(BenchTest, BootstrapIsDeterministicAndNarrowsWithConfidence) {
+  const std::vector<std::vector<double>> s = {{5, 7, 6, 9, 4, 8}, {6, 5, 7}};
+  const Interval a = BootstrapMedians(s, RatioOfFirstTwo);
+  const Interval b = BootstrapMedians(s, RatioOfFirstTwo);
+  EXPECT_EQ(a.low, b.low);
+  EXPECT_EQ(a.high, b.high);
+  const Interval narrow = BootstrapMedians(s, RatioOfFirstTwo, 0.5);
+  EXPECT_GE(narrow.low, a.low);
+  EXPECT_LE(narrow.high, a.high);
+  EXPECT_LT(narrow.high - narrow.low, a.high - a.low);
+}
+
+TEST(BenchTest, BootstrapOfAMissingVariantIsNan) {
+  EXPECT_TRUE(
+      std::isnan(BootstrapMedians({{1, 2}, {}}, RatioOfFirstTwo).value));
+  const Interval n = BootstrapMedians(
+      {{1, 2}}, [](const std::vector<double>&) { return std::nan(""); });
+  EXPECT_TRUE(std::isnan(n.value));
+  EXPECT_TRUE(std::isnan(n.low));
+  EXPECT_TRUE(std::isnan(n.high));
+}
+
 TEST(BenchTest, AlternationOrderIsRoundRobin) {
   EXPECT_EQ(AlternationOrder(3, 2), (std::vector<int>{0, 1, 2, 0, 1, 2}));
   EXPECT_EQ(AlternationOrder(1, 3), (std::vector<int>{0, 0, 0}));

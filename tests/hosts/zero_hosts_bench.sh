@@ -8,13 +8,19 @@
 # figures:
 #
 #   bazel run -c opt //tests/hosts:zero_hosts_bench -- [--rounds=3] [--steps=12]
+#       [--profiles=10g,1g] [zero_hosts_bench_run's flags]
 #
 # RESULT zero3_vs_ddp_hosts=<best stage 3 / best DDP, 10g>
 #        zero2_vs_ddp_hosts=<best stage 2 / best DDP, 10g>
 #        overlap_vs_no_overlap_worst=<max over stages of on / off, 10g>
 #        zero3_offload_vs_ddp_hosts=... correct=<1: every run had DDP's losses>
+#        zero3_vs_ddp_hosts_hi=... zero2_vs_ddp_hosts_hi=...
+#            (the high ends of their 95 % bootstrap intervals over the runs)
+#        overlap_slower_stages=<stages whose overlap on / off interval lies
+#            wholly above 1: slower beyond the runs' scatter>
 #        zero3_vs_ddp_hosts_1g=... zero2_vs_ddp_hosts_1g=...
 #        overlap_vs_no_overlap_worst_1g=... zero3_offload_vs_ddp_hosts_1g=...
+#            (nan when --profiles leaves 1g out)
 #
 # Where namespaces cannot be made (netlab.sh check exits 77) it prints
 # "SKIP: <reason>" and `RESULT skipped=1`. Needs root (namespaces).
@@ -45,16 +51,35 @@ if [ "$rc" -ne 0 ]; then
   exit 0
 fi
 
+profiles="10g 1g"
+args=()
+for a in "$@"; do
+  case "$a" in
+    --profiles=*) profiles=$(echo "${a#--profiles=}" | tr ',' ' ') ;;
+    *) args+=("$a") ;;
+  esac
+done
+for profile in $profiles; do
+  case "$profile" in
+    10g | 1g) ;;
+    *) echo "zero_hosts_bench: --profiles: no profile '$profile' (10g, 1g)" >&2; exit 2 ;;
+  esac
+done
+case " $profiles " in
+  *" 10g "*) ;;
+  *) echo "zero_hosts_bench: --profiles must include 10g (the RESULT line's)" >&2; exit 2 ;;
+esac
+
 work=$(mktemp -d /tmp/zero_hosts_bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 declare -A summary
-for profile in 10g 1g; do
+for profile in $profiles; do
   echo "=== profile $profile"
   out="$work/$profile.out"
   TEST_TMPDIR="$work" bash "$netlab" run --profile "$profile" \
     --hosts "srv0 srv1 node0 node1" -- \
     "$run_bin" --worker="$worker" --server="$server" --netlab="$netlab" \
-    --dir="$work/$profile" --profile="$profile" "$@" 2>&1 | tee "$out"
+    --dir="$work/$profile" --profile="$profile" ${args[@]+"${args[@]}"} 2>&1 | tee "$out"
   rc=${PIPESTATUS[0]}
   if [ "$rc" -eq 77 ]; then
     echo "SKIP: $(grep -m1 '^SKIP:' "$out" | cut -c7-)"
@@ -70,18 +95,24 @@ for profile in 10g 1g; do
   summary[$profile]="$line"
 done
 
-val() {  # val PROFILE KEY
-  echo "${summary[$1]}" | tr ' ' '\n' | sed -n "s/^$2=//p"
+val() {  # val PROFILE KEY (nan for a profile not run)
+  local v
+  v=$(echo "${summary[$1]:-}" | tr ' ' '\n' | sed -n "s/^$2=//p")
+  echo "${v:-nan}"
 }
-echo "${summary[10g]}"
-echo "${summary[1g]}"
+for profile in $profiles; do echo "${summary[$profile]}"; done
 correct=1
-[ "$(val 10g correct)" = 1 ] && [ "$(val 1g correct)" = 1 ] || correct=0
+for profile in $profiles; do
+  [ "$(val "$profile" correct)" = 1 ] || correct=0
+done
 echo "RESULT zero3_vs_ddp_hosts=$(val 10g zero3_vs_ddp)" \
   "zero2_vs_ddp_hosts=$(val 10g zero2_vs_ddp)" \
   "overlap_vs_no_overlap_worst=$(val 10g overlap_vs_no_overlap_worst)" \
   "zero3_offload_vs_ddp_hosts=$(val 10g zero3_offload_vs_ddp)" \
   "correct=$correct" \
+  "zero3_vs_ddp_hosts_hi=$(val 10g zero3_vs_ddp_hi)" \
+  "zero2_vs_ddp_hosts_hi=$(val 10g zero2_vs_ddp_hi)" \
+  "overlap_slower_stages=$(val 10g overlap_slower_stages)" \
   "zero3_vs_ddp_hosts_1g=$(val 1g zero3_vs_ddp)" \
   "zero2_vs_ddp_hosts_1g=$(val 1g zero2_vs_ddp)" \
   "overlap_vs_no_overlap_worst_1g=$(val 1g overlap_vs_no_overlap_worst)" \
