@@ -43,14 +43,6 @@ server=$(find_bin server/zeroshard-server)
 netlab="$runfiles/tools/netlab.sh"
 [ -f "$netlab" ] || netlab="${BUILD_WORKSPACE_DIRECTORY:-.}/tools/netlab.sh"
 
-reason=$(bash "$netlab" check 2>&1)
-rc=$?
-if [ "$rc" -ne 0 ]; then
-  echo "SKIP: test hosts cannot be made here: ${reason#SKIP: }"
-  echo "RESULT skipped=1"
-  exit 0
-fi
-
 profiles="10g 1g"
 args=()
 for a in "$@"; do
@@ -69,6 +61,14 @@ case " $profiles " in
   *" 10g "*) ;;
   *) echo "zero_hosts_bench: --profiles must include 10g (the RESULT line's)" >&2; exit 2 ;;
 esac
+
+reason=$(bash "$netlab" check 2>&1)
+rc=$?
+if [ "$rc" -ne 0 ]; then
+  echo "SKIP: test hosts cannot be made here: ${reason#SKIP: }"
+  echo "RESULT skipped=1"
+  exit 0
+fi
 
 work=$(mktemp -d /tmp/zero_hosts_bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT
