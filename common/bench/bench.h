@@ -9,6 +9,9 @@
 //     beside its min and max.
 //   - The same-run reference: one variant may be marked as the reference;
 //     Results gives every variant's time relative to it.
+//   - BootstrapMedians: how sure a comparison of medians is (an interval
+//     over the runs), for figures whose runs scatter as much as the
+//     difference they measure.
 //   - ResultLine: the `RESULT k=v ...` line a benchmark ends with (the last
 //     line of its output), numbers formatted one way everywhere.
 //   - Generic helpers: CPU seconds and page faults of processes and their
