@@ -56,6 +56,7 @@ Interval BootstrapMedians(
   }
   Interval out;
   out.value = stat(medians);
+  if (std::isnan(out.value)) return Interval{nan, nan, nan};
   std::mt19937_64 rng(0x5eed);  // fixed: the same samples, the same interval
   std::vector<double> values, draw;
   values.reserve(resamples);
@@ -69,8 +70,7 @@ Interval BootstrapMedians(
     }
     values.push_back(stat(medians));
   }
-  if (std::isnan(out.value) ||
-      std::any_of(values.begin(), values.end(),
+  if (std::any_of(values.begin(), values.end(),
                   [](double v) { return std::isnan(v); })) {
     return Interval{nan, nan, nan};
   }

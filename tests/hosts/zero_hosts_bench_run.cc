@@ -408,15 +408,21 @@ int Main(int argc, char** argv) {
     }
     return std::vector<double>();
   };
+  // A stage's runs of each overlap setting that ran.
+  auto settings_run = [&](const std::string& stage) {
+    std::vector<std::vector<double>> out;
+    for (const std::string& v : {stage, stage + "_no_overlap"}) {
+      std::vector<double> runs = runs_of(v);
+      if (!runs.empty()) out.push_back(std::move(runs));
+    }
+    return out;
+  };
   // Best against best: each side's faster overlap setting among those run.
   auto best_vs = [&](const std::string& a, const std::string& b) {
-    std::vector<std::vector<double>> samples;
-    size_t na = 0;
-    for (const std::string& side : {a, b}) {
-      for (const std::string& v : {side, side + "_no_overlap"}) {
-        if (!runs_of(v).empty()) samples.push_back(runs_of(v));
-      }
-      if (side == a) na = samples.size();
+    std::vector<std::vector<double>> samples = settings_run(a);
+    const size_t na = samples.size();
+    for (std::vector<double>& runs : settings_run(b)) {
+      samples.push_back(std::move(runs));
     }
     if (na == 0 || na == samples.size()) {
       const double nan = std::nan("");
