@@ -63,7 +63,7 @@
 extern "C" {
 #endif
 
-#define ZS_API_VERSION 2
+#define ZS_API_VERSION 3
 #define ZS_VERSION "0.1.0" /* what zs_version() returns */
 
 /* ----------------------------------------------------------- status codes */
@@ -546,6 +546,12 @@ typedef struct zs_train_config {
   int32_t server_aggregation;
   uint32_t alignment;          /* elements, >= 1 (default 64) */
   int32_t checkpoint_interval; /* steps; 0: no checkpoints */
+  /* ZeRO-Offload's one-step delayed parameter update (stages 1-2, no
+   * checkpoints, no server aggregation) from step
+   * delayed_update_warmup_steps (>= 1, default 40) on; zeroshard-worker's
+   * engine honours it, zeroshard.initialize refuses it (since API 3). */
+  int32_t delayed_parameter_update;
+  int64_t delayed_update_warmup_steps;
 } zs_train_config;
 
 /* Parses the DeepSpeed JSON config text `json` for world_size (>= 1)

@@ -12,7 +12,7 @@ import threading
 
 from .errors import Error
 
-API_VERSION = 2  # the ZS_API_VERSION this binding was written against
+API_VERSION = 3  # the ZS_API_VERSION this binding was written against
 
 OK = 0
 CODE_NAMES = {
@@ -168,7 +168,9 @@ class TrainConfig(ctypes.Structure):
         ("offload_param_server", ctypes.c_int32),
         ("num_servers", ctypes.c_int32), ("servers", ctypes.c_char * 4096),
         ("server_aggregation", ctypes.c_int32), ("alignment", u32),
-        ("checkpoint_interval", ctypes.c_int32)]
+        ("checkpoint_interval", ctypes.c_int32),
+        ("delayed_parameter_update", ctypes.c_int32),
+        ("delayed_update_warmup_steps", i64)]
 
 
 def fill(struct_type, values, what):

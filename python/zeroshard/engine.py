@@ -218,6 +218,11 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
         self.stage = cfg.stage
         self.gas = int(cfg.gradient_accumulation_steps)
         self.aggregation = bool(cfg.server_aggregation)
+        if cfg.delayed_parameter_update:
+            raise ValueError(
+                "initialize: zeroshard.delayed_parameter_update is honoured "
+                "by zeroshard-worker's engine only, not by "
+                "zeroshard.initialize (turn it off)")
         self.overlap = bool(cfg.overlap_comm)
         self.precision = cfg.precision
         self.clipping = float(cfg.gradient_clipping)

@@ -18,6 +18,8 @@
 #            (the high ends of their 95 % bootstrap intervals over the runs)
 #        overlap_slower_stages=<stages whose overlap on / off interval lies
 #            wholly above 1: slower beyond the runs' scatter>
+#        zero2_delayed_vs_ddp_hosts=<stage 2 with the opt-in one-step
+#            delayed update / best DDP, 10g; its losses are its own>
 #        zero3_vs_ddp_hosts_1g=... zero2_vs_ddp_hosts_1g=...
 #        overlap_vs_no_overlap_worst_1g=... zero3_offload_vs_ddp_hosts_1g=...
 #            (nan when --profiles leaves 1g out)
@@ -113,6 +115,7 @@ echo "RESULT zero3_vs_ddp_hosts=$(val 10g zero3_vs_ddp)" \
   "zero3_vs_ddp_hosts_hi=$(val 10g zero3_vs_ddp_hi)" \
   "zero2_vs_ddp_hosts_hi=$(val 10g zero2_vs_ddp_hi)" \
   "overlap_slower_stages=$(val 10g overlap_slower_stages)" \
+  "zero2_delayed_vs_ddp_hosts=$(val 10g zero2_delayed_vs_ddp)" \
   "zero3_vs_ddp_hosts_1g=$(val 1g zero3_vs_ddp)" \
   "zero2_vs_ddp_hosts_1g=$(val 1g zero2_vs_ddp)" \
   "overlap_vs_no_overlap_worst_1g=$(val 1g overlap_vs_no_overlap_worst)" \

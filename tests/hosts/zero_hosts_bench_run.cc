@@ -10,13 +10,14 @@
 //
 // Variants, alternated round by round (common/bench/bench.h): stage 0
 // (DDP), 2, 3 and 3 with offload_param_server, each with overlap_comm on
-// and off. A run's figure is the median of rank 0's step periods after
-// the first step (period_seconds of its metrics file: from one step's end
-// to the next's, so that work moved between the steps counts too); a
-// variant's is the median over its runs.
-// Best against best: each stage's faster overlap setting. Correctness in
-// the same run: every run's per-step losses (7 digits) must equal the
-// first DDP run's.
+// and off, and stage 2 with the one-step delayed update from step 2
+// (zero2_delayed; opt-in, other arithmetic). A run's figure is the median of
+// rank 0's step periods after the first step (period_seconds of its metrics
+// file: from one step's end to the next's, so that work moved between the steps
+// counts too); a variant's is the median over its runs. Best against best: each
+// stage's faster overlap setting. Correctness in the same run: every run's
+// per-step losses (7 digits) must equal the first DDP run's (a delayed
+// variant's, its own first run's).
 //
 // --only runs some variants (the first named is the reference).
 //
@@ -34,7 +35,8 @@
 // Host addresses come from NETLAB_IP_<host>. Its last line:
 //   PROFILE <name> zero3_vs_ddp=<best stage 3 / best stage 0>
 //     zero3_vs_ddp_lo=<interval's low end> zero3_vs_ddp_hi=<high end>
-//     zero3_offload_vs_ddp=... zero2_vs_ddp=... (each with _lo and _hi)
+//     zero3_offload_vs_ddp=... zero2_vs_ddp=... zero2_delayed_vs_ddp=...
+//     (each with _lo and _hi)
 //     overlap_<stage>=<on / off> (_lo, _hi; stages ddp, zero2, zero3,
 //     zero3_offload)
 //     overlap_vs_no_overlap_worst=<max over stages of on / off>
@@ -97,6 +99,10 @@ struct Variant {
   int stage;
   bool offload;
   bool overlap;
+  // ZeroOptions::delayed_update_from (0: off). Such a variant's losses
+  // differ from DDP's from that step on: its runs are checked against its
+  // own first run, and the steps before against DDP's.
+  int delayed_from = 0;
 };
 
 struct Record {
@@ -120,6 +126,7 @@ train::TrainSpec Spec(const Paths& p, const Variant& v, int steps) {
   s.zero.stage = v.stage;
   s.zero.offload_param_server = v.offload;
   s.zero.overlap_comm = v.overlap;
+  s.zero.delayed_update_from = v.delayed_from;
   s.zero.stage3_prefetch_units =
       p.prefetch < 0 ? s.config.num_layers + 2 : static_cast<int>(p.prefetch);
   s.zero.stage3_max_reuse_distance = static_cast<uint64_t>(p.reuse_distance);
@@ -170,9 +177,11 @@ double JsonValue(const std::string& line, const std::string& key) {
 }
 
 // One run of `v`; the median of rank 0's step periods after the first.
+// `losses0`: the first run's losses (the first variant's); `own`: a
+// delayed variant's first run's.
 absl::StatusOr<double> RunOnce(const Paths& p, const Variant& v, int steps,
                                int round, std::vector<std::string>* losses0,
-                               Record* rec) {
+                               std::vector<std::string>* own, Record* rec) {
   const std::string dir = absl::StrCat(p.dir, "/", v.name, "-", round);
   if (std::system(
           absl::StrCat("rm -rf '", dir, "' && mkdir -p '", dir, "'").c_str()) !=
@@ -276,9 +285,17 @@ absl::StatusOr<double> RunOnce(const Paths& p, const Variant& v, int steps,
   for (int i = 0; i < kPhases; ++i) {
     rec->phases[i].push_back(bench::Median(phases[i]));
   }
-  if (losses0->empty()) *losses0 = losses;
+  std::vector<std::string>* ref = v.delayed_from > 0 ? own : losses0;
+  if (ref->empty()) *ref = losses;
   ++rec->runs;
-  if (losses == *losses0) ++rec->same;
+  bool same = losses == *ref;
+  if (v.delayed_from > 0 && !losses0->empty()) {  // before the delay
+    const size_t k = std::min(
+        {static_cast<size_t>(v.delayed_from), losses.size(), losses0->size()});
+    same = same &&
+           std::equal(losses.begin(), losses.begin() + k, losses0->begin());
+  }
+  if (same) ++rec->same;
   return bench::Median(times);
 }
 
@@ -340,7 +357,8 @@ int Main(int argc, char** argv) {
       {"zero3", 3, false, true},
       {"zero3_no_overlap", 3, false, false},
       {"zero3_offload", 3, true, true},
-      {"zero3_offload_no_overlap", 3, true, false}};
+      {"zero3_offload_no_overlap", 3, true, false},
+      {"zero2_delayed", 2, false, true, /*delayed_from=*/2}};
   std::vector<Variant> variants;
   const std::vector<std::string> only =
       absl::StrSplit(p.only, ',', absl::SkipEmpty());
@@ -358,17 +376,22 @@ int Main(int argc, char** argv) {
   }
   if (only.empty()) variants = all;
   std::vector<Record> records(variants.size());
+  // The first run's losses: the first variant's, and each delayed
+  // variant's own (indexed by variant).
   std::vector<std::string> losses0;
+  std::vector<std::vector<std::string>> own_losses(variants.size());
   std::vector<bench::Variant> runs;
   for (size_t i = 0; i < variants.size(); ++i) {
     const Variant* v = &variants[i];
     Record* rec = &records[i];
-    runs.push_back({v->name,
-                    [&p, v, rec, &losses0, steps](const bench::RunInfo& info) {
-                      return RunOnce(p, *v, static_cast<int>(steps), info.round,
-                                     &losses0, rec);
-                    },
-                    i == 0});
+    std::vector<std::string>* own = &own_losses[i];
+    runs.push_back(
+        {v->name,
+         [&p, v, rec, &losses0, own, steps](const bench::RunInfo& info) {
+           return RunOnce(p, *v, static_cast<int>(steps), info.round, &losses0,
+                          own, rec);
+         },
+         i == 0});
   }
   std::printf(
       "zero_hosts_bench profile %s: K=%d servers on srv0/srv1, W=%d as 2 "
@@ -441,7 +464,8 @@ int Main(int argc, char** argv) {
   std::vector<std::pair<std::string, bench::Interval>> ratios = {
       {"zero3_vs_ddp", best_vs("zero3", "ddp")},
       {"zero3_offload_vs_ddp", best_vs("zero3_offload", "ddp")},
-      {"zero2_vs_ddp", best_vs("zero2", "ddp")}};
+      {"zero2_vs_ddp", best_vs("zero2", "ddp")},
+      {"zero2_delayed_vs_ddp", best_vs("zero2_delayed", "ddp")}};
   double worst = std::nan("");  // fmax skips the pairs left out
   int slower = 0;  // stages whose overlap is slower beyond the runs' scatter
   for (const char* stage : {"ddp", "zero2", "zero3", "zero3_offload"}) {

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # zero_hosts_bench end to end, small: one round of four variants on the 10g
-# profile, 3 steps each. Checks that the benchmark runs on the hosts, that
-# every run had DDP's losses, and that its RESULT line (last) carries the
-# keys docs/benchmarks.md reads, with numbers where variants ran and nan
-# where they did not; and that a bad --profiles is refused by name. Timings
-# are not checked. Prints "SKIP: <reason>" and passes where namespaces
-# cannot be made.
+# profile, 3 steps each, and stage 2 with the delayed update from step 2.
+# Checks that the benchmark runs on the hosts, that every run had DDP's
+# losses (the delayed one in its first two steps), and that its RESULT line
+# (last) carries the keys docs/benchmarks.md reads, with numbers where
+# variants ran and nan where they did not; and that a bad --profiles is
+# refused by name. Timings are not checked. Prints "SKIP: <reason>" and
+# passes where namespaces cannot be made.
 set -uo pipefail
 if [ -n "${TEST_SRCDIR:-}" ]; then R="$TEST_SRCDIR/zeroshard"; else R="$(cd "$(dirname "$0")/../.." && pwd)"; fi
 BENCH="$R/tests/hosts/zero_hosts_bench"
@@ -19,7 +20,7 @@ out=$("$BENCH" --profiles=5g 2>&1); rc=$?
 [ $rc -eq 2 ] && grep -q "no profile '5g'" <<<"$out"; check "bad --profiles: exit 2 ($out)" $?
 
 out=$("$BENCH" --profiles=10g --rounds=1 --steps=3 \
-  --only=ddp,ddp_no_overlap,zero2,zero3 2>&1); rc=$?
+  --only=ddp,ddp_no_overlap,zero2,zero3,zero2_delayed 2>&1); rc=$?
 if grep -q '^SKIP:' <<<"$out"; then
   echo "$(grep -m1 '^SKIP:' <<<"$out") (zero_hosts_bench_test skipped)"
   exit 0
@@ -31,7 +32,7 @@ number() { [[ "$1" =~ ^[0-9]+(\.[0-9]+)?$ ]]; }
 [[ "$last" == RESULT* ]]; check "the last line is RESULT ($last)" $?
 [ "$(val correct)" = 1 ]; check "every run had DDP's losses" $?
 for k in zero2_vs_ddp_hosts zero3_vs_ddp_hosts zero2_vs_ddp_hosts_hi \
-  zero3_vs_ddp_hosts_hi overlap_vs_no_overlap_worst; do
+  zero3_vs_ddp_hosts_hi overlap_vs_no_overlap_worst zero2_delayed_vs_ddp_hosts; do
   number "$(val $k)"; check "$k is a number ($(val $k))" $?
 done
 [ "$(val overlap_slower_stages)" = 0 ] || [ "$(val overlap_slower_stages)" = 1 ]
@@ -40,6 +41,8 @@ for k in zero3_offload_vs_ddp_hosts zero2_vs_ddp_hosts_1g; do
   [ "$(val $k)" = nan ]; check "$k is nan: not run ($(val $k))" $?
 done
 grep -q "overlap_ddp .*\[" <<<"$out"; check "the ratios are printed with their intervals" $?
+grep -Eq "^zero2_delayed .* 1 of 1$" <<<"$out"
+check "the delayed variant ran, its first steps with DDP's losses" $?
 
 if [ $fails -ne 0 ]; then
   echo "$out" | tail -40

@@ -271,6 +271,12 @@ absl::Status ToZeroShard(const zs_train_config& t, ZeroShardConfig* out) {
   out->alignment = t.alignment;
   ZS_RETURN_IF_ERROR(NotBelow("checkpoint_interval", t.checkpoint_interval, 0));
   out->checkpoint_interval = t.checkpoint_interval;
+  ZS_ASSIGN_OR_RETURN(
+      out->delayed_parameter_update,
+      Flag("delayed_parameter_update", t.delayed_parameter_update));
+  ZS_RETURN_IF_ERROR(NotBelow("delayed_update_warmup_steps",
+                              t.delayed_update_warmup_steps, 1));
+  out->delayed_update_warmup_steps = t.delayed_update_warmup_steps;
   return absl::OkStatus();
 }
 
@@ -423,6 +429,8 @@ absl::StatusOr<zs_train_config> ToTrainConfig(const EngineConfig& c) {
   t.server_aggregation = c.zeroshard.server_aggregation;
   t.alignment = c.zeroshard.alignment;
   t.checkpoint_interval = c.zeroshard.checkpoint_interval;
+  t.delayed_parameter_update = c.zeroshard.delayed_parameter_update;
+  t.delayed_update_warmup_steps = c.zeroshard.delayed_update_warmup_steps;
   return t;
 }
 

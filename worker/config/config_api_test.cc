@@ -77,6 +77,9 @@ const char* const kInline[] = {
     R"({"train_batch_size": 8, "zeroshard": {"servers": 3,
         "server_aggregation": true, "alignment": 128,
         "checkpoint_interval": 25}})",
+    R"({"train_batch_size": 8, "zero_optimization": {"stage": 2},
+        "zeroshard": {"delayed_parameter_update": true,
+                      "delayed_update_warmup_steps": 7}})",
 };
 
 // Every field but auto_keys (the struct does not carry it).
@@ -129,6 +132,8 @@ void ExpectSame(const EngineConfig& a, const EngineConfig& b) {
   SAME(zeroshard.server_aggregation);
   SAME(zeroshard.alignment);
   SAME(zeroshard.checkpoint_interval);
+  SAME(zeroshard.delayed_parameter_update);
+  SAME(zeroshard.delayed_update_warmup_steps);
 #undef SAME
 }
 
@@ -544,6 +549,10 @@ TEST(ConfigApiTest, BadArgumentsChangeNothing) {
       {[](zs_train_config* c) { c->alignment = 0; }, "config.alignment"},
       {[](zs_train_config* c) { c->checkpoint_interval = -1; },
        "config.checkpoint_interval"},
+      {[](zs_train_config* c) { c->delayed_parameter_update = 2; },
+       "config.delayed_parameter_update must be 0 or 1, got 2"},
+      {[](zs_train_config* c) { c->delayed_update_warmup_steps = 0; },
+       "config.delayed_update_warmup_steps must be >= 1, got 0"},
   };
   for (const Spoil& spoil : spoils) {
     SCOPED_TRACE(spoil.words);

@@ -423,6 +423,10 @@ std::string DescribeEngineConfig(const EngineConfig& c) {
   if (c.zeroshard.server_aggregation) {
     absl::StrAppend(&out, ", server-side aggregation");
   }
+  if (c.zeroshard.delayed_parameter_update) {
+    absl::StrAppend(&out, ", delayed parameter update from step ",
+                    c.zeroshard.delayed_update_warmup_steps);
+  }
   return out;
 }
 

@@ -75,6 +75,12 @@
 //              "cuda" (the GPU; docs/cuda.md) or "host-emulated" (the GPU
 //              path on host memory, for tests); zeroshard train --device
 //              overrides it.
+//     delayed_parameter_update: false (default); true: ZeRO-Offload's
+//              one-step delayed parameter update from step
+//              delayed_update_warmup_steps (>= 1, default 40) on — changes
+//              the arithmetic (engine.h, docs/training.md). Stages 1-2
+//              without checkpoint_interval or server_aggregation
+//              (ds_options.h refuses the rest by name).
 // - tensorboard, csv_monitor, wandb, comet: DeepSpeed's monitor sections
 //   (monitor_config.h).
 // - Numbers: integers may be written as floats when integral (5e8); a
@@ -178,6 +184,12 @@ struct ZeroShardConfig {
   uint32_t alignment = 64;
   int checkpoint_interval = 0;  // steps; 0 = no checkpoints
   std::string device = "cpu";   // "cpu", "cuda" or "host-emulated"
+  // ZeRO-Offload's one-step delayed parameter update (stages 1-2, no
+  // checkpoints, no server aggregation): from step
+  // delayed_update_warmup_steps on (engine::ZeroOptions::
+  // delayed_update_from).
+  bool delayed_parameter_update = false;
+  int64_t delayed_update_warmup_steps = 40;
 };
 
 struct EngineConfig {

@@ -493,6 +493,11 @@ absl::Status ParseZeroShard(ObjectReader& root, ZeroShardConfig* out) {
   ZS_ASSIGN_OR_RETURN(int64_t interval,
                       zs.Int("checkpoint_interval", 0, 0, int64_t{1} << 31));
   out->checkpoint_interval = static_cast<int>(interval);
+  ZS_ASSIGN_OR_RETURN(out->delayed_parameter_update,
+                      zs.Bool("delayed_parameter_update", false));
+  ZS_ASSIGN_OR_RETURN(
+      out->delayed_update_warmup_steps,
+      zs.Int("delayed_update_warmup_steps", 40, 1, int64_t{1} << 40));
   ZS_ASSIGN_OR_RETURN(out->device, zs.String("device", "cpu"));
   if (out->device != "cpu" && out->device != "cuda" &&
       out->device != "host-emulated") {

@@ -41,6 +41,27 @@ absl::StatusOr<engine::ZeroOptions> ZeroOptionsFromConfig(
   o.offload_param_server = z.offload_param == config::OffloadDevice::kServer;
   o.checkpoint_interval = config.zeroshard.checkpoint_interval;
   o.server_aggregation = config.zeroshard.server_aggregation;
+  const config::ZeroShardConfig& zs = config.zeroshard;
+  if (zs.delayed_parameter_update) {
+    const char* why = nullptr;
+    if (z.stage != 1 && z.stage != 2) {
+      why = "needs zero_optimization.stage 1 or 2";
+    } else if (zs.checkpoint_interval > 0) {
+      why =
+          "cannot be used with zeroshard.checkpoint_interval (no recovery "
+          "with the delayed update)";
+    } else if (zs.server_aggregation) {
+      why = "cannot be used with zeroshard.server_aggregation";
+    }
+    if (why != nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("zeroshard.delayed_parameter_update: ", why, " (stage ",
+                       z.stage, ", checkpoint_interval ",
+                       zs.checkpoint_interval, ", server_aggregation ",
+                       zs.server_aggregation ? "true" : "false", ")"));
+    }
+    o.delayed_update_from = zs.delayed_update_warmup_steps;
+  }
 
   // The parser rejects a negative threshold (INVALID_ARGUMENT naming it).
   o.stage3_param_persistence_threshold =

@@ -215,5 +215,59 @@ TEST(DsOptionsTest, ServerAggregationIsMapped) {
   EXPECT_FALSE(off->server_aggregation);
 }
 
+TEST(DsOptionsTest, DelayedUpdateIsMappedOrRefusedByName) {
+  auto got = FromJson(R"({"train_micro_batch_size_per_gpu": 1,
+                          "zero_optimization": {"stage": 2},
+                          "zeroshard": {"delayed_parameter_update": true,
+                                        "delayed_update_warmup_steps": 5}})",
+                      1, nullptr);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->delayed_update_from, 5);
+  auto fallback = FromJson(R"({"train_micro_batch_size_per_gpu": 1,
+                               "zero_optimization": {"stage": 1},
+                               "zeroshard": {"delayed_parameter_update": true}})",
+                           1, nullptr);
+  ASSERT_TRUE(fallback.ok()) << fallback.status();
+  EXPECT_EQ(fallback->delayed_update_from, 40);  // the default warm-up
+  auto off = FromJson(R"({"train_micro_batch_size_per_gpu": 1,
+                          "zero_optimization": {"stage": 2},
+                          "zeroshard": {"delayed_update_warmup_steps": 5}})",
+                      1, nullptr);
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_EQ(off->delayed_update_from, 0);
+  const struct {
+    const char* json;
+    const char* words;
+  } bad[] = {
+      {R"({"zero_optimization": {"stage": 3},
+           "zeroshard": {"delayed_parameter_update": true}})",
+       "needs zero_optimization.stage 1 or 2 (stage 3"},
+      {R"({"zero_optimization": {"stage": 0},
+           "zeroshard": {"delayed_parameter_update": true}})",
+       "needs zero_optimization.stage 1 or 2 (stage 0"},
+      {R"({"zero_optimization": {"stage": 2},
+           "zeroshard": {"delayed_parameter_update": true,
+                         "checkpoint_interval": 10}})",
+       "cannot be used with zeroshard.checkpoint_interval"},
+      {R"({"zero_optimization": {"stage": 2},
+           "zeroshard": {"delayed_parameter_update": true,
+                         "server_aggregation": true}})",
+       "cannot be used with zeroshard.server_aggregation"},
+      {R"({"zero_optimization": {"stage": 2},
+           "zeroshard": {"delayed_parameter_update": true,
+                         "delayed_update_warmup_steps": 0}})",
+       "zeroshard.delayed_update_warmup_steps"},
+  };
+  for (const auto& b : bad) {
+    SCOPED_TRACE(b.json);
+    auto s = FromJson(
+        std::string(R"({"train_micro_batch_size_per_gpu": 1, )") + (b.json + 1),
+        1, nullptr);
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(absl::StrContains(s.status().message(), b.words)) << s.status();
+  }
+}
+
 }  // namespace
 }  // namespace zeroshard::config

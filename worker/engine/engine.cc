@@ -39,6 +39,11 @@ absl::StatusOr<std::unique_ptr<ZeroEngine>> ZeroEngine::Create(
         "servers expect W·gas contributions per step); elastic worker groups "
         "reduce among themselves");
   }
+  if (elastic != nullptr && options.delayed_update_from > 0) {
+    return absl::InvalidArgumentError(
+        "ZeroEngine: the delayed update (delayed_update_from) needs a fixed "
+        "worker group; elastic groups recover from the servers' commits");
+  }
   if (elastic != nullptr &&
       (options.stage == 0 || options.checkpoint_interval <= 0)) {
     return absl::InvalidArgumentError(
@@ -51,7 +56,10 @@ absl::StatusOr<std::unique_ptr<ZeroEngine>> ZeroEngine::Create(
 }
 
 ZeroEngine::~ZeroEngine() {
-  // The fetches and all-gathers in flight write into params_.
+  // The fetches and all-gathers in flight write into params_ (and
+  // ahead_params_).
+  if (committer_.joinable()) committer_.join();
+  if (ahead_ != nullptr) (void)ahead_->Finish();
   (void)WaitBehind();
 }
 
@@ -115,6 +123,17 @@ absl::Status ZeroEngine::Init(const ModelDef& model,
       if (e.kind != UnitEvent::Kind::kNeeded) return absl::OkStatus();
       return behind_->Need(e.unit);
     };
+    if (options_.delayed_update_from > 0) {
+      ahead_params_.assign(n, 0.0f);
+      ahead_ = std::make_unique<BehindGather>(
+          layout, options_.allgather_bucket_size, options_.precision, comm_,
+          client_, absl::MakeSpan(ahead_params_));
+      ahead_->set_stats(&commit_stats_);
+    }
+  }
+  if (options_.delayed_update_from > 0 && ahead_ == nullptr) {
+    return absl::InvalidArgumentError(
+        "ZeroEngine: the delayed update needs stage 1-2 without recovery");
   }
   ZS_ASSIGN_OR_RETURN(model_, model.create(mc));
   if (options_.stage == 0 && comm_->size() == 1 && !mixed()) {
@@ -158,8 +177,8 @@ absl::Status ZeroEngine::Init(const ModelDef& model,
     po.min_epoch = elastic->min_epoch;
   }
   po.on_server_wait = [this](double seconds) {
-    stats_.server_control.Add(0, 0);
-    stats_.server_wait_seconds += seconds;
+    protocol_stats_->server_control.Add(0, 0);
+    protocol_stats_->server_wait_seconds += seconds;
   };
   protocol_ = std::make_unique<StepProtocol>(client_, &group_, po);
   ZS_ASSIGN_OR_RETURN(
@@ -244,6 +263,9 @@ absl::Status ZeroEngine::Backward() {
   // Every all-gather behind the forward issued before backward's
   // collectives (behind_gather.h).
   if (behind_ != nullptr) behind_->JoinIssuer();
+  // The delayed update: the previous step's commit (this step's pushes
+  // follow it) and its all-gathers issued.
+  ZS_RETURN_IF_ERROR(JoinCommit());
   const double start = NowSeconds();
   const double waits = stats_.comm_wait_seconds + stats_.server_wait_seconds;
   // Before the gradients are zeroed: the last micro-batch's pushes may
@@ -371,6 +393,21 @@ absl::Status ZeroEngine::OptimizerStep() {
     ZS_RETURN_IF_ERROR(LocalStep(d, lr));
     phase_ends(&stats_.phases.server_step);
     ++step_;
+  } else if (delayed(step)) {
+    v1::TrainerState after = StateNow();
+    after.set_step(step + 1);
+    after.set_updates(updates_ + (d.skip ? 0 : 1));
+    // The next step trains on the parameters of the previous commit (the
+    // first time: those it has, behind_'s refresh complete).
+    ZS_RETURN_IF_ERROR(WaitBehind());
+    ZS_RETURN_IF_ERROR(FinishAhead());
+    if (ahead_pending_) {
+      std::copy(ahead_params_.begin(), ahead_params_.end(), params_.begin());
+      ahead_pending_ = false;
+    }
+    DelayedCommit(step, pushed, d, lr, std::move(after));
+    mark = NowSeconds();
+    ++step_;
   } else {
     v1::TrainerState after = StateNow();
     after.set_step(step + 1);
@@ -401,6 +438,7 @@ absl::Status ZeroEngine::OptimizerStep() {
   stats_.tokens =
       static_cast<uint64_t>(W) * gas * options_.micro_batch * options_.seq_len;
   stats_.param_bytes = window_ != nullptr ? window_->partition_bytes() : 4 * n;
+  stats_.param_bytes += 4 * ahead_params_.size();
   stats_.grad_bytes = grad_path_->acc_bytes();
   stats_.optimizer_bytes = (resident_ != nullptr ? 8 * n
                             : adamw_             ? adamw_->state_bytes()
@@ -473,10 +511,80 @@ absl::Status ZeroEngine::WaitBehind() {
   return behind_ != nullptr ? behind_->Finish() : absl::OkStatus();
 }
 
+namespace {
+void AddTraffic(const Traffic& from, Traffic* to) {
+  to->ops += from.ops;
+  to->bytes_sent += from.bytes_sent;
+  to->bytes_received += from.bytes_received;
+}
+}  // namespace
+
+void ZeroEngine::DelayedCommit(uint64_t step, absl::Status pushed,
+                               StepDecision d, double lr,
+                               v1::TrainerState after) {
+  // The thread's waits and traffic go to commit_stats_ until JoinCommit.
+  protocol_stats_ = &commit_stats_;
+  group_.set_stats(&commit_stats_);
+  ahead_pending_ = true;
+  committer_ = std::thread([this, step, pushed = std::move(pushed), d, lr,
+                            after = std::move(after)] {
+    absl::StatusOr<Outcome> o =
+        protocol_->Commit(step, pushed, d, lr, after, /*prepared=*/false);
+    absl::Status s = o.status();
+    if (s.ok() && o->kind != Outcome::Kind::kOk) {
+      s = absl::InternalError(absl::StrCat(
+          "delayed update: the commit of step ", step,
+          " moved the job, which needs recovery (not used with it)"));
+    }
+    if (s.ok()) s = ahead_->Start(step + 1);
+    commit_status_ = s;
+  });
+}
+
+absl::Status ZeroEngine::JoinCommit() {
+  if (!committer_.joinable()) return absl::OkStatus();
+  const double start = NowSeconds();
+  committer_.join();
+  ahead_->JoinIssuer();
+  const double waited = NowSeconds() - start;
+  stats_.server_wait_seconds += waited;
+  stats_.phases.server_step += waited;
+  AddTraffic(commit_stats_.broadcast, &stats_.broadcast);
+  AddTraffic(commit_stats_.server_control, &stats_.server_control);
+  AddTraffic(commit_stats_.server_gather, &stats_.server_gather);
+  commit_stats_ = StepStats();
+  protocol_stats_ = &stats_;
+  group_.set_stats(&stats_);
+  return std::exchange(commit_status_, absl::OkStatus());
+}
+
+absl::Status ZeroEngine::FinishAhead() {
+  if (!ahead_pending_) return absl::OkStatus();
+  ZS_RETURN_IF_ERROR(JoinCommit());
+  // ahead_'s waits (this thread's) into stats_.
+  absl::Status s = ahead_->Finish();
+  stats_.phases.gather += commit_stats_.phases.gather;
+  stats_.phases.all_gather_wait += commit_stats_.phases.all_gather_wait;
+  stats_.server_wait_seconds += commit_stats_.server_wait_seconds;
+  stats_.comm_wait_seconds += commit_stats_.comm_wait_seconds;
+  AddTraffic(commit_stats_.all_gather, &stats_.all_gather);
+  commit_stats_ = StepStats();
+  return s;
+}
+
 absl::Status ZeroEngine::ReadParameters(absl::Span<float> out) {
   ZS_RETURN_IF_ERROR(WaitBehind());
   if (out.size() != params_.size()) {
     return absl::InvalidArgumentError("ReadParameters: wrong size");
+  }
+  if (ahead_pending_) {
+    // The delayed update: the servers' newest are the commit in flight;
+    // params_ keeps what the next step trains on.
+    ZS_RETURN_IF_ERROR(FinishAhead());
+    if (!mixed()) {
+      std::copy(ahead_params_.begin(), ahead_params_.end(), out.begin());
+      return absl::OkStatus();
+    }
   }
   if (resident_ != nullptr) return resident_->ReadParameters(out);
   // fp16/bf16: params_ holds the rounded copy; the master weights are

@@ -32,6 +32,18 @@
 //      are complete (behind_gather.h), so the fetch and the all-gather
 //      overlap the next forward instead of ending the step. Until the next
 //      Backward the engine's caller issues nothing on `comm` itself.
+//      With delayed_update_from = N > 0 (ZeRO-Offload's one-step delayed
+//      parameter update; changes the arithmetic), the commit of each step
+//      s >= N - 1 runs on a thread of its own, which then starts the fetch
+//      and all-gathers of its parameters into a second buffer (a second
+//      BehindGather), while the next step trains on the parameters it has:
+//      step s + 1's Backward waits for that commit (its pushes go to step
+//      s + 1) and every all-gather issued; the end of step s + 1 waits for
+//      the buffer and copies it in, before step s + 2. So the push, commit,
+//      fetch and all-gather of a step overlap the whole next step; the
+//      worker holds 4Ψ more bytes (param_bytes 8Ψ). ReadParameters (and
+//      the worker's evaluation, which reads them) gives the servers'
+//      newest, without changing what the next step trains on.
 //   3  as 2, and parameters partitioned by the model's units
 //      (param_window.h): gathered
 //      just in time for forward and backward, released after use, the next
@@ -121,6 +133,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -247,6 +260,20 @@ class ZeroEngine {
   absl::Status WaitBehind();
   // Whether stages 1-2 refresh behind the forward (behind_ is set).
   bool behind() const { return behind_ != nullptr; }
+  // The delayed update (engine.h, stages 1-2). DelayedCommit: the commit of
+  // `step` and the fetch of its parameters into ahead_params_, on
+  // committer_. JoinCommit: waits for that thread and for every all-gather
+  // it started to be issued (before a collective of this thread), and
+  // returns its error.
+  bool delayed(uint64_t step) const {
+    return ahead_ != nullptr &&
+           step + 1 >= static_cast<uint64_t>(options_.delayed_update_from);
+  }
+  void DelayedCommit(uint64_t step, absl::Status pushed, StepDecision d,
+                     double lr, v1::TrainerState after);
+  absl::Status JoinCommit();
+  // Waits for ahead_params_ to hold the commit's parameters (if pending).
+  absl::Status FinishAhead();
   // The workers' state now (step_, updates_, data position, seed, scaler).
   v1::TrainerState StateNow() const;
   void ResetStats();
@@ -261,6 +288,19 @@ class ZeroEngine {
   // Stages 1-2 without recovery: the refresh behind the forward (null
   // otherwise). After params_, so that it ends first.
   std::unique_ptr<BehindGather> behind_;
+  // The delayed update: the parameters of the commit in flight, their
+  // fetch, the thread that commits (null / not joinable when off or idle),
+  // its status and stats (merged into stats_ on this thread), and whether
+  // ahead_params_ holds a commit not copied into params_ yet.
+  std::vector<float> ahead_params_;
+  std::unique_ptr<BehindGather> ahead_;
+  std::thread committer_;
+  absl::Status commit_status_;
+  StepStats commit_stats_;
+  bool ahead_pending_ = false;
+  // Where the protocol's waits go: stats_, or commit_stats_ while
+  // committer_ runs.
+  StepStats* protocol_stats_ = &stats_;
   std::unique_ptr<LocalAdamW> adamw_;  // stage 0
   // Stage 0, one rank, fp32, a model on a device: its optimizer (owned by
   // model_), else null.

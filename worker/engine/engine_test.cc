@@ -1,6 +1,7 @@
 // Engine behaviour beyond the numbers: the overlap of gradient reduction
 // with backward (an ORDER of events the engine records, never a duration),
-// and the skip of steps whose gradients are not finite.
+// the skip of steps whose gradients are not finite, and the options the
+// delayed update refuses.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -9,8 +10,10 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "worker/engine/testing.h"
+#include "worker/engine/zero_options.h"
 #include "worker/io/model_file.h"
 
 namespace zeroshard::engine {
@@ -112,6 +115,35 @@ TEST(EngineTest, NonFiniteGradientsSkipTheUpdate) {
         ASSERT_TRUE(SameOrBothNan(r.params[i], init[i])) << "index " << i;
       }
     }
+  }
+}
+
+// The delayed update (delayed_update_from > 0) needs stage 1-2 without
+// recovery and without server aggregation; each refusal names the reason.
+TEST(EngineTest, DelayedUpdateRefusesWhatItCannotDelay) {
+  ZeroOptions ok;
+  ok.stage = 2;
+  ok.delayed_update_from = 1;
+  EXPECT_TRUE(ValidateZeroOptions(ok).ok());
+  const struct {
+    void (*spoil)(ZeroOptions*);
+    const char* words;
+  } bad[] = {
+      {[](ZeroOptions* o) { o->delayed_update_from = -1; }, "must be >= 0"},
+      {[](ZeroOptions* o) { o->stage = 3; }, "needs stage 1 or 2"},
+      {[](ZeroOptions* o) { o->stage = 0; }, "needs stage 1 or 2"},
+      {[](ZeroOptions* o) { o->checkpoint_interval = 5; },
+       "needs checkpoint_interval = 0"},
+      {[](ZeroOptions* o) { o->server_aggregation = true; },
+       "cannot be used with server_aggregation"},
+  };
+  for (const auto& b : bad) {
+    ZeroOptions o = ok;
+    b.spoil(&o);
+    const absl::Status s = ValidateZeroOptions(o);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << b.words;
+    EXPECT_TRUE(absl::StrContains(s.message(), "delayed_update_from"));
+    EXPECT_TRUE(absl::StrContains(s.message(), b.words)) << s;
   }
 }
 

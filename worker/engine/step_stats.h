@@ -5,7 +5,8 @@
 //
 // Bytes held (fp32 training: 4-byte parameters, gradients and moments; the
 // parameters are their own master copy, so the optimizer holds m and v):
-//   param_bytes      stages 0-2: 4Ψ (full copy); stage 3: 4·(this rank's
+//   param_bytes      stages 0-2: 4Ψ (full copy; 8Ψ with the delayed
+//                    update, engine.h); stage 3: 4·(this rank's
 //                    part of every unit) + 4·(persistent units, whole);
 //                    stage 3 + offload: 4·(persistent units)
 //   grad_bytes       stages 0-1: 4Ψ (full-size accumulation buffer);

@@ -251,7 +251,7 @@ std::string DeepSpeedJson(const train::TrainSpec& spec, uint32_t alignment) {
       "stage3_max_reuse_distance": %d,
       "stage3_max_live_parameters": %d,
       "offload_param": {"device": "%s"}},
-  "zeroshard": {"alignment": %d, "server_aggregation": %s}})",
+  "zeroshard": {"alignment": %d, "server_aggregation": %s%s}})",
       precision, z.micro_batch, z.gradient_accumulation_steps,
       z.gradient_clipping, z.lr_schedule.lr, z.beta1, z.beta2, z.eps,
       z.weight_decay, z.stage, z.overlap_comm ? "true" : "false",
@@ -259,7 +259,12 @@ std::string DeepSpeedJson(const train::TrainSpec& spec, uint32_t alignment) {
       largest * static_cast<uint64_t>(z.stage3_prefetch_units),
       z.stage3_param_persistence_threshold, z.stage3_max_reuse_distance,
       z.stage3_max_live_parameters, offload ? "server" : "none", alignment,
-      z.server_aggregation ? "true" : "false");
+      z.server_aggregation ? "true" : "false",
+      z.delayed_update_from > 0 ? absl::StrFormat(
+                                      R"(, "delayed_parameter_update": true,
+      "delayed_update_warmup_steps": %d)",
+                                      z.delayed_update_from)
+                                : std::string());
 }
 
 std::vector<std::string> TrainWorkerFlags(const train::TrainSpec& s,

@@ -74,6 +74,24 @@ absl::Status ValidateZeroOptions(const ZeroOptions& o) {
   }
   if (o.stage > 0 && o.job_id.empty())
     return bad("job_id", "''", "must be set");
+  if (o.delayed_update_from < 0) {
+    return bad("delayed_update_from", o.delayed_update_from,
+               "must be >= 0 (0: off)");
+  }
+  if (o.delayed_update_from > 0) {
+    if (o.stage != 1 && o.stage != 2) {
+      return bad("delayed_update_from", o.delayed_update_from,
+                 "needs stage 1 or 2");
+    }
+    if (o.checkpoint_interval > 0) {
+      return bad("delayed_update_from", o.delayed_update_from,
+                 "needs checkpoint_interval = 0 (no recovery)");
+    }
+    if (o.server_aggregation) {
+      return bad("delayed_update_from", o.delayed_update_from,
+                 "cannot be used with server_aggregation");
+    }
+  }
   return absl::OkStatus();
 }
 

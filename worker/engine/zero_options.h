@@ -97,6 +97,14 @@ struct ZeroOptions {
   int checkpoint_interval = 0;
   // How long the leader waits for restarting servers to answer.
   double recovery_timeout_seconds = 120;
+  // ZeRO-Offload's one-step delayed parameter update, from step N = this
+  // on (0: off). Stages 1-2 without recovery (no checkpoints, not elastic)
+  // and without server_aggregation. Steps 0..N-1 train as usual; step s >= N
+  // computes its gradients on the parameters before step s-1's update,
+  // which is committed on the servers, fetched and all-gathered while step
+  // s runs (engine.h). Changes the arithmetic: the update of step s is
+  // AdamW of the current parameters with a gradient one update old.
+  int64_t delayed_update_from = 0;
 };
 
 // INVALID_ARGUMENT naming the first bad field.

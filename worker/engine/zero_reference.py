@@ -21,6 +21,10 @@ DIR (written by the C++ side) holds
                 hysteresis                                          [2]
                 min_scale (hex)                                     [1]
                 consecutive_hysteresis  0 | 1                       [0]
+                delayed_from  N > 0: the one-step delayed update from
+                           step N on (0-based): step s >= N computes its
+                           gradients on the master weights as they were
+                           before step s-1's update                   [0]
   params.bin  float32 initial parameters in memory order
   tokens.bin  int32 [steps][micro][2][B][T]
   lrs.bin     float64 [steps], optional: the learning rate of the k-th
@@ -29,7 +33,9 @@ DIR (written by the C++ side) holds
 Each step, with S the loss scale (fp16: the scaler's; else 1) and round()
 rounding fp32 to the precision (nearest even; past fp16's range +-inf;
 identity for fp32):
-  1. the model reads w = round(master) (the fp32 parameters of AdamW);
+  1. the model reads w = round(master) (the fp32 parameters of AdamW; with
+     delayed_from, from that step on the master before the previous
+     step's update);
   2. for every micro-batch and row group (a "contribution", micro * ranks
      in all): g = round(S * grad), grad the fp32 gradient of the group's
      mean loss wrt w;
@@ -174,9 +180,14 @@ def main():
     scaler = make_scaler(cfg)
     inv_count = torch.tensor(1.0 / (micro * ranks), dtype=torch.float32)
     losses, scales, skipped = [], [], []
+    delayed_from = cfg.get("delayed_from", 0)
+    before_last = None  # the master before the previous step's update
     for step in range(steps):
         scale = scaler.cur_scale
-        w = {n: round_to(P[n].detach()).requires_grad_() for n, _ in order}
+        src = (before_last if 0 < delayed_from <= step else
+               {n: P[n].detach() for n, _ in order})
+        before_last = {n: P[n].detach().clone() for n, _ in order}
+        w = {n: round_to(src[n]).requires_grad_() for n, _ in order}
         acc = [torch.zeros_like(p) for p in params]
         total = 0.0
         for r in range(ranks):
