@@ -542,7 +542,8 @@ void ZeroEngine::DelayedCommit(uint64_t step, absl::Status pushed,
 }
 
 absl::Status ZeroEngine::JoinCommit() {
-  if (!committer_.joinable()) return absl::OkStatus();
+  // A failed commit stays the answer: the engine is broken then.
+  if (!committer_.joinable()) return commit_status_;
   const double start = NowSeconds();
   committer_.join();
   ahead_->JoinIssuer();
@@ -555,7 +556,7 @@ absl::Status ZeroEngine::JoinCommit() {
   commit_stats_ = StepStats();
   protocol_stats_ = &stats_;
   group_.set_stats(&stats_);
-  return std::exchange(commit_status_, absl::OkStatus());
+  return commit_status_;
 }
 
 absl::Status ZeroEngine::FinishAhead() {

@@ -264,7 +264,7 @@ class ZeroEngine {
   // `step` and the fetch of its parameters into ahead_params_, on
   // committer_. JoinCommit: waits for that thread and for every all-gather
   // it started to be issued (before a collective of this thread), and
-  // returns its error.
+  // returns its error (and keeps returning it: the engine is broken).
   bool delayed(uint64_t step) const {
     return ahead_ != nullptr &&
            step + 1 >= static_cast<uint64_t>(options_.delayed_update_from);

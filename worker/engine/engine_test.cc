@@ -2,6 +2,7 @@
 // with backward (an ORDER of events the engine records, never a duration),
 // the skip of steps whose gradients are not finite, and the options the
 // delayed update refuses.
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -145,6 +146,29 @@ TEST(EngineTest, DelayedUpdateRefusesWhatItCannotDelay) {
     EXPECT_TRUE(absl::StrContains(s.message(), "delayed_update_from"));
     EXPECT_TRUE(absl::StrContains(s.message(), b.words)) << s;
   }
+}
+
+// The delayed update commits behind the next step: a server lost mid-run
+// (restarted empty; no recovery with the delay) must end the run with an
+// error, not a hang or a silent success.
+TEST(EngineTest, DelayedUpdateEndsWithAnErrorWhenAServerIsLost) {
+  train::TrainSpec spec = TinySpec(2, false, "delayed_lost");
+  spec.zero.delayed_update_from = 2;
+  auto fleet = StartTestFleet(2, {});
+  ASSERT_TRUE(fleet.ok()) << fleet.status();
+  std::atomic<bool> restarted{false};
+  InProcessHooks hooks;
+  hooks.on_step = [&](int rank, const StepStats& st,
+                      collective::InProcessHub*) {
+    if (rank == 0 && st.step == 4 && !restarted.exchange(true)) {
+      EXPECT_TRUE((*fleet)->Restart(1).ok());
+    }
+  };
+  auto got = RunInProcessWith(spec, 2, fleet->get(), hooks);
+  EXPECT_TRUE(restarted);
+  ASSERT_FALSE(got.ok()) << "the run went on after a server lost its state";
+  std::printf("delayed update, server lost: %s\n",
+              got.status().ToString().c_str());
 }
 
 }  // namespace
