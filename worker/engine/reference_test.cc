@@ -264,7 +264,7 @@ TEST(ReferenceTest, Stage3MatchesTorchForOneTwoAndFourWorkers) {
 }
 
 // ZeRO-Offload's one-step delayed update (ZeroOptions::delayed_update_from
-// = 3) on stage 2 with W = 1, 2 and 4 (and bf16 with W = 2) against torch
+// = 3) on stage 2 with W = 1, 2 and 4 (and bf16, fp16 with W = 2) against torch
 // training with the same
 // delay (zero_reference.py delayed_from: step s >= 3 computes its gradients
 // on the weights before step s-1's update). The delay must show: torch with
@@ -299,16 +299,29 @@ TEST(ReferenceTest, DelayedUpdateMatchesTorch) {
     SCOPED_TRACE("delayed W=" + std::to_string(world));
     Compare(spec(world), world, delayed);
   }
-  // bf16, W = 2: the parameters fetched behind the step are rounded once
-  // complete, as without the delay.
-  SCOPED_TRACE("delayed bf16 W=2");
-  train::TrainSpec bf16 = MixedSpec(2, *tokens, engine::Precision::kBf16);
-  bf16.zero.stage = 2;
-  bf16.zero.delayed_update_from = kFrom;
-  Torch bf16_torch;
-  RunTorch(bf16, 2, &bf16_torch);
-  ASSERT_FALSE(HasFatalFailure());
-  Compare(bf16, 2, bf16_torch);
+  // Mixed precision, W = 2: the parameters fetched behind the step are
+  // rounded once complete, as without the delay; fp16's dynamic scaler
+  // skips steps after the delay began (asserted), each skip committed
+  // behind the next step like an update.
+  for (engine::Precision precision :
+       {engine::Precision::kBf16, engine::Precision::kFp16}) {
+    SCOPED_TRACE(std::string("delayed W=2 ") +
+                 engine::PrecisionName(precision));
+    train::TrainSpec mixed = MixedSpec(2, *tokens, precision);
+    mixed.zero.stage = 2;
+    mixed.zero.delayed_update_from = kFrom;
+    Torch mixed_torch;
+    RunTorch(mixed, 2, &mixed_torch);
+    ASSERT_FALSE(HasFatalFailure());
+    if (precision == engine::Precision::kFp16) {
+      int skipped_after = 0;
+      for (size_t s = kFrom; s < mixed_torch.skipped.size(); ++s) {
+        skipped_after += mixed_torch.skipped[s];
+      }
+      EXPECT_GT(skipped_after, 0) << "no step skipped after the delay began";
+    }
+    Compare(mixed, 2, mixed_torch);
+  }
 }
 
 // What the loss scaler did over torch's run of `t` (each step s but the
