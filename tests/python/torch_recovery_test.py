@@ -189,6 +189,14 @@ class BadUseTest(unittest.TestCase):
         self.assertEqual(e.exception.code_name, "INVALID_ARGUMENT")
         self.assertIn("SGD", e.exception.message)
 
+    def test_delayed_update_is_refused(self):
+        # The C++ engine's opt-in delayed update; the Python engine does
+        # not delay, so it says so instead of training differently.
+        cfg = config(2, zeroshard={"delayed_parameter_update": True})
+        with self.assertRaisesRegex(ValueError, "delayed_parameter_update"):
+            zeroshard.initialize(model=tm.model(), config=cfg,
+                                 servers="127.0.0.1:1")
+
     def test_step_before_backward_and_bad_arguments(self):
         with zeroshard.LocalFleet(1) as fleet:
             engine, _, _, _ = zeroshard.initialize(
