@@ -131,10 +131,6 @@ absl::Status ZeroEngine::Init(const ModelDef& model,
       ahead_->set_stats(&commit_stats_);
     }
   }
-  if (options_.delayed_update_from > 0 && ahead_ == nullptr) {
-    return absl::InvalidArgumentError(
-        "ZeroEngine: the delayed update needs stage 1-2 without recovery");
-  }
   ZS_ASSIGN_OR_RETURN(model_, model.create(mc));
   if (options_.stage == 0 && comm_->size() == 1 && !mixed()) {
     resident_ = model_->resident_optimizer();
@@ -223,6 +219,13 @@ void ZeroEngine::set_data_position(int64_t epoch, int64_t shard,
   data_position_.set_data_epoch(epoch);
   data_position_.set_data_shard(shard);
   data_position_.set_data_offset(offset);
+}
+
+v1::TrainerState ZeroEngine::StateAfter(uint64_t step, bool skip) const {
+  v1::TrainerState after = StateNow();
+  after.set_step(step + 1);
+  after.set_updates(static_cast<uint64_t>(updates_) + (skip ? 0 : 1));
+  return after;
 }
 
 v1::TrainerState ZeroEngine::StateNow() const {
@@ -394,9 +397,6 @@ absl::Status ZeroEngine::OptimizerStep() {
     phase_ends(&stats_.phases.server_step);
     ++step_;
   } else if (delayed(step)) {
-    v1::TrainerState after = StateNow();
-    after.set_step(step + 1);
-    after.set_updates(updates_ + (d.skip ? 0 : 1));
     // The next step trains on the parameters of the previous commit (the
     // first time: those it has, behind_'s refresh complete).
     ZS_RETURN_IF_ERROR(WaitBehind());
@@ -405,15 +405,12 @@ absl::Status ZeroEngine::OptimizerStep() {
       std::copy(ahead_params_.begin(), ahead_params_.end(), params_.begin());
       ahead_pending_ = false;
     }
-    DelayedCommit(step, pushed, d, lr, std::move(after));
-    mark = NowSeconds();
+    DelayedCommit(step, pushed, d, lr, StateAfter(step, d.skip));
     ++step_;
   } else {
-    v1::TrainerState after = StateNow();
-    after.set_step(step + 1);
-    after.set_updates(updates_ + (d.skip ? 0 : 1));
     ZS_ASSIGN_OR_RETURN(
-        Outcome o, protocol_->Commit(step, pushed, d, lr, after, on_servers));
+        Outcome o, protocol_->Commit(step, pushed, d, lr,
+                                     StateAfter(step, d.skip), on_servers));
     phase_ends(&stats_.phases.server_step);
     ZS_ASSIGN_OR_RETURN(bool moved, Apply(o));
     if (moved) return Refresh();  // the step is redone from there

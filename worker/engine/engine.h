@@ -276,6 +276,8 @@ class ZeroEngine {
   absl::Status FinishAhead();
   // The workers' state now (step_, updates_, data position, seed, scaler).
   v1::TrainerState StateNow() const;
+  // The state committed with `step`: StateNow() after it (skipped or not).
+  v1::TrainerState StateAfter(uint64_t step, bool skip) const;
   void ResetStats();
 
   const ZeroOptions options_;
