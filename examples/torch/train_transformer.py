@@ -285,6 +285,9 @@ def main(argv=None):
         engine.close()
         if world > 1:
             dist.barrier()  # every rank is done with the servers
+            # Before the interpreter finalises: a gloo group still alive
+            # then can abort the process.
+            dist.destroy_process_group()
         if fleet is not None:
             fleet.close()
     return 0

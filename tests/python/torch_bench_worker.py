@@ -128,6 +128,7 @@ def main():
     for e in engines.values():
         e.close()
     dist.barrier()
+    dist.destroy_process_group()
 
 
 if __name__ == "__main__":

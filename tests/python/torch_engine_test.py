@@ -287,6 +287,21 @@ class SingleRankTest(unittest.TestCase):
             engine.close()
 
 
+class ProcessGroupTest(unittest.TestCase):
+    def test_group_started_by_zeroshard_is_destroyed_at_exit(self):
+        """A gloo group alive when the interpreter finalises aborts the
+        process now and then (dist.py); the group init_distributed started
+        is destroyed by its atexit handler, one the script replaced is left
+        to the script."""
+        tmp = tempfile.mkdtemp(prefix="torch_engine_test")
+        for mode, expected in (("keep", "destroyed"), ("replace", "alive")):
+            out = os.path.join(tmp, mode)
+            run_ranks(["exit", out, mode], timeout=120)
+            for rank in range(2):
+                with open(f"{out}.{rank}") as f:
+                    self.assertEqual(f.read(), expected, (mode, rank))
+
+
 class TwoRanksTest(unittest.TestCase):
     STEPS, GAS, CLIP = 6, 2, 1.0
 

@@ -4,10 +4,16 @@ torch_engine_test.py:
 
   torch_worker.py ddp OUT STEPS GAS CLIP LR WD
   torch_worker.py zeroshard OUT STEPS CONFIG_JSON SERVERS [MODEL]
+  torch_worker.py exit OUT keep|replace
 
 ddp: torch DistributedDataParallel + torch.optim.AdamW (the reference);
 zeroshard: zeroshard.initialize. Rank 0 saves the initial and final
-parameters (and, for zeroshard, the stage 3 bytes held) to OUT."""
+parameters (and, for zeroshard, the stage 3 bytes held) to OUT.
+exit: the default process group zeroshard started, left alive (keep) or
+replaced by the script's own (replace); every rank writes to OUT.<rank>
+whether a process group was still alive when its last atexit handler
+ran."""
+import atexit
 import json
 import os
 import sys
@@ -41,6 +47,27 @@ def run_ddp(out, steps, gas, clip, lr, wd):
         opt.step()
     if rank == 0:
         torch.save({"first": first, "last": tm.snapshot(net)}, out)
+    dist.destroy_process_group()
+
+
+def run_exit(out, mode):
+    from zeroshard import dist as zdist
+
+    def report():  # registered first, so it runs after zeroshard's
+        with open(f"{out}.{rank}", "w") as f:
+            f.write("alive" if dist.is_initialized() else "destroyed")
+        if dist.is_initialized():  # (the script's own, in replace)
+            dist.destroy_process_group()
+
+    atexit.register(report)
+    rank, world, _, _ = zdist.init_distributed()
+    assert world == 2 and dist.is_initialized(), (rank, world)
+    dist.barrier()
+    if mode == "replace":
+        dist.destroy_process_group()
+        dist.init_process_group("gloo", init_method=f"file://{out}.store",
+                                rank=rank, world_size=world)
+        dist.barrier()
 
 
 def run_zeroshard(out, steps, config, servers, model_name="convnet"):
@@ -92,6 +119,9 @@ def run_zeroshard(out, steps, config, servers, model_name="convnet"):
 
 def main():
     mode, out = sys.argv[1], sys.argv[2]
+    if mode == "exit":
+        run_exit(out, sys.argv[3])
+        return
     steps = int(sys.argv[3])
     if mode == "ddp":
         run_ddp(out, steps, int(sys.argv[4]), float(sys.argv[5]),
