@@ -13,8 +13,12 @@ when the step leader reports a newer membership epoch (it refreshes its
 view every step boundary), or when a step failed because a peer died (the
 next group is formed once its lease has expired, from a newer epoch).
 
+The group a worker joined last is destroyed at interpreter exit if close()
+did not (an atexit handler; dist.py says why).
+
 Threading: one thread; the membership's lease keeper runs in the library.
 """
+import atexit
 import datetime
 import os
 import socket
@@ -54,6 +58,8 @@ class ElasticWorld:
         self._store = None  # hosted while this worker is a leader
         self.epoch = 0
         self.left = False
+        self._group = None  # the default process group this worker made
+        atexit.register(self._destroy_group)
 
     def form(self, min_epoch=0):
         """Waits for an epoch >= min_epoch with at least min_workers members,
@@ -110,6 +116,7 @@ class ElasticWorld:
         abandoned one."""
         if dist.is_initialized():
             dist.destroy_process_group()
+        self._group = None
         timeout = datetime.timedelta(seconds=self.op_timeout)
         if rank == 0:
             if self._store is None:
@@ -131,6 +138,15 @@ class ElasticWorld:
             if rank == 0:
                 store.add(key, 1)
             raise
+        self._group = dist.group.WORLD
+
+    def _destroy_group(self):
+        """Destroys the default process group if it is still the one this
+        worker made (close() and a re-formation destroy it first)."""
+        if self._group is not None and dist.is_initialized() and \
+                dist.group.WORLD is self._group:
+            dist.destroy_process_group()
+        self._group = None
 
     def refresh(self):
         """The leader's view at a step boundary (one heartbeat), so that
@@ -148,4 +164,6 @@ class ElasticWorld:
     def close(self):
         if dist.is_initialized():
             dist.destroy_process_group()
+        self._group = None
+        atexit.unregister(self._destroy_group)
         self.member.close()

@@ -92,6 +92,26 @@ class ElasticTest(unittest.TestCase):
             self.assertTrue(all(s["step"] == STEPS for s in stats))
             client.close()
 
+    def test_group_destroyed_at_exit_without_close(self):
+        """Workers that end without engine.close(): the process group each
+        made is destroyed by zeroshard's atexit handler (a gloo group alive
+        while the interpreter finalises can abort the process)."""
+        with tempfile.TemporaryDirectory() as ckpt, \
+                tempfile.TemporaryDirectory() as out, \
+                zeroshard.LocalFleet(2, checkpoint_dir=ckpt) as fleet:
+            workers = {name: subprocess.Popen(
+                [sys.executable,
+                 os.path.join(HERE, "torch_elastic_worker.py"), name,
+                 fleet.address_string, "3", "-1", "-1",
+                 os.path.join(out, name + ".json"), "noclose"],
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                for name in ("a", "b")}
+            for name, p in workers.items():
+                log = p.communicate(timeout=300)[0].decode(errors="replace")
+                self.assertEqual(p.returncode, 0, f"{name}:\n{log}")
+                with open(os.path.join(out, name + ".json.exit")) as f:
+                    self.assertEqual(f.read(), "destroyed", name)
+
     def test_a_killed_worker_leaves_the_others_going(self):
         """c is SIGKILLed mid-run: a and b's step fails, and once c's lease
         expires (2 s here) they form a group of two and continue from the

@@ -1,13 +1,16 @@
 """One elastic worker of torch_elastic_test.py:
 
-  torch_elastic_worker.py NAME SERVERS STEPS LEAVE_AT WAIT_AT OUT
+  torch_elastic_worker.py NAME SERVERS STEPS LEAVE_AT WAIT_AT OUT [noclose]
 
 Trains tests/python/torch_models.py's model through zeroshard.initialize
 with elastic={...} (no torchrun), following engine.global_steps; calls
 engine.leave() before step LEAVE_AT (-1: never); before step WAIT_AT
 (-1: never) waits until the job has 3 members, so that a joiner is in
 the membership whatever the machine's speed; writes the (step, world
-size, rank) of every step it made to OUT as JSON."""
+size, rank) of every step it made to OUT as JSON. With noclose it ends
+without engine.close() and writes to OUT.exit whether a process group was
+still alive when its last atexit handler ran."""
+import atexit
 import json
 import os
 import sys
@@ -22,6 +25,15 @@ from torch_engine_test import config  # noqa: E402
 def main():
     name, servers, steps, leave_at, wait_at, out = sys.argv[1:7]
     steps, leave_at, wait_at = int(steps), int(leave_at), int(wait_at)
+    close = sys.argv[7:8] != ["noclose"]
+    if not close:
+        import torch.distributed as dist
+
+        def report():  # registered first, so it runs after zeroshard's
+            with open(out + ".exit", "w") as f:
+                f.write("alive" if dist.is_initialized() else "destroyed")
+
+        atexit.register(report)
     cfg = config(2, zeroshard={"checkpoint_interval": 4})
     engine, _, _, _ = zeroshard.initialize(
         model=tm.model(), config=cfg, servers=servers, job_id="elastic",
@@ -41,7 +53,8 @@ def main():
         engine.step()
     result = {"made": made, "left": engine.left,
               "final_step": engine.global_steps}
-    engine.close()
+    if close:
+        engine.close()
     with open(out, "w") as f:
         json.dump(result, f)
 
