@@ -44,7 +44,7 @@ def init_distributed(device_type="cpu"):
         if backend == "nccl":
             torch.cuda.set_device(env_int("LOCAL_RANK", 0))
         dist.init_process_group(backend=backend)
-        atexit.register(_destroy_at_exit, dist.group.WORLD)
+        atexit.register(destroy_if_default, dist.group.WORLD)
     if dist.is_initialized():
         rank, world = dist.get_rank(), dist.get_world_size()
     else:
@@ -54,11 +54,13 @@ def init_distributed(device_type="cpu"):
     return rank, world, local_rank, local_world
 
 
-def _destroy_at_exit(group):
-    """Destroys the default process group init_distributed started if it
-    is still the default one (the script may have destroyed it, or
-    destroyed it and started another, which is then the script's)."""
-    if dist.is_initialized() and dist.group.WORLD is group:
+def destroy_if_default(group):
+    """Destroys `group` if it is still the default process group (the
+    script may have destroyed it, or destroyed it and started another,
+    which is then the script's). The exit handler of the groups zeroshard
+    starts (here and in elastic.py)."""
+    if group is not None and dist.is_initialized() and \
+            dist.group.WORLD is group:
         dist.destroy_process_group()
 
 

@@ -27,6 +27,7 @@ import time
 import torch.distributed as dist
 
 from ._lib import CODES
+from .dist import destroy_if_default
 from .errors import Error
 
 
@@ -141,11 +142,9 @@ class ElasticWorld:
         self._group = dist.group.WORLD
 
     def _destroy_group(self):
-        """Destroys the default process group if it is still the one this
-        worker made (close() and a re-formation destroy it first)."""
-        if self._group is not None and dist.is_initialized() and \
-                dist.group.WORLD is self._group:
-            dist.destroy_process_group()
+        """At exit: the group this worker made last, unless close() or a
+        re-formation destroyed it first."""
+        destroy_if_default(self._group)
         self._group = None
 
     def refresh(self):

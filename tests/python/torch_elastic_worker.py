@@ -10,7 +10,6 @@ the membership whatever the machine's speed; writes the (step, world
 size, rank) of every step it made to OUT as JSON. With noclose it ends
 without engine.close() and writes to OUT.exit whether a process group was
 still alive when its last atexit handler ran."""
-import atexit
 import json
 import os
 import sys
@@ -27,13 +26,7 @@ def main():
     steps, leave_at, wait_at = int(steps), int(leave_at), int(wait_at)
     close = sys.argv[7:8] != ["noclose"]
     if not close:
-        import torch.distributed as dist
-
-        def report():  # registered first, so it runs after zeroshard's
-            with open(out + ".exit", "w") as f:
-                f.write("alive" if dist.is_initialized() else "destroyed")
-
-        atexit.register(report)
+        tm.report_group_at_exit(out + ".exit")
     cfg = config(2, zeroshard={"checkpoint_interval": 4})
     engine, _, _, _ = zeroshard.initialize(
         model=tm.model(), config=cfg, servers=servers, job_id="elastic",

@@ -1,8 +1,12 @@
 """Models and data the Python engine tests share. Not GPT-2: a
 convolution, an embedding, LayerNorm, a tied weight (the head is the
 embedding), and a branch that runs only on some steps, so that its
-parameters get no gradient then."""
+parameters get no gradient then. Also the exit reporter the rank
+scripts share."""
+import atexit
+
 import torch
+import torch.distributed as dist
 
 VOCAB, WIDTH, SEQ, BATCH = 48, 16, 12, 4
 
@@ -73,3 +77,17 @@ def torch_groups(net, weight_decay):
 
 def snapshot(net):
     return {n: p.detach().clone().float() for n, p in net.named_parameters()}
+
+
+def report_group_at_exit(path):
+    """Registers an atexit handler (registered before zeroshard's, it runs
+    after them) that writes to `path` whether a process group is still
+    alive ("alive" / "destroyed"), then destroys one that is, so that the
+    reporting process itself ends cleanly."""
+    def report():
+        with open(path, "w") as f:
+            f.write("alive" if dist.is_initialized() else "destroyed")
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+    atexit.register(report)

@@ -13,7 +13,6 @@ exit: the default process group zeroshard started, left alive (keep) or
 replaced by the script's own (replace); every rank writes to OUT.<rank>
 whether a process group was still alive when its last atexit handler
 ran."""
-import atexit
 import json
 import os
 import sys
@@ -53,13 +52,7 @@ def run_ddp(out, steps, gas, clip, lr, wd):
 def run_exit(out, mode):
     from zeroshard import dist as zdist
 
-    def report():  # registered first, so it runs after zeroshard's
-        with open(f"{out}.{rank}", "w") as f:
-            f.write("alive" if dist.is_initialized() else "destroyed")
-        if dist.is_initialized():  # (the script's own, in replace)
-            dist.destroy_process_group()
-
-    atexit.register(report)
+    tm.report_group_at_exit(f"{out}.{os.environ['RANK']}")
     rank, world, _, _ = zdist.init_distributed()
     assert world == 2 and dist.is_initialized(), (rank, world)
     dist.barrier()
