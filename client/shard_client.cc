@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/grpc_quirks.h"
+#include "common/helper_threads.h"
 #include "common/hostname.h"
 #include "common/model_spec.h"
 #include "common/status_macros.h"
@@ -91,23 +92,15 @@ bool IsSharedRefusal(const absl::Status& s) {
          absl::StrContains(s.message(), "shared memory: ");
 }
 
-// Runs fn(i) for i in [0, n), at most `parallel` at once (each on a thread
-// of its own; the caller's is one of them), and returns the first error in
-// index order.
+// Runs fn(i) for i in [0, n), at most `parallel` at once (the caller's
+// thread and the process's helper threads, reused across calls; where none
+// can be started the caller's thread does them all), and returns the first
+// error in index order.
 absl::Status RunAll(size_t n, const std::function<absl::Status(size_t)>& fn,
                     size_t parallel = SIZE_MAX) {
-  if (n == 0) return absl::OkStatus();
   std::vector<absl::Status> results(n);
-  std::atomic<size_t> next{0};
-  const auto work = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < n;) results[i] = fn(i);
-  };
-  std::vector<std::thread> threads;
-  const size_t helpers = std::min(n, std::max<size_t>(1, parallel)) - 1;
-  threads.reserve(helpers);
-  for (size_t t = 0; t < helpers; ++t) threads.emplace_back(work);
-  work();
-  for (std::thread& t : threads) t.join();
+  HelperThreads::Default().Run(
+      n, [&](size_t i) { results[i] = fn(i); }, parallel);
   for (const absl::Status& s : results) {
     if (!s.ok()) return s;
   }
