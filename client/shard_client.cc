@@ -745,9 +745,8 @@ absl::Status ShardClient::Push(const Range& r, v1::DType dtype,
 std::future<absl::Status> ShardClient::PushAsync(const Range& r,
                                                  v1::DType dtype,
                                                  const void* data, PushId id) {
-  return std::async(std::launch::async, [this, r, dtype, data, id] {
-    return Push(r, dtype, data, id);
-  });
+  return HelperThreads::Default().Async(
+      [this, r, dtype, data, id] { return Push(r, dtype, data, id); });
 }
 
 absl::StatusOr<StepNorm> ShardClient::Prepare(uint64_t epoch, uint64_t step) {

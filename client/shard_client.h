@@ -160,6 +160,9 @@ class ShardClient {
   // `r` must start and end on the plan's alignment (or Ψ).
   absl::Status Push(const Range& r, v1::DType dtype, const void* data,
                     const PushId& id);
+  // Push on a helper thread. The future does not wait in its destructor
+  // (it is not std::async's): wait for it before `data` goes away or the
+  // client is destroyed.
   std::future<absl::Status> PushAsync(const Range& r, v1::DType dtype,
                                       const void* data, PushId id);
 

@@ -23,7 +23,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <memory>
+#include <utility>
 
 #include "absl/time/time.h"
 
@@ -49,6 +51,19 @@ class HelperThreads {
 
   void Run(size_t n, const std::function<void(size_t)>& fn,
            size_t parallel = SIZE_MAX);
+
+  // Runs fn() on a helper and returns its future; where no helper can be
+  // started, runs it on the caller's thread before returning. Unlike
+  // std::async's, the future does not wait in its destructor: wait for it
+  // before anything fn uses goes away.
+  template <typename F>
+  auto Async(F fn) -> std::future<decltype(fn())> {
+    using R = decltype(fn());
+    auto task = std::make_shared<std::packaged_task<R()>>(std::move(fn));
+    std::future<R> result = task->get_future();
+    if (!Submit([task] { (*task)(); })) (*task)();
+    return result;
+  }
 
   // For tests: threads started so far, helpers alive now, and those of
   // them waiting for work.

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <future>
 #include <set>
 #include <thread>
 #include <vector>
@@ -153,6 +155,33 @@ TEST(HelperThreadsTest, ManyCallersAtOnce) {
   }
   for (std::thread& t : callers) t.join();
   EXPECT_EQ(sum.load(), 4u * 200u * 15u);
+}
+
+TEST(HelperThreadsTest, AsyncReturnsTheResult) {
+  HelperThreads pool({});
+  std::future<int> a = pool.Async([] { return 6 * 7; });
+  std::future<void> b = pool.Async([] {});
+  EXPECT_EQ(a.get(), 42);
+  b.wait();
+  // A helper of an earlier call is reused.
+  ASSERT_TRUE(Eventually([&] { return pool.idle() == pool.live(); }));
+  const int64_t started = pool.threads_started();
+  EXPECT_EQ(pool.Async([] { return 1; }).get(), 1);
+  EXPECT_EQ(pool.threads_started(), started);
+}
+
+TEST(HelperThreadsTest, AsyncWithoutThreadsRunsOnTheCaller) {
+  HelperThreads::Options o;
+  o.start_thread = [](std::function<void()>) { return false; };
+  HelperThreads pool(o);
+  std::thread::id ran_on;
+  std::future<int> f = pool.Async([&] {
+    ran_on = std::this_thread::get_id();
+    return 5;
+  });
+  EXPECT_EQ(f.wait_for(std::chrono::seconds(0)), std::future_status::ready);
+  EXPECT_EQ(f.get(), 5);
+  EXPECT_EQ(ran_on, std::this_thread::get_id());
 }
 
 TEST(HelperThreadsTest, DefaultIsOnePoolPerProcess) {

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/helper_threads.h"
 #include "worker/engine/op_wait.h"
 #include "worker/engine/zero_plan.h"
 
@@ -104,8 +105,10 @@ absl::Status BehindGather::Start(uint64_t step) {
       lanes[i % n].push_back(std::move(server[i]));
     }
     for (std::vector<Group>& lane : lanes) {
-      lanes_.push_back(std::async(std::launch::async, &BehindGather::RunLane,
-                                  this, std::move(lane), step));
+      lanes_.push_back(HelperThreads::Default().Async(
+          [this, lane = std::move(lane), step]() mutable {
+            RunLane(std::move(lane), step);
+          }));
     }
   }
   bucket_promises_.clear();
@@ -115,7 +118,8 @@ absl::Status BehindGather::Start(uint64_t step) {
     for (std::promise<absl::Status>& p : bucket_promises_) {
       bucket_issued_.push_back(p.get_future().share());
     }
-    issuer_ = std::thread(&BehindGather::IssueGathers, this, unit_fetched_);
+    issuer_ = HelperThreads::Default().Async(
+        [this, fetched = unit_fetched_] { IssueGathers(fetched); });
   }
   return previous;
 }
@@ -189,7 +193,9 @@ absl::Status BehindGather::WaitBucket(int b) {
 }
 
 void BehindGather::JoinIssuer() {
-  if (issuer_.joinable()) issuer_.join();
+  if (!issuer_.valid()) return;
+  issuer_.wait();
+  issuer_ = {};
 }
 
 absl::Status BehindGather::Finish() {

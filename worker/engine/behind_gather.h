@@ -35,7 +35,6 @@
 #include <cstdint>
 #include <future>
 #include <optional>
-#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -124,7 +123,7 @@ class BehindGather {
   std::vector<std::shared_future<absl::Status>> unit_fetched_, bucket_issued_;
   std::vector<std::optional<collective::CollectiveOp>> gathers_;
   std::vector<std::future<void>> lanes_;
-  std::thread issuer_;
+  std::future<void> issuer_;  // IssueGathers on a helper thread
   StepStats* stats_ = nullptr;
 };
 

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/helper_threads.h"
 #include "common/status_macros.h"
 #include "worker/engine/behind_gather.h"
 #include "worker/engine/grad_pusher.h"
@@ -355,8 +356,8 @@ absl::Status ZeroEngine::OptimizerStep() {
   // wait where the path allows it.
   std::future<double> squares;
   if (grad_path_->sum_beside_push()) {
-    squares = std::async(std::launch::async,
-                         [this] { return grad_path_->SumSquares(); });
+    squares = HelperThreads::Default().Async(
+        [this] { return grad_path_->SumSquares(); });
   }
   const absl::Status pushed = grad_path_->Push(step, epoch());
   phase_ends(&stats_.phases.push);

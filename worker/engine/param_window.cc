@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "common/helper_threads.h"
 #include "common/status_macros.h"
 #include "worker/engine/op_wait.h"
 
@@ -65,11 +66,10 @@ void ParamWindow::IssueFetches(size_t until) {
 std::shared_future<absl::Status> ParamWindow::FetchAsync(
     std::vector<Range> ranges, std::vector<void*> outs) {
   // One call: each server's pieces go in one request (GatherRanges).
-  return std::async(std::launch::async,
-                    [this, ranges = std::move(ranges), outs = std::move(outs)] {
-                      return client_->GatherRanges(ranges, v1::DTYPE_FP32,
-                                                   outs);
-                    })
+  return HelperThreads::Default()
+      .Async([this, ranges = std::move(ranges), outs = std::move(outs)] {
+        return client_->GatherRanges(ranges, v1::DTYPE_FP32, outs);
+      })
       .share();
 }
 
