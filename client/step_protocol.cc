@@ -58,6 +58,35 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
       .count();
 }
 
+// Without recovery a job starts at step 0. Servers that already hold it
+// at a later step (an earlier run of the job, still up) would have their
+// parameters overwritten by the new run's and refuse each of its pushes as
+// stale: FAILED_PRECONDITION before anything is written. One element of
+// each server's range tells its step.
+absl::Status CheckStartsFresh(ShardClient* client, const v1::ModelSpec& spec) {
+  const PartitionPlan& plan = client->plan();
+  std::vector<Range> ranges;
+  for (uint32_t k = 0; k < client->num_servers(); ++k) {
+    const Range r = plan.ServerRange(k);
+    if (!r.empty()) ranges.push_back({r.begin, r.begin + 1});
+  }
+  std::vector<float> one(ranges.size());
+  std::vector<void*> outs;
+  for (float& f : one) outs.push_back(&f);
+  uint64_t step = 0;
+  absl::Status s = client->GatherRanges(ranges, v1::DTYPE_FP32, outs, &step);
+  if (s.ok() && step == 0) return absl::OkStatus();
+  const std::string where =
+      s.ok() ? absl::StrCat("at step ", step)
+             : absl::StrCat("at different steps (", s.message(), ")");
+  return absl::FailedPreconditionError(absl::StrCat(
+      "the servers already hold job \"", spec.job_id(), "\" ", where,
+      ", from an earlier run of it; this run starts at step 0 without "
+      "recovery and would overwrite their parameters. For a new run, restart "
+      "the servers or use another job id; to continue that run, start it "
+      "with recovery (a checkpoint interval)"));
+}
+
 }  // namespace
 
 StepProtocol::StepProtocol(ShardClient* client, StepGroup* group,
@@ -156,6 +185,7 @@ absl::StatusOr<Outcome> StepProtocol::Start(
     ZS_ASSIGN_OR_RETURN(o, Decide(absl::OkStatus(), true, nullptr));
   }
   if (o.moved()) return o;
+  if (!recovery()) ZS_RETURN_IF_ERROR(CheckStartsFresh(client_, spec));
   absl::Status written;
   if (leader()) written = WriteInitial(spec, write_initial, now);
   if (!recovery()) {

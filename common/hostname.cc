@@ -7,6 +7,8 @@
 #include <cstdlib>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 
 namespace zeroshard {
@@ -31,6 +33,51 @@ bool IsLoopbackAddress(absl::string_view address) {
     host = host.substr(0, host.find(':'));  // else a bare IPv6 literal
   }
   return host == "localhost" || absl::StartsWith(host, "127.") || host == "::1";
+}
+
+absl::StatusOr<int> AddressPort(absl::string_view address) {
+  absl::string_view rest = address;
+  for (absl::string_view scheme : {"ipv4:", "ipv6:", "dns:///", "dns:"}) {
+    if (absl::ConsumePrefix(&rest, scheme)) break;
+  }
+  if (absl::StartsWith(rest, "unix:") ||
+      absl::StartsWith(rest, "unix-abstract:")) {
+    return 0;
+  }
+  size_t colon;
+  if (absl::StartsWith(rest, "[")) {
+    const size_t close = rest.find(']');
+    if (close == absl::string_view::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "server address \"", address, "\": no ] after the IPv6 host"));
+    }
+    if (close + 1 == rest.size()) return 0;
+    colon = close + 1;
+    if (rest[colon] != ':') {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "server address \"", address, "\": expected :port after ]"));
+    }
+  } else {
+    if (std::count(rest.begin(), rest.end(), ':') != 1) return 0;
+    colon = rest.find(':');
+  }
+  const absl::string_view host = rest.substr(0, colon);
+  const absl::string_view port_text = rest.substr(colon + 1);
+  int port = 0;
+  const bool digits =
+      !port_text.empty() && port_text.size() <= 5 &&
+      port_text.find_first_not_of("0123456789") == absl::string_view::npos &&
+      absl::SimpleAtoi(port_text, &port);
+  if (host.empty() || host == "[]") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("server address \"", address, "\": no host before :"));
+  }
+  if (!digits || port < 1 || port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("server address \"", address, "\": port \"", port_text,
+                     "\" is not a number in 1..65535"));
+  }
+  return port;
 }
 
 }  // namespace zeroshard

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 namespace zeroshard {
@@ -17,6 +18,12 @@ std::string LocalHostname();
 // target ("ipv4:", "ipv6:", "dns:" schemes; "unix:" sockets) — names this
 // machine's loopback: 127.0.0.0/8, ::1, localhost or a unix socket (pure).
 bool IsLoopbackAddress(absl::string_view address);
+
+// The port `address` names — "host:port" or "[v6]:port", with or without
+// one of the schemes above — or 0 where it names none (a bare host, a
+// bare IPv6 literal, a unix socket). INVALID_ARGUMENT naming the address
+// when the port is not a number in 1..65535 or the host is empty (pure).
+absl::StatusOr<int> AddressPort(absl::string_view address);
 
 }  // namespace zeroshard
 

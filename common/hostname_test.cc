@@ -3,6 +3,8 @@
 // one-machine job).
 #include "common/hostname.h"
 
+#include <utility>
+
 #include "gtest/gtest.h"
 
 namespace zeroshard {
@@ -19,6 +21,35 @@ TEST(HostnameTest, LoopbackAddresses) {
                         "worker-0.svc:29500", "[fe80::1]:5", "", "1270.0.0.1:1",
                         "localhost.example:1", "dns:///shard-0.zs:7000"}) {
     EXPECT_FALSE(IsLoopbackAddress(a)) << a;
+  }
+}
+
+// A port gRPC would take modulo 2^16 (so 101077 reaches a server on
+// 35541) is an error naming the address.
+TEST(HostnameTest, AddressPorts) {
+  const std::pair<const char*, int> good[] = {{"127.0.0.1:7000", 7000},
+                                              {"shard-0.zs.svc:65535", 65535},
+                                              {"[::1]:1", 1},
+                                              {"ipv4:10.0.0.1:29500", 29500},
+                                              {"dns:///shard-0.zs:7000", 7000},
+                                              {"localhost", 0},
+                                              {"::1", 0},
+                                              {"[fe80::1]", 0},
+                                              {"unix:/tmp/zeroshard.sock", 0}};
+  for (const auto& [address, port] : good) {
+    absl::StatusOr<int> p = AddressPort(address);
+    ASSERT_TRUE(p.ok()) << address << ": " << p.status();
+    EXPECT_EQ(*p, port) << address;
+  }
+  for (const char* address :
+       {"127.0.0.1:101077", "127.0.0.1:65536", "127.0.0.1:0",
+        "host:", "host:7000x", "host:-1", ":7000", "[::1]:99999", "[::1",
+        "[::1]7000", "dns:///shard-0:123456"}) {
+    absl::StatusOr<int> p = AddressPort(address);
+    ASSERT_FALSE(p.ok()) << address;
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(p.status().message().find(address), std::string::npos)
+        << p.status();
   }
 }
 

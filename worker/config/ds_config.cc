@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <set>
 #include <utility>
 
@@ -28,14 +29,16 @@ using internal::AutoFill;
 // The batch sizes, and their rows in the resolved table.
 absl::Status ParseBatch(ObjectReader& root, int world_size, BatchSizes* out) {
   std::string train_from, micro_from, gas_from;
-  ZS_ASSIGN_OR_RETURN(int64_t train,
-                      root.IntOrUnset("train_batch_size", 1, &train_from));
+  // The engine counts samples in an int.
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  ZS_ASSIGN_OR_RETURN(
+      int64_t train, root.IntOrUnset("train_batch_size", 1, &train_from, kMax));
   ZS_ASSIGN_OR_RETURN(
       int64_t micro,
-      root.IntOrUnset("train_micro_batch_size_per_gpu", 1, &micro_from));
+      root.IntOrUnset("train_micro_batch_size_per_gpu", 1, &micro_from, kMax));
   ZS_ASSIGN_OR_RETURN(
       int64_t gas,
-      root.IntOrUnset("gradient_accumulation_steps", 1, &gas_from));
+      root.IntOrUnset("gradient_accumulation_steps", 1, &gas_from, kMax));
   absl::StatusOr<BatchSizes> b =
       ResolveBatchSizes(train, micro, gas, world_size);
   if (!b.ok()) {
@@ -194,7 +197,9 @@ void AddFills(const AutoInputs& in, ReadLog* log) {
       missing(path,
               absl::StrCat("it is ", z.rule,
                            " of the model's hidden size, which is not known "
-                           "here (give the model, or --hidden_size)"));
+                           "here (give the model: zeroshard train's "
+                           "--channels or --model_file, the C API's and "
+                           "zeroshard.Config's hidden_size)"));
     }
   }
 }
@@ -280,6 +285,18 @@ absl::StatusOr<BatchSizes> ResolveBatchSizes(int64_t train, int64_t micro,
         absl::StrCat("world size must be >= 1, got ", world_size));
   }
   const int64_t w = world_size;
+  // Every batch size fits the engine's int (and every product below
+  // int64_t).
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  const __int128 samples = static_cast<__int128>(std::max<int64_t>(micro, 1)) *
+                           std::max<int64_t>(gas, 1) * w;
+  if (train > kMax || micro > kMax || gas > kMax || samples > kMax) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch sizes above ", kMax, ": train_batch_size ", train,
+                     ", train_micro_batch_size_per_gpu ", micro,
+                     ", gradient_accumulation_steps ", gas, ", world size ", w,
+                     " (-1: not given)"));
+  }
   BatchSizes b{train, micro, gas, world_size};
   const auto not_multiple = [&](absl::string_view of, int64_t divisor) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -32,10 +32,11 @@
 //   scheduler the rate is optimizer.params.lr throughout.
 // - fp16: loss_scale 0 = dynamic (initial 2^initial_scale_power, default
 //   16; loss_scale_window 1000; hysteresis 2; consecutive_hysteresis false;
-//   min_loss_scale 1), > 0 = static. DeepSpeed's ZeRO optimizers fall back
-//   to their own constructor defaults (2^32, hysteresis 1) when the fp16
-//   section names none of these keys; zeroshard always uses the documented
-//   defaults above. bf16 ("bfloat16" is an alias) has no loss scaling.
+//   min_loss_scale 1), > 0 = static: current DeepSpeed's defaults
+//   (DeepSpeedFP16Config applies them whether or not the section names any
+//   scaler key; older releases then fell back to DynamicLossScaler's own,
+//   2^32 and hysteresis 1). bf16 ("bfloat16" is an alias) has no loss
+//   scaling.
 //   fp16 and bf16 both enabled is an error.
 // - zero_optimization: stage 0–3 (anything else is an error); overlap_comm
 //   defaults to (stage == 3); contiguous_gradients and reduce_scatter true;

@@ -9,6 +9,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/hostname.h"
 #include "common/status_macros.h"
 #include "google/protobuf/struct.pb.h"
 
@@ -65,6 +66,17 @@ constexpr Unused kUnusedZero[] = {
     {"cpu_offload", "deprecated; optimizer state lives on the servers"},
     {"cpu_offload_param", "deprecated; use offload_param"},
     {"cpu_offload_use_pin_memory", "deprecated"},
+};
+
+// Keys read into ZeroConfig (typed, reported) that no part of zeroshard
+// acts on: present ones draw a warning too.
+constexpr Unused kReadButUnusedZero[] = {
+    {"contiguous_gradients",
+     "gradients are always reduced in one contiguous buffer"},
+    {"reduce_scatter", "stages 1-2 always reduce-scatter the gradients"},
+    {"sub_group_size",
+     "the servers' optimizer sub-groups are zeroshard-server's "
+     "--sub_group_size"},
 };
 
 constexpr Unused kUnusedOffloadParam[] = {
@@ -223,10 +235,13 @@ absl::Status ParseOffloadParam(ObjectReader& zero, ZeroConfig* out,
                                                 device, "\""));
   }
   if (out->offload_param == OffloadDevice::kServer && out->stage != 3) {
-    return offload.Error("device", absl::StrCat("\"server\" requires "
-                                                "zero_optimization.stage 3, "
-                                                "got stage ",
-                                                out->stage));
+    // As DeepSpeed: parameters are partitioned, so offloaded, at stage 3
+    // only; below it the section is read for errors and not used.
+    log->warnings.push_back(absl::StrCat(zero.PathOf("offload_param"),
+                                         ": used only at stage 3, got stage ",
+                                         out->stage, "; ignored"));
+    out->offload_param = OffloadDevice::kNone;
+    return absl::OkStatus();
   }
   if (nvme) {
     ZS_RETURN_IF_ERROR(UseNvme(offload, out));
@@ -238,20 +253,18 @@ absl::Status ParseOffloadParam(ObjectReader& zero, ZeroConfig* out,
   return absl::OkStatus();
 }
 
-// "host:port" with a non-empty host (IPv6 in brackets) and port 1..65535.
+// "host:port" with a non-empty host (IPv6 in brackets) and port 1..65535,
+// no gRPC scheme.
 bool IsHostPort(absl::string_view address) {
   const size_t colon = address.rfind(':');
-  if (colon == absl::string_view::npos || colon == 0) return false;
+  if (colon == absl::string_view::npos) return false;
   const absl::string_view host = address.substr(0, colon);
-  if (host.front() == '[' && host.back() != ']') return false;
-  if (host.front() != '[' && host.find(':') != absl::string_view::npos) {
-    return false;
+  if (!host.empty() && host.front() != '[' &&
+      host.find(':') != absl::string_view::npos) {
+    return false;  // a scheme, or an IPv6 host without brackets
   }
-  int port = 0;
-  const absl::string_view port_text = address.substr(colon + 1);
-  return !port_text.empty() && port_text.size() <= 5 &&
-         port_text.find_first_not_of("0123456789") == absl::string_view::npos &&
-         absl::SimpleAtoi(port_text, &port) && port >= 1 && port <= 65535;
+  const absl::StatusOr<int> port = AddressPort(address);
+  return port.ok() && *port > 0;
 }
 
 absl::Status ParseServers(ObjectReader& zs, ZeroShardConfig* out) {
@@ -444,6 +457,8 @@ absl::Status ParseZero(ObjectReader& root, ZeroConfig* out, ReadLog* log) {
   ZS_RETURN_IF_ERROR(ParseOffloadOptimizer(zero, out, log));
   ZS_RETURN_IF_ERROR(ParseOffloadParam(zero, out, log));
   IgnoreAll(zero, kUnusedZero);
+  // Read and checked (the C API reports them), but nothing acts on them.
+  IgnoreAll(zero, kReadButUnusedZero);
   zero.WarnUnknown();
   return absl::OkStatus();
 }

@@ -24,7 +24,19 @@ TEST(DsConfigTest, FullZero3Config) {
   auto c = ParseDeepSpeedConfigFile(TestData("ds_config_zero3.json"),
                                     /*world_size=*/2, &warnings);
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_THAT(warnings, IsEmpty());
+  // Keys read and reported but acted on by nothing say so.
+  const std::string file = TestData("ds_config_zero3.json");
+  EXPECT_THAT(
+      warnings,
+      UnorderedElementsAre(
+          file + ": zero_optimization.contiguous_gradients: not used by "
+                 "zeroshard (gradients are always reduced in one contiguous "
+                 "buffer); ignored",
+          file + ": zero_optimization.reduce_scatter: not used by zeroshard "
+                 "(stages 1-2 always reduce-scatter the gradients); ignored",
+          file + ": zero_optimization.sub_group_size: not used by zeroshard "
+                 "(the servers' optimizer sub-groups are zeroshard-server's "
+                 "--sub_group_size); ignored"));
   EXPECT_EQ(c->batch.train_batch_size, 32);
   EXPECT_EQ(c->batch.micro_batch_per_worker, 4);
   EXPECT_EQ(c->batch.gradient_accumulation_steps, 4);
@@ -211,6 +223,17 @@ TEST(DsConfigTest, BatchSizeErrors) {
       {-1, -1, -1, 1,
        "train_batch_size or train_micro_batch_size_per_gpu must be given"},
       {8, -1, -1, 0, "world size must be >= 1, got 0"},
+      // Sizes the engine's int cannot count (and products that would
+      // overflow int64_t).
+      {-1, 2147483647, 2147483647, 4,
+       "batch sizes above 2147483647: train_batch_size -1, "
+       "train_micro_batch_size_per_gpu 2147483647, "
+       "gradient_accumulation_steps 2147483647, world size 4 (-1: not "
+       "given)"},
+      {4294967296, -1, -1, 1,
+       "batch sizes above 2147483647: train_batch_size 4294967296, "
+       "train_micro_batch_size_per_gpu -1, gradient_accumulation_steps -1, "
+       "world size 1 (-1: not given)"},
   };
   for (const Case& c : cases) {
     auto b = ResolveBatchSizes(c.train, c.micro, c.gas, c.world);
@@ -224,6 +247,16 @@ TEST(DsConfigTest, BatchSizeErrors) {
           "gradient_accumulation_steps": 2})",
       2, nullptr);
   EXPECT_THAT(c.status().message(), HasSubstr("= 16"));
+  // A key beyond an int is named (it used to reach the engine wrapped to
+  // a negative micro-batch).
+  for (const char* key : {"train_batch_size", "train_micro_batch_size_per_gpu",
+                          "gradient_accumulation_steps"}) {
+    auto big = ParseDeepSpeedConfig(absl::StrCat("{\"", key, "\": 4294967296}"),
+                                    1, nullptr);
+    ASSERT_FALSE(big.ok()) << key;
+    EXPECT_THAT(big.status().message(), HasSubstr(key));
+    EXPECT_THAT(big.status().message(), HasSubstr("2147483647"));
+  }
 }
 
 TEST(DsConfigTest, ErrorsNameTheirKey) {
@@ -247,10 +280,6 @@ TEST(DsConfigTest, ErrorsNameTheirKey) {
        "zero_optimization.overlap_comm: must be true or false, got \"yes\""},
       {R"("zero_optimization": true)",
        "zero_optimization: must be an object, got true"},
-      {R"("zero_optimization": {"stage": 2,
-          "offload_param": {"device": "server"}})",
-       "zero_optimization.offload_param.device: \"server\" requires "
-       "zero_optimization.stage 3, got stage 2"},
       {R"("zero_optimization": {"stage": 3,
           "offload_param": {"device": "nvme"}})",
        "zero_optimization.offload_param.nvme_path: required with "
@@ -270,7 +299,8 @@ TEST(DsConfigTest, ErrorsNameTheirKey) {
       {R"("gradient_clipping": -1)",
        "gradient_clipping: must be a non-negative number, got -1"},
       {R"("gradient_accumulation_steps": 0)",
-       "gradient_accumulation_steps: must be a positive integer, got 0"},
+       "gradient_accumulation_steps: must be an integer in [1, 2147483647], "
+       "got 0"},
       {R"("optimizer": {"type": "Lamb"})",
        "optimizer.type: must be Adam or AdamW (the shard servers run "
        "AdamW), got \"Lamb\""},

@@ -153,15 +153,16 @@ absl::StatusOr<int64_t> ObjectReader::Int(absl::string_view key, int64_t def,
 
 absl::StatusOr<int64_t> ObjectReader::IntOrUnset(absl::string_view key,
                                                  int64_t min,
-                                                 std::string* source) {
+                                                 std::string* source,
+                                                 int64_t max) {
   ZS_ASSIGN_OR_RETURN(Got got, Get(key));
   if (source != nullptr) *source = got.value == nullptr ? "" : got.source;
   const Value* v = got.value;
   if (v == nullptr) return -1;
   const double d = v->number_value();
   if (v->kind_case() != Value::kNumberValue || d != std::trunc(d) ||
-      d < static_cast<double>(min) || d > static_cast<double>(kMaxExactInt)) {
-    return MustBe(key, IntegerWhat(min, kMaxExactInt), *v);
+      d < static_cast<double>(min) || d > static_cast<double>(max)) {
+    return MustBe(key, IntegerWhat(min, max), *v);
   }
   return static_cast<int64_t>(d);
 }

@@ -88,7 +88,8 @@ class ObjectReader {
   // min >= 0), and not recorded: the caller records the value it settles
   // on with Note(). *source receives "file", "auto←..." or "" (unset).
   absl::StatusOr<int64_t> IntOrUnset(absl::string_view key, int64_t min,
-                                     std::string* source = nullptr);
+                                     std::string* source = nullptr,
+                                     int64_t max = kMaxExactInt);
   // A finite JSON number within `bound`.
   enum class Bound { kAny, kNonNegative, kPositive };
   absl::StatusOr<double> Number(absl::string_view key, double def, Bound bound);

@@ -170,13 +170,11 @@ absl::StatusOr<config::EngineConfig> ParseConfigForFlags(
     const TrainFlags& f, int world_size, std::vector<std::string>* warnings) {
   config::AutoInputs in = f.autos;
   in.steps = f.steps;
-  // The hidden size, when the model is readable (else its own error
-  // comes later, from TrainSpecFromFlags).
-  absl::StatusOr<gpt2::Config> model = ModelFromFlags(f);
-  if (model.ok()) {
-    in.hidden_size = model->channels;
-    in.hidden_size_from = f.model_file.empty() ? "--channels" : "--model_file";
-  }
+  // The hidden size fills "auto" keys: a model the flags cannot give is
+  // the error to report (not the "auto" it leaves unfilled).
+  ZS_ASSIGN_OR_RETURN(const gpt2::Config model, ModelFromFlags(f));
+  in.hidden_size = model.channels;
+  in.hidden_size_from = f.model_file.empty() ? "--channels" : "--model_file";
   return config::ParseDeepSpeedConfigFile(f.config, world_size, in, warnings);
 }
 
