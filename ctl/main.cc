@@ -10,12 +10,16 @@
 //   zeroshard-ctl export     --servers=... --heads=NH [--vocab=V] --out=FILE
 //   zeroshard-ctl import     --servers=... --model=FILE
 //
+// Every command but health and stats needs a model registered on the
+// servers (a job's workers register one when they start).
+//
 // checkpoint/restore: ctl/checkpoint_commands.h; export/import (GPT-2 model
 // files in llm.c's format): ctl/model_commands.h.
 //
 // Exit codes: 0 success, 1 a server answered with an error or is not
-// serving, or a model file does not fit the registered model; 2 bad command
-// line.
+// serving, or has no model registered, or a model file does not fit the
+// registered model; 2 bad command line (a missing or malformed --model
+// file included).
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -28,6 +32,7 @@
 #include "client/shard_client.h"
 #include "common/env/env.h"
 #include "common/flags.h"
+#include "common/hostname.h"
 #include "common/malloc_tuning.h"
 #include "common/model_spec.h"
 #include "common/version.h"
@@ -180,6 +185,24 @@ int Plan(const v1::ModelSpec& spec) {
   return 0;
 }
 
+// Attaches `client` to the model registered on the servers. Servers that
+// have none (GetStats with an empty spec) get an error saying so and what
+// registers one, rather than the empty spec's first fault.
+absl::Status AttachToModel(ShardClient& client) {
+  absl::Status s = client.AttachToRegistered();
+  if (s.ok()) return s;
+  auto stats = client.Stats();
+  if (!stats.ok() || stats->empty() || !(*stats)[0].spec().job_id().empty()) {
+    return s;
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "no model is registered on the servers (",
+      absl::StrJoin(client.options().addresses, ","),
+      "): a job's workers register one when they start (zeroshard train "
+      "--server_addrs=..., zeroshard-worker --servers=...), and a server "
+      "started with a --checkpoint_dir that holds a checkpoint restores it"));
+}
+
 // checkpoint, restore, export, import: one line on success.
 int Admin(ShardClient& client, const std::string& command,
           const std::string& tag, int64_t step, int64_t heads, int64_t vocab,
@@ -257,7 +280,16 @@ int Main(int argc, char** argv) {
     return Plan(*spec);
   }
   if (servers.empty()) {
-    ExitWithError(flags.program(), absl::StrCat(command, " needs --servers"));
+    ExitWithError(flags.program(),
+                  absl::StrCat(command, " needs --servers",
+                               command == "plan" ? " or --spec" : ""));
+  }
+  for (const std::string& address : servers) {
+    absl::Status port = AddressPort(address).status();
+    if (!port.ok()) {
+      ExitWithError(flags.program(),
+                    absl::StrCat("--servers: ", port.message()));
+    }
   }
   if (deadline_ms <= 0)
     ExitWithError(flags.program(), "--deadline_ms must be > 0");
@@ -266,6 +298,11 @@ int Main(int argc, char** argv) {
   }
   if (command == "import" && model.empty()) {
     ExitWithError(flags.program(), "import needs --model");
+  }
+  if (command == "import") {  // the local file first, then the servers
+    if (absl::Status s = ctl::CheckModelFile(model); !s.ok()) {
+      ExitWithError(flags.program(), absl::StrCat("--model: ", s.message()));
+    }
   }
   if (command == "restore" && restore_step < 0) {
     ExitWithError(flags.program(), "--step must be >= 0");
@@ -290,7 +327,7 @@ int Main(int argc, char** argv) {
     ExitWithError(flags.program(), std::string(client.status().message()));
   }
   if (command == "stats") return Stats(**client);
-  absl::Status s = (*client)->AttachToRegistered();
+  absl::Status s = AttachToModel(**client);
   if (!s.ok()) ExitWithError(flags.program(), std::string(s.message()), 1);
   if (command == "plan") return Plan((*client)->spec());
   if (is_admin) {

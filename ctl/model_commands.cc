@@ -107,6 +107,10 @@ absl::StatusOr<std::string> ExportModel(ShardClient& client,
                       " parameters) to ", path);
 }
 
+absl::Status CheckModelFile(const std::string& path) {
+  return io::ReadModelFileInfo(path).status();
+}
+
 absl::StatusOr<std::string> ImportModel(ShardClient& client,
                                         const std::string& path) {
   ZS_ASSIGN_OR_RETURN(io::ModelFileInfo info, io::ReadModelFileInfo(path));

@@ -48,6 +48,11 @@ absl::StatusOr<std::string> ExportModel(ShardClient& client,
                                         const std::string& path, int64_t heads,
                                         int64_t vocab);
 
+// OK when `path` is a model file whose header and length check out
+// (model_file.h's errors otherwise); import runs it before contacting the
+// servers.
+absl::Status CheckModelFile(const std::string& path);
+
 // Reads the model file at `path` and writes its weights into the registered
 // model (WriteParameters: FAILED_PRECONDITION from the servers while
 // gradients of the current step are pending). Returns a line for the user.

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/flags.h"
+#include "launcher/save_path.h"
 #include "worker/config/ds_config.h"
 #include "worker/config/resolved_table.h"
 #include "worker/train/train_flags.h"
@@ -28,12 +29,21 @@ int Fail(const std::vector<std::string>& warnings, const std::string& error) {
 
 int RunConfigCommand(int argc, char** argv) {
   const std::string sub = argc > 2 ? argv[2] : "";
+  const char usage[] =
+      "Usage: zeroshard config check ds.json [flags] (zeroshard config "
+      "check --help)\n";
+  if (sub == "--help" || sub == "-h" || sub == "help") {
+    std::printf(
+        "%s\nResolves a DeepSpeed config as `zeroshard train` would and "
+        "prints every\nkey, its value and where it came from.\n",
+        usage);
+    return 0;
+  }
   if (sub != "check") {
-    std::fprintf(stderr,
-                 "zeroshard config: %s\nUsage: zeroshard config check "
-                 "ds.json [flags] (zeroshard config check --help)\n",
+    std::fprintf(stderr, "zeroshard config: %s\n%s",
                  sub.empty() ? "a subcommand is needed"
-                             : ("unknown subcommand '" + sub + "'").c_str());
+                             : ("unknown subcommand '" + sub + "'").c_str(),
+                 usage);
     return 2;
   }
   train::TrainFlags f;
@@ -44,7 +54,8 @@ int RunConfigCommand(int argc, char** argv) {
       "Resolves a DeepSpeed config as `zeroshard train` would with the same\n"
       "flags and prints every key, its value and where it came from (file,\n"
       "auto<-flag, auto<-model, default, derived). Exit 0 when it resolves,\n"
-      "2 with the error otherwise. Starts nothing; reads no data.");
+      "2 with the error otherwise. Starts nothing; reads no data (--save's\n"
+      "directory is checked as train checks it).");
   train::AddTrainFlags(&flags, &f);
   flags.Uint32("workers", &workers, "worker processes W (the world size)");
   auto rest = flags.Parse(argc, argv, 3);
@@ -60,6 +71,10 @@ int RunConfigCommand(int argc, char** argv) {
   if (f.config.empty()) return Fail({}, "give the config file: ds.json");
   if (workers < 1 || workers > 256) {
     return Fail({}, "--workers must be in [1, 256]");
+  }
+  // As train checks it up front (the data files are not looked at here).
+  if (absl::Status s = CheckSavePath(f.save, {}); !s.ok()) {
+    return Fail({}, std::string(s.message()));
   }
   std::vector<std::string> warnings;
   absl::StatusOr<config::EngineConfig> c =

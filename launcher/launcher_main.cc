@@ -23,9 +23,12 @@ int Main(int argc, char** argv) {
   const char* usage =
       "Usage: zeroshard COMMAND [flags]\n\n"
       "Commands:\n"
-      "  train   train GPT-2 with ZeRO: shard servers and workers on this\n"
-      "          machine, progress, metrics and a report\n"
-      "          (zeroshard train --help)\n";
+      "  train          train GPT-2 with ZeRO: shard servers and workers on\n"
+      "                 this machine, progress, metrics and a report\n"
+      "                 (zeroshard train --help)\n"
+      "  config check   resolve a DeepSpeed config as train would and print\n"
+      "                 every key, its value and its source\n"
+      "                 (zeroshard config check --help)\n";
   if (argc < 2 || std::string(argv[1]) == "--help" ||
       std::string(argv[1]) == "-h" || std::string(argv[1]) == "help") {
     std::fputs(usage, argc < 2 ? stderr : stdout);

@@ -14,6 +14,7 @@
 #include "launcher/log_tail.h"
 #include "launcher/progress.h"
 #include "launcher/report.h"
+#include "launcher/save_path.h"
 #include "launcher/train_options.h"
 #include "worker/train/eval_loss.h"
 #include "worker/train/run_metrics.h"
@@ -39,6 +40,31 @@ std::string ReadAll(const std::string& path) {
   std::ifstream in(path);
   return std::string(std::istreambuf_iterator<char>(in),
                      std::istreambuf_iterator<char>());
+}
+
+// --save: checked before the job, not when rank 0 writes at the end.
+TEST(SavePathTest, RefusesAnInputAMissingDirectoryAndADirectory) {
+  const std::string dir = TempDir() + "/save_path_test";
+  ASSERT_EQ(std::system(("mkdir -p " + dir).c_str()), 0);
+  const std::string data = dir + "/data.bin";
+  { std::ofstream(data) << "tokens"; }
+  EXPECT_TRUE(CheckSavePath("", {{"--data", data}}).ok());
+  EXPECT_TRUE(CheckSavePath(dir + "/final.bin", {{"--data", data}}).ok());
+  absl::Status s = CheckSavePath(dir + "/./data.bin", {{"--data", data}});
+  EXPECT_TRUE(absl::IsInvalidArgument(s));
+  EXPECT_TRUE(absl::StrContains(s.message(), "is the --data file")) << s;
+  s = CheckSavePath(dir + "/no/final.bin", {});
+  EXPECT_TRUE(absl::StrContains(s.message(), "(create it first)")) << s;
+  s = CheckSavePath(dir, {});
+  EXPECT_TRUE(absl::StrContains(s.message(), "is a directory")) << s;
+  s = CheckSavePath(data + "/final.bin", {});
+  EXPECT_TRUE(absl::StrContains(s.message(), "cannot write in directory")) << s;
+  // In the work dir the launcher makes before the run: fine while it does
+  // not exist yet, however spelled.
+  EXPECT_TRUE(CheckSavePath(dir + "/run/final.bin", {}, dir + "/run/").ok());
+  EXPECT_TRUE(CheckSavePath("./run7/final.bin", {}, "run7").ok());
+  EXPECT_FALSE(CheckSavePath(dir + "/run/x/final.bin", {}, dir + "/run").ok());
+  EXPECT_EQ(ReadAll(data), "tokens");
 }
 
 // The servers the launcher starts share the machine's cores; never fewer

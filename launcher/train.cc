@@ -479,6 +479,20 @@ int RunTrain(int argc, char** argv) {
     ExitWithError(kProg, absl::StrCat("train: ", options.status().message(),
                                       " (zeroshard train --help)"));
   }
+  // Every input was checked; the work dir is the first thing made.
+  absl::StatusOr<std::string> worker_bin = options->worker_binary;
+  if (options->worker_binary.empty()) {
+    worker_bin = FindBinary("zeroshard-worker", {".", "../worker/train"});
+  }
+  if (!worker_bin.ok()) {
+    ExitWithError(kProg, std::string(worker_bin.status().message()));
+  }
+  absl::Status dir = MakeWritableDir(DefaultEnv(), options->work_dir);
+  if (!dir.ok()) {
+    ExitWithError(
+        kProg, absl::StrCat("--work_dir ", options->work_dir,
+                            " is not a writable directory: ", dir.message()));
+  }
   const std::string advice = config::NvmeAdvice(options->engine);
   for (const std::string& w : options->config_warnings) {
     // The servers started here get the flags the advice names.
@@ -498,26 +512,6 @@ int RunTrain(int argc, char** argv) {
   if (!autos.empty()) {
     std::printf("config \"auto\" values (%s):\n%s",
                 options->train.config.c_str(), autos.c_str());
-  }
-  absl::StatusOr<std::string> worker_bin = options->worker_binary;
-  if (options->worker_binary.empty()) {
-    worker_bin = FindBinary("zeroshard-worker", {".", "../worker/train"});
-  }
-  if (!worker_bin.ok()) {
-    ExitWithError(kProg, std::string(worker_bin.status().message()));
-  }
-  absl::Status dir = MakeWritableDir(DefaultEnv(), options->work_dir);
-  if (!dir.ok()) {
-    ExitWithError(
-        kProg, absl::StrCat("--work_dir ", options->work_dir,
-                            " is not a writable directory: ", dir.message()));
-  }
-  if (!options->train.val_data.empty()) {  // before anything starts
-    auto eval_set = train::OpenEvalSet(options->spec, options->train.val_data);
-    if (!eval_set.ok()) {
-      ExitWithError(kProg, absl::StrCat("train: ", eval_set.status().message(),
-                                        " (zeroshard train --help)"));
-    }
   }
   RunContext context;
   context.version = VersionLine(kProg);

@@ -10,9 +10,12 @@
 #include "absl/strings/str_split.h"
 #include "common/env/env.h"
 #include "common/flags.h"
+#include "common/hostname.h"
 #include "common/status_macros.h"
+#include "launcher/save_path.h"
 #include "worker/io/data_loader.h"
 #include "worker/io/token_file.h"
+#include "worker/train/eval_loss.h"
 
 namespace zeroshard {
 namespace {
@@ -74,6 +77,42 @@ absl::Status CheckCheckpoints(TrainOptions& o) {
   return absl::OkStatus();
 }
 
+// --val_data as the worker of rank 0 will open it (before anything starts).
+absl::Status CheckValData(const TrainOptions& o) {
+  if (o.train.val_data.empty()) return absl::OkStatus();
+  return train::OpenEvalSet(o.spec, o.train.val_data).status();
+}
+
+// --save: its directory is writable, and it is none of the input files.
+absl::Status CheckSave(const TrainOptions& o) {
+  std::vector<InputFile> inputs;
+  for (const std::string& f : o.data_files) inputs.push_back({"--data", f});
+  std::vector<std::string> patterns =
+      absl::StrSplit(o.train.val_data, ',', absl::SkipEmpty());
+  auto val_files = io::ExpandFilePatterns(patterns);
+  for (size_t i = 0; val_files.ok() && i < val_files->size(); ++i) {
+    inputs.push_back({"--val_data", (*val_files)[i]});
+  }
+  return CheckSavePath(o.train.save, inputs, o.work_dir);
+}
+
+// A checkpoint interval (the flag's or the config's) without
+// --checkpoint_dir: the servers the launcher starts would have nowhere to
+// write, and the first checkpoint would fail the job.
+absl::Status CheckCheckpointDirForInterval(const TrainOptions& o) {
+  const int interval = o.spec.zero.checkpoint_interval;
+  if (o.num_servers == 0 || !o.checkpoint_dir.empty() || interval <= 0) {
+    return absl::OkStatus();
+  }
+  return Invalid(absl::StrCat(
+      o.train.checkpoint_interval > 0
+          ? "--checkpoint_interval "
+          : "the config's zeroshard.checkpoint_interval ",
+      interval,
+      " needs --checkpoint_dir: the servers the launcher starts write "
+      "checkpoints there (running servers: --server_addrs)"));
+}
+
 absl::Status CheckServers(TrainOptions& o) {
   if (o.spec.zero.stage == 0) {
     if (!o.server_addrs.empty() || o.servers > 0) {
@@ -88,6 +127,12 @@ absl::Status CheckServers(TrainOptions& o) {
   }
   if (!o.server_addrs.empty()) {
     o.server_addresses = absl::StrSplit(o.server_addrs, ',', absl::SkipEmpty());
+    for (const std::string& a : o.server_addresses) {
+      absl::Status port = AddressPort(a).status();
+      if (!port.ok()) {
+        return Invalid(absl::StrCat("--server_addrs: ", port.message()));
+      }
+    }
   } else if (o.servers > 0) {
     o.num_servers = o.servers;
   } else if (!o.engine.zeroshard.server_addresses.empty()) {
@@ -145,7 +190,10 @@ absl::Status Check(TrainOptions& o) {
   ZS_ASSIGN_OR_RETURN(o.spec,
                       train::TrainSpecFromFlags(o.train, o.engine, nullptr));
   ZS_RETURN_IF_ERROR(CheckDataContents(o));
-  return CheckServers(o);
+  ZS_RETURN_IF_ERROR(CheckValData(o));
+  ZS_RETURN_IF_ERROR(CheckSave(o));
+  ZS_RETURN_IF_ERROR(CheckServers(o));
+  return CheckCheckpointDirForInterval(o);
 }
 
 }  // namespace
@@ -179,7 +227,8 @@ absl::StatusOr<TrainOptions> ParseTrainOptions(int argc, char** argv) {
                "simulated nodes M (W/M local ranks each, on this machine)");
   flags.String("checkpoint_dir", &o.checkpoint_dir,
                "the servers checkpoint here every --checkpoint_interval steps "
-               "(100 when neither it nor the config gives an interval); a "
+               "(100 when neither it nor the config gives an interval; an "
+               "interval needs it when the launcher starts the servers); a "
                "run started again with the same directory resumes from the "
                "newest complete checkpoint, and a server that dies is "
                "restarted from it while the workers roll back");

@@ -16,9 +16,13 @@
 // Every problem found here — a bad flag, a missing or malformed data or
 // model file, a data file with a token id >= the vocabulary or fewer
 // tokens than one step of all workers (W*B*T + 1; the whole data is read
-// once), a DeepSpeed config that the parser or the engine rejects, an
-// inconsistent --checkpoint_dir — is one line naming it; the caller
-// exits 2 with nothing started.
+// once), a DeepSpeed config that the parser or the engine rejects, a
+// --val_data that names no usable token file, an inconsistent
+// --checkpoint_dir (or a checkpoint interval for the servers the launcher
+// starts without one), a --save whose directory is missing or not
+// writable or that is one of the --data/--val_data files
+// (launcher/save_path.h) — is one line naming it; the caller exits 2 with
+// nothing started (no work dir either).
 //
 // Tests only: --worker_binary=PATH runs PATH instead of zeroshard-worker
 // (e.g. zeroshard-worker-for-tests, which has failure points).

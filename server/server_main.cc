@@ -16,7 +16,7 @@
 // exits 0 (1 if the snapshot could not be written).
 //
 // Every flag is checked before gRPC starts: a bad one (a number out of
-// range, a --checkpoint_dir that is no writable directory, a TLS key that
+// range, a --checkpoint_dir that cannot be created or written, a TLS key that
 // does not parse or match the certificate, a key or token file others may
 // read) exits 2 with one line naming the flag, and nothing listens.
 // Without --max_state_bytes the limit of the model state follows what the
@@ -205,10 +205,6 @@ int Main(int argc, char** argv) {
                                " is not in [0, 3600]"));
   }
   if (host.empty()) ExitWithError(flags.program(), "--host must not be empty");
-  if (absl::Status s = CheckWritableDir("checkpoint_dir", checkpoint_dir);
-      !s.ok()) {
-    ExitWithError(flags.program(), std::string(s.message()));
-  }
   if (!port_file.empty()) {
     const size_t slash = port_file.rfind('/');
     const std::string dir = slash == std::string::npos ? "."
@@ -239,6 +235,12 @@ int Main(int argc, char** argv) {
   absl::StatusOr<ServerSecurity> security = LoadServerSecurity(security_flags);
   if (!security.ok()) {
     ExitWithError(flags.program(), std::string(security.status().message()));
+  }
+  // Last, as it creates the directory when missing (the others change
+  // nothing).
+  if (absl::Status s = MakeWritableDir("checkpoint_dir", checkpoint_dir);
+      !s.ok()) {
+    ExitWithError(flags.program(), std::string(s.message()));
   }
   // Every flag is good: warnings may be printed now.
   for (const std::string& w : security->warnings) {

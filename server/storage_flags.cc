@@ -1,5 +1,6 @@
 #include "server/storage_flags.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -119,34 +120,36 @@ absl::Status CheckStorageFlags(const StorageFlags& f, uint32_t shard_index,
   return absl::OkStatus();
 }
 
-absl::Status CheckWritableDir(const std::string& flag, const std::string& dir) {
+absl::Status MakeWritableDir(const std::string& flag, const std::string& dir) {
   if (dir.empty()) return absl::OkStatus();
-  // The directory, or else its nearest existing ancestor (which the
-  // server will create it in), must be a writable directory.
-  std::string at = dir;
-  struct stat st;
-  while (stat(at.c_str(), &st) != 0) {
-    if (errno != ENOENT && errno != ENOTDIR) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--", flag, " ", dir, ": cannot stat ", at, ": ", strerror(errno)));
+  auto bad = [&](const std::string& problem) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, " ", dir, problem));
+  };
+  Env* env = DefaultEnv();
+  // mkdir -p: each missing level is created (0700, as the checkpointer
+  // makes its own).
+  for (size_t i = 1; i <= dir.size(); ++i) {
+    if (i < dir.size() && dir[i] != '/') continue;
+    const std::string prefix = dir.substr(0, i);
+    if (absl::Status s = env->CreateDir(prefix); !s.ok()) {
+      return bad(absl::StrCat(": cannot create ", prefix, ": ", s.message()));
     }
-    while (at.size() > 1 && at.back() == '/') at.pop_back();
-    const size_t slash = at.rfind('/');
-    at = slash == std::string::npos ? "."
-         : slash == 0               ? "/"
-                                    : at.substr(0, slash);
   }
-  const bool self = at == dir;
-  if (!S_ISDIR(st.st_mode)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, " ", dir,
-                     self ? " is not a directory"
-                          : absl::StrCat(": ", at, " is not a directory")));
+  // Permission bits do not tell (root, a read-only file system): create a
+  // file there, and remove it.
+  const std::string probe =
+      absl::StrCat(".zeroshard-probe.", static_cast<long>(getpid()));
+  OpenOptions create;
+  create.create = true;
+  create.exclusive = true;
+  absl::StatusOr<std::unique_ptr<File>> f = env->OpenFileIn(dir, probe, create);
+  if (!f.ok()) {
+    return bad(
+        absl::StrCat(": cannot create a file in it: ", f.status().message()));
   }
-  if (access(at.c_str(), W_OK | X_OK) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, " ", dir, ": ", at, " is not writable"));
-  }
+  f->reset();
+  (void)env->RemoveFile(absl::StrCat(dir, "/", probe));
   return absl::OkStatus();
 }
 

@@ -47,11 +47,12 @@ void AddStorageFlags(FlagSet* flags, StorageFlags* f);
 absl::Status CheckStorageFlags(const StorageFlags& f, uint32_t shard_index,
                                bool* nvme, storage::NvmeOptions* options);
 
-// OK when `dir` is empty, or a writable directory, or missing with its
-// nearest existing ancestor a writable directory (the server creates it);
-// else INVALID_ARGUMENT naming --`flag` and the path (e.g. --checkpoint_dir
-// /etc/passwd "is not a directory").
-absl::Status CheckWritableDir(const std::string& flag, const std::string& dir);
+// OK when `dir` is empty, or once it is a directory in which a file can be
+// created: missing directories are created (and parents, like mkdir -p),
+// then a probe file is created and removed. Else INVALID_ARGUMENT naming
+// --`flag` and the path (e.g. --checkpoint_dir /etc/passwd "is not a
+// directory", /proc/x "cannot create /proc/x: ...").
+absl::Status MakeWritableDir(const std::string& flag, const std::string& dir);
 
 // Creates and locks options.path and refuses existing state (see above):
 // FAILED_PRECONDITION for a lock held elsewhere or a previous run's state,

@@ -49,6 +49,14 @@ printf '{"train_batch_size": 8,}' >"$T/comma.json"
 bad "trailing comma" "invalid JSON at line 1, column 23: trailing comma before '}'" "$T/comma.json"
 bad "misspelt flag" "unknown flag --stpes (did you mean --steps?)" "$DATA/hf_zero3.json" --stpes=3
 bad "missing file" "$T/none.json" "$T/none.json"
+bad "--save in a missing directory" "--save $T/nodir/m.bin: directory $T/nodir: No such file or directory" \
+  "$DATA/hf_zero3.json" "${HF[@]}" --channels=32 --save="$T/nodir/m.bin"
+out=$("$Z" config --help 2>&1); rc=$?
+[ $rc -eq 0 ] && grep -q "zeroshard config check ds.json" <<<"$out"; check "config --help: exit 0 with usage (rc $rc)" $?
+out=$("$Z" config check --help 2>&1); rc=$?
+[ $rc -eq 0 ] && grep -q -- "--workers" <<<"$out"; check "config check --help: exit 0 with the flags (rc $rc)" $?
+out=$("$Z" --help 2>&1); rc=$?
+[ $rc -eq 0 ] && grep -q "config check" <<<"$out"; check "zeroshard --help lists config check (rc $rc)" $?
 
 # 3. Training with "auto": the table once, the workers use the values.
 head -c 20000 "$R/README.md" >"$T/text.txt"

@@ -101,7 +101,8 @@ $PY "$LLMC" write-model "$T/deep.bin" "$T/deep.raw" --config 16,256,256,2,2,32 -
 one_line "import of a deeper model" 1 "tensor 14: registered 'lnfw' 32, file 'h.1.ln1w' 32" \
   import --servers="$S" --model="$T/deep.bin"
 one_line "import without --model" 2 "import needs --model" import --servers="$S"
-one_line "import of a missing file" 1 "$T/none.bin" import --servers="$S" --model="$T/none.bin"
+# (a bad --model is a bad command line: checked before any server, exit 2)
+one_line "import of a missing file" 2 "--model: open $T/none.bin" import --servers="$S" --model="$T/none.bin"
 
 # restore: the checkpoint's weights come back, at a new epoch
 one_line "restore of a step never checkpointed" 1 "no complete checkpoint of step 2" \

@@ -53,11 +53,27 @@ bad "checkpoint dir with external servers" "for the servers the launcher starts"
   "${TINY[@]}" --server-addrs=127.0.0.1:1 --checkpoint-dir="$T/ckpt"
 bad "checkpoint interval" "--checkpoint_dir needs --checkpoint_interval >= 1" "${TINY[@]}" \
   --checkpoint-dir="$T/ckpt" --checkpoint-interval=0
+# A port gRPC would take modulo 2^16 (reaching whatever listens there).
+bad "server address port out of range" 'port "101077" is not a number in 1..65535' \
+  "${TINY[@]}" --server-addrs=127.0.0.1:101077
 bad "nodes must divide workers" "must be >= 1 and divide --workers 2" "${TINY[@]}" --nodes=3
 bad "bad model shape" "--heads 3 does not divide --channels 32" "${TINY[@]}" --heads=3
 bad "bad number" "flag --steps: 'x' is not an integer" "${TINY[@]}" --steps=x
 bad "missing worker binary" "--worker_binary $T/none does not exist" "${TINY[@]}" \
   --worker_binary="$T/none"
+bad "missing val data" "--val_data: open $T/nope.bin" "${TINY[@]}" --val_data="$T/nope.bin"
+bad "checkpoint interval without a dir" "--checkpoint_interval 2 needs --checkpoint_dir" \
+  "${TINY[@]}" --checkpoint-interval=2
+bad "save in a missing directory" "--save $T/nodir/m.bin: cannot write in directory $T/nodir: .*No such file or directory (create it first)" \
+  "${TINY[@]}" --save="$T/nodir/m.bin"
+bad "save in an unwritable directory" "--save /proc/m.bin: cannot write in directory /proc" \
+  "${TINY[@]}" --save=/proc/m.bin
+cp "$T/tokens.bin" "$T/tokens.copy"
+bad "save over the data" "--save $T/./tokens.copy is the --data file $T/tokens.copy" \
+  "${TINY[@]}" --data="$T/tokens.copy" --save="$T/./tokens.copy"
+bad "save over the val data" "is the --val_data file $T/tokens.copy" \
+  "${TINY[@]}" --val_data="$T/tokens.copy" --save="$T/tokens.copy"
+cmp -s "$T/tokens.bin" "$T/tokens.copy"; check "the data survive --save naming them" $?
 
 # End to end.
 W="$T/run"

@@ -53,6 +53,8 @@ run_case --tls_ca --tls_cert="$C/server.pem" --tls_key="$C/server.key" --tls_ca=
 # Directories and files.
 run_case --checkpoint_dir --insecure --checkpoint_dir=/etc/passwd
 run_case --checkpoint_dir --insecure --checkpoint_dir="$T/plain-file/sub"
+run_case --checkpoint_dir --insecure --checkpoint_dir=/proc/zeroshard-ckpt  # cannot be created
+run_case --checkpoint_dir --insecure --checkpoint_dir=/proc  # cannot be written
 run_case --nvme_path --insecure --storage=nvme --nvme_path=/etc/passwd
 run_case --port_file --insecure --port_file="$T/no/such/dir/port"
 # Values that do not parse, unknown flags.

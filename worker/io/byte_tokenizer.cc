@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/env/files.h"
 #include "common/status_macros.h"
+#include "worker/io/same_file.h"
 #include "worker/io/token_file.h"
 
 namespace zeroshard::io {
@@ -28,7 +29,17 @@ absl::Status ValidateTokenizeOptions(const TokenizeOptions& o) {
     return absl::InvalidArgumentError(
         "--val_output needs --val_fraction > 0 (how much to split off)");
   }
-  if (!o.val_output.empty() && o.val_output == o.output) {
+  // Writing a part over the input would destroy the corpus (the same
+  // file under any name: ./x and x, a hard link, a symlink).
+  for (const std::string* part : {&o.output, &o.val_output}) {
+    if (SameFile(*part, o.input)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(part == &o.output ? "--output " : "--val_output ", *part,
+                       " would overwrite --input ", o.input,
+                       " (the same file): write the tokens elsewhere"));
+    }
+  }
+  if (SameFile(o.val_output, o.output)) {
     return absl::InvalidArgumentError("--val_output must differ from --output");
   }
   return absl::OkStatus();

@@ -45,7 +45,9 @@ struct TokenizeSummary {
 };
 
 // OK, or INVALID_ARGUMENT naming the flag (--input, --val_fraction, ...)
-// that is missing or inconsistent. TokenizeFile checks this first.
+// that is missing or inconsistent, or an output that is the input or the
+// other output (the same file under any name, io/same_file.h; checked on
+// the real file system). TokenizeFile checks this first.
 absl::Status ValidateTokenizeOptions(const TokenizeOptions& options);
 
 absl::StatusOr<TokenizeSummary> TokenizeFile(const TokenizeOptions& options,

@@ -65,6 +65,28 @@ expect "a split that leaves a part empty exits 1" 1 "cannot be split" \
   "$TOK" --input="$T/tiny.txt" --output="$T/tiny.bin" --val_fraction=0.1 --val_output="$T/tinyv.bin"
 [ ! -e "$T/tiny.bin" ] && [ ! -e "$T/tinyv.bin" ]; check "no output after a failed split" $?
 
+# An output that is the input (any spelling, a hard link or a symlink) is
+# refused before anything is written: the corpus is left as it was.
+cp "$T/in.txt" "$T/corpus.txt"
+ln "$T/corpus.txt" "$T/corpus.hard"
+ln -s "$T/corpus.txt" "$T/corpus.soft"
+same_as_input() {  # description, flags...
+  local what=$1; shift
+  cp "$T/in.txt" "$T/corpus.txt"  # in place: the links stay links to it
+  expect "$what exits 2" 2 "would overwrite --input" "$TOK" --input="$T/corpus.txt" "$@"
+  cmp -s "$T/in.txt" "$T/corpus.txt"; check "$what leaves the input intact" $?
+}
+same_as_input "--output = --input" --output="$T/corpus.txt"
+same_as_input "--output = ./--input" --output="$T/./corpus.txt"
+same_as_input "--output a hard link of --input" --output="$T/corpus.hard"
+same_as_input "--output a symlink to --input" --output="$T/corpus.soft"
+same_as_input "--val_output = --input" --output="$T/c.bin" --val_fraction=0.1 \
+  --val_output="$T/corpus.txt"
+[ ! -e "$T/c.bin" ]; check "no training part written when --val_output is the input" $?
+(cd "$T" && expect "--val_output = --output spelled differently exits 2" 2 \
+  "--val_output must differ from --output" "$TOK" --input=in.txt --output=o.bin \
+  --val_fraction=0.1 --val_output=./o.bin)
+
 # Output into a missing directory: exit 1, the path named, nothing left.
 expect "unwritable output exits 1 naming it" 1 "$T/missing/dir/out.bin" \
   "$TOK" --input="$T/in.txt" --output="$T/missing/dir/out.bin"

@@ -29,7 +29,8 @@ int main(int argc, char** argv) {
       "symbols, so train with vocab_size >= 256. With --val_fraction the\n"
       "last fraction of the input goes to --val_output instead.");
   flags.String("input", &o.input, "file to tokenize (any bytes)");
-  flags.String("output", &o.output, "token file to write (training part)");
+  flags.String("output", &o.output,
+               "token file to write (training part; never the --input file)");
   flags.Double("val_fraction", &o.val_fraction,
                "fraction in [0, 1) of the input, taken from its end, to "
                "write to --val_output");
