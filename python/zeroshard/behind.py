@@ -15,6 +15,15 @@ of one parameter waits for its chunks, anything that walks the dict
 it. When the last chunk is in, the engine ends the fetch (the step
 protocol's after_fetch) and the modules get their own dicts back.
 
+Not every forward reads its parameters through `_parameters`: nn.LSTM,
+nn.GRU and nn.RNN read the tensors they cached in `_flat_weights`, and a
+TorchScript module reads them in C++. So every module that owns
+parameters also has a forward pre-hook that waits for its own (before
+its forward, whatever it reads them through), and a TorchScript subtree,
+which takes no hooks, is waited for by the pre-hook of its nearest
+ordinary ancestor, or, when the model itself is scripted, by the
+engine's forward (`pre_hooks`).
+
 Only without recovery (no checkpoint_interval, not elastic), where
 after_fetch is local to the rank; with recovery it is a collective that may
 roll back, and the engine fetches before step() returns. A tensor the
@@ -27,6 +36,8 @@ to after_fetch, which raises it on the thread that waited.
 """
 import collections
 import time
+
+import torch
 
 from . import layout
 from .errors import Error
@@ -114,6 +125,10 @@ class BehindFetch:
                 self._error = self._error or e.code
         self._waited += time.perf_counter() - start
 
+    def wait_ranges(self, ranges):
+        for r in ranges:
+            self.wait_range(r)
+
     def wait_range(self, r):
         if self._done:
             return
@@ -145,12 +160,50 @@ def chunks(server_ranges):
     return out
 
 
+def pre_hooks(module, entries):
+    """({module: [flat range]}, [flat range]): for every module that
+    owns trainable parameters in `entries` and takes forward hooks, the
+    ranges its pre-hook waits for (its own, and those of the TorchScript
+    modules beneath it up to the next ordinary module); and the ranges of
+    a model that is itself TorchScript, which only the engine's forward
+    can wait for."""
+    where = {id(e.param): (e.offset, e.end) for e in entries}
+    hooked, unhooked = collections.OrderedDict(), []
+
+    def ranges_of(params):
+        out, seen = [], set()
+        for p in params:
+            if p is not None and id(p) in where and id(p) not in seen:
+                seen.add(id(p))
+                out.append(where[id(p)])
+        return out
+
+    def visit(m, anchor):
+        if isinstance(m, torch.jit.ScriptModule):
+            ranges = ranges_of(m.parameters())
+            if anchor is None:
+                unhooked.extend(ranges)
+            elif ranges:
+                hooked.setdefault(anchor, []).extend(ranges)
+            return  # its submodules are TorchScript too
+        own = ranges_of(m._parameters.values())
+        if own:
+            hooked.setdefault(m, []).extend(own)
+        for child in m.children():
+            visit(child, m)
+
+    visit(module, None)
+    return hooked, unhooked
+
+
 def owners(module, entries):
     """[(module, {name: flat range})] for every module that owns a
     trainable parameter in `entries` (a tied weight under each owner)."""
     where = {id(e.param): (e.offset, e.end) for e in entries}
     out = []
     for m in module.modules():
+        if isinstance(m, torch.jit.ScriptModule):
+            continue  # reads its parameters in C++: pre_hooks waits for it
         ranges = {n: where[id(p)] for n, p in m._parameters.items()
                   if p is not None and id(p) in where}
         if ranges:

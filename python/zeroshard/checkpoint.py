@@ -5,17 +5,80 @@ of the fp32 master weights and AdamW moments, with the workers' state,
 under their own --checkpoint_dir (docs/recovery.md). What this module
 writes in the caller's directory is the index DeepSpeed scripts expect:
 save_dir/<tag>/zeroshard.json (the step, the job, the model size and the
-caller's client_state) and save_dir/latest (the newest tag).
+caller's client_state), save_dir/<tag>/buffers.pt (the module's persistent
+buffers, e.g. BatchNorm's running stats: the servers hold parameters and
+optimizer state only) and save_dir/latest (the newest tag). Rank 0 writes
+them (its buffers); every rank reads them on load.
 """
 import json
 import os
+import warnings
 
+import torch
 import torch.distributed as dist
 
 from .errors import Error
 from ._lib import CODES
 
 INDEX = "zeroshard.json"
+BUFFERS = "buffers.pt"
+
+
+def _buffers(module):
+    """The module's persistent buffers by state_dict name: those of
+    named_buffers() that state_dict() holds."""
+    keys = set(module.state_dict(keep_vars=True).keys())
+    return {name: b for name, b in module.named_buffers() if name in keys}
+
+
+def _write_buffers(engine, folder):
+    values = {name: b.detach().cpu().clone()
+              for name, b in _buffers(engine.module).items()}
+    tmp = os.path.join(folder, BUFFERS + ".tmp")
+    torch.save(values, tmp)
+    os.replace(tmp, os.path.join(folder, BUFFERS))
+
+
+def _read_buffers(engine, folder):
+    """The saved buffers to copy in, as [(buffer, value)], checked against
+    the module (nothing changed yet); [] with a warning when the
+    checkpoint has none (written before buffers were saved)."""
+    mine = _buffers(engine.module)
+    path = os.path.join(folder, BUFFERS)
+    if not os.path.exists(path):
+        if mine:
+            warnings.warn(f"load_checkpoint: {folder} has no {BUFFERS} (a "
+                          "checkpoint written before zeroshard saved "
+                          "buffers): the module's buffers ("
+                          f"{', '.join(sorted(mine)[:4])}"
+                          f"{', ...' if len(mine) > 4 else ''}) were not "
+                          "restored", stacklevel=3)
+        return []
+    try:
+        saved = torch.load(path, map_location="cpu")
+    except Exception as e:  # noqa: BLE001 - any unreadable file
+        raise ValueError(f"load_checkpoint: {path}: {e}") from None
+    if not isinstance(saved, dict):
+        raise ValueError(f"load_checkpoint: {path} holds no buffer dict")
+    out = []
+    for name, b in mine.items():
+        if name not in saved:
+            continue
+        value = saved[name]
+        if not torch.is_tensor(value) or value.shape != b.shape:
+            raise ValueError(
+                f"load_checkpoint: {path}: buffer {name} is "
+                f"{tuple(value.shape) if torch.is_tensor(value) else value!r}"
+                f", the module's is {tuple(b.shape)}")
+        out.append((b, value))
+    missing = sorted(set(mine) - set(saved))
+    extra = sorted(set(saved) - set(mine))
+    if missing or extra:
+        warnings.warn(f"load_checkpoint: {path}: buffers not in the "
+                      f"checkpoint (left as they are): {missing}; in the "
+                      f"checkpoint but not the module: {extra}",
+                      stacklevel=3)
+    return out
 
 
 def _barrier(engine):
@@ -40,8 +103,11 @@ def save(engine, save_dir, tag, client_state, save_latest):
         engine._client.checkpoint(step, engine._state, tag)
         folder = os.path.join(save_dir, tag)
         os.makedirs(folder, exist_ok=True)
+        # The buffers before the index that names them: a checkpoint whose
+        # index exists is whole.
+        _write_buffers(engine, folder)
         index = {"step": step, "tag": tag, "job_id": engine._client.job_id,
-                 "model_elements": engine.numel,
+                 "model_elements": engine.numel, "buffers": BUFFERS,
                  "client_state": client_state or {}}
         tmp = os.path.join(folder, INDEX + ".tmp")
         with open(tmp, "w") as f:
@@ -76,10 +142,14 @@ def load(engine, load_dir, tag):
         raise ValueError(f"load_checkpoint: {path} is of a model of "
                          f"{index.get('model_elements')} elements, this one "
                          f"has {engine.numel}")
+    buffers = _read_buffers(engine, os.path.join(load_dir, str(tag)))
     epoch = engine._epoch + 1
     if engine.rank == 0:
         engine._client.restore(int(index["step"]), epoch)
     _barrier(engine)
     engine._epoch = epoch
     engine._start(resume=True)
+    with torch.no_grad():
+        for b, value in buffers:
+            b.copy_(value)
     return os.path.join(load_dir, str(tag)), index.get("client_state", {})

@@ -32,7 +32,7 @@ import warnings
 import torch
 
 from . import _lib, layout
-from .behind import BehindFetch, owners as param_owners
+from .behind import BehindFetch, owners as param_owners, pre_hooks
 from .client import Client
 from .config import Config
 from .dist import TorchGroup, init_distributed
@@ -42,6 +42,9 @@ from .monitor import Monitors
 from .trainer import Trainer
 
 _FAILED_PRECONDITION = _lib.CODES["FAILED_PRECONDITION"]
+# The step protocol's refusal to start a job the servers hold at a later
+# step (client/step_protocol.cc, CheckStartsFresh).
+_HELD_BY_SERVERS = "the servers already hold job"
 _TRANSIENT = ("UNAVAILABLE", "DEADLINE_EXCEEDED", "ABORTED", "CANCELLED",
               "UNKNOWN")
 _16BIT = {"fp16": torch.float16, "bf16": torch.bfloat16}
@@ -275,6 +278,14 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
         self._behind = None  # a fetch in flight behind the forward
         self._owners = param_owners(model, entries) \
             if self.stage != 3 else None
+        # Forwards that read parameters elsewhere than `_parameters` (RNNs,
+        # TorchScript) wait in pre-hooks (behind.py).
+        self._hook_handles, self._script_ranges = [], []
+        if self._owners is not None:
+            hooked, self._script_ranges = pre_hooks(model, entries)
+            for m, ranges in hooked.items():
+                self._hook_handles.append(m.register_forward_pre_hook(
+                    self._behind_pre_hook(ranges)))
         self._setup_grads()
         self._params.after_hooks()  # stage 3: now the parameters go
         self._trainer = None
@@ -354,13 +365,51 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
         initial = None
         if self.rank == 0 and not resume:
             initial = self._params.initial()
-        outcome = self._trainer.start(initial, now)
+        self._held = None
+        try:
+            outcome = self._trainer.start(initial, now)
+        except Error as e:
+            if resume or e.code != _FAILED_PRECONDITION or \
+                    _HELD_BY_SERVERS not in e.message:
+                raise
+            # DeepSpeed's initialize() then load_checkpoint() against
+            # servers that still hold the job: nothing was written; the
+            # load restores, and anything else raises this.
+            self._held = e
+            self._epoch = getattr(self, "_epoch", 0)
+            self._world_epoch = getattr(self, "_world_epoch", 0)
+            self._state = dict(now)
+            warnings.warn(f"zeroshard: {e.message}; or load_checkpoint() "
+                          "one of its checkpoints", stacklevel=3)
+            return
+        if outcome.moved and not resume and self.rank == 0 and \
+                self._elastic is None:
+            warnings.warn(
+                f"zeroshard: the servers hold job {self._client.job_id!r} at "
+                f"step {outcome.state['step']}: it continues from there "
+                "(the servers' parameters and optimizer state replace the "
+                "module's); restart the servers or use another job_id for "
+                "a new run", stacklevel=3)
         self._apply(outcome)
         self._fetch()
 
     # ----------------------------------------------------- DeepSpeed's API
+    def _check_not_held(self):
+        if self._held is not None:
+            raise Error(self._held.code, self._held.message)
+
     def forward(self, *inputs, **kwargs):
+        self._check_not_held()
+        if self._script_ranges and self._behind is not None:
+            self._behind.wait_ranges(self._script_ranges)
         return self.module(*inputs, **kwargs)
+
+    def _behind_pre_hook(self, ranges):
+        def hook(module, inputs):
+            fetch = self._behind
+            if fetch is not None:
+                fetch.wait_ranges(ranges)
+        return hook
 
     @property
     def global_steps(self):
@@ -419,6 +468,7 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
     def backward(self, loss, retain_graph=False):
         """(loss x loss scale).backward() for this micro-batch, reducing and
         pushing the gradients on the step's last one."""
+        self._check_not_held()
         if not torch.is_tensor(loss) or loss.numel() != 1:
             raise ValueError("backward: loss must be a one-element tensor")
         if self._backward_done:
@@ -513,13 +563,19 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
                 "sum_squares": self._sumsq, "nonfinite": int(self._nonfinite),
                 "loss_scale": state["loss_scale"], "max_norm": self.clipping,
                 "lr": self.config.lr(state["updates"])}
-        if self.precision == "fp16" and self.config.loss_scale_dynamic:
-            decision, outcome = self._trainer.decide(args)
-            if outcome.kind == "ok":
-                after = self.config.update_scaler(state, decision.skipped)
-                outcome = self._trainer.commit(after)
-        else:
-            decision, outcome = self._trainer.step(args, state)
+        try:
+            if self.precision == "fp16" and self.config.loss_scale_dynamic:
+                decision, outcome = self._trainer.decide(args)
+                if outcome.kind == "ok":
+                    after = self.config.update_scaler(state, decision.skipped)
+                    outcome = self._trainer.commit(after)
+            else:
+                decision, outcome = self._trainer.step(args, state)
+        except Error as e:
+            cause = getattr(self, "_push_error", None)
+            if cause is None or cause.message in e.message:
+                raise
+            raise Error(e.code, f"{e.message}: {cause.message}") from e
         if outcome.kind == "ok" and decision.skipped:
             self._skipped += 1
         self.last_decision = decision
@@ -647,6 +703,9 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
             self._close()
 
     def _close(self):
+        for handle in self._hook_handles:
+            handle.remove()
+        self._hook_handles = []
         self._drain() if self.left else self._wait_pending()
         if self._trainer is not None:
             self._trainer.close()

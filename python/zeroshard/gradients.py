@@ -222,6 +222,7 @@ class GradientPipeline:
         start = time.perf_counter()
         status = 0
         first_error = None
+        self._push_error = None  # the first, for the step's error message
         for f in self._pending:
             try:
                 for push in f.result():
@@ -229,8 +230,10 @@ class GradientPipeline:
                         push.result()
                     except Error as e:
                         status = status or e.code
+                        self._push_error = self._push_error or e
             except Error as e:
                 status = status or e.code
+                self._push_error = self._push_error or e
             except Exception as e:  # noqa: BLE001 - a collective failed
                 first_error = first_error or e
         self._pending = []

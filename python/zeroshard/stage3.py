@@ -31,6 +31,9 @@ Threading: the hooks run on the thread running forward and backward; loads
 from the servers run on the prefetch pool.
 """
 import concurrent.futures
+import copy
+import dataclasses
+import functools
 
 import torch
 import torch.distributed as dist
@@ -38,6 +41,7 @@ import torch.distributed as dist
 from . import layout
 
 _SERVING = {"fp16": torch.float16, "bf16": torch.bfloat16}
+_ABSENT = object()
 
 
 def _begin_end(offset_count):
@@ -288,6 +292,9 @@ class PartitionedParams:
         root = engine.module
         root.register_forward_pre_hook(self._root_pre_forward)
         root.register_forward_hook(self._root_post_forward)
+        self._reads = self._undo = None
+        self._running = []
+        self._guard_first_forward()
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=2, thread_name_prefix="zeroshard-prefetch")
 
@@ -310,6 +317,58 @@ class PartitionedParams:
             self._release(u, force=True)
 
     # ------------------------------------------------- the first forward
+    def _guard_first_forward(self):
+        """Until a first forward succeeds the root's `forward` is an
+        instance attribute that undoes the tracking set-up when the forward
+        raises (torch 1.13 has no hook for a forward that raises), so that
+        the engine is left as before it and the next forward traces
+        afresh."""
+        root = self.engine.module
+        self._own_forward = root.__dict__.get("forward", _ABSENT)
+        inner = root.forward
+
+        @functools.wraps(inner)
+        def forward(*args, **kwargs):
+            try:
+                return inner(*args, **kwargs)
+            except BaseException:
+                self._abort_first_forward()
+                raise
+
+        root.forward = self._guard = forward
+
+    def _unguard_first_forward(self):
+        root = self.engine.module
+        if root.__dict__.get("forward") is not self._guard:
+            pass  # replaced since: left as it is
+        elif self._own_forward is _ABSENT:
+            root.__dict__.pop("forward", None)
+        else:
+            root.forward = self._own_forward
+        self._guard = None
+
+    def _undo_tracking(self):
+        """Puts back each module's own `_parameters` and removes the
+        tracking hooks of the first forward."""
+        undo, self._undo = self._undo, None
+        for item in reversed(undo or []):
+            if isinstance(item, tuple):
+                item[0]._parameters = item[1]
+            else:
+                item.remove()
+
+    def _abort_first_forward(self):
+        """The first forward raised: the tracking set-up is undone and the
+        units it gathered released (the persistent ones stay, as after the
+        fetch); the next forward starts the tracking afresh."""
+        if not self.tracing or self._undo is None:
+            return
+        self._undo_tracking()
+        self._reads, self._running = None, []
+        self.trace = []
+        for u in self.units:
+            self._release(u)
+
     def _root_pre_forward(self, _module, _inputs):
         """The first forward runs with every unit gathered, to learn which
         modules run in which order and which module reads which module's
@@ -318,6 +377,9 @@ class PartitionedParams:
             for i in self.root_units:  # read by the root's own forward
                 self._materialise(self.units[i])
             return
+        # A first forward that raised where the guard did not see it (in a
+        # hook of the root): its set-up is undone before this one's.
+        self._abort_first_forward()
         for u in self.units:
             self._materialise(u)
         # The root is running already (its hooks below start with the
@@ -334,10 +396,13 @@ class PartitionedParams:
         self._running.append(module)
 
     def _leave(self, _module, _inputs, _output):
-        self._running.pop()
+        if self._running:
+            self._running.pop()
 
     def on_read(self, owner, param):
         """During the first forward: `param` of `owner` was read."""
+        if self._reads is None:  # not in the first forward
+            return
         running = self._running[-1] if self._running else None
         if running is not None and running is not owner and \
                 id(param) in self._by_id:
@@ -352,11 +417,8 @@ class PartitionedParams:
         if not self.tracing:
             return output
         self.tracing = False
-        for item in self._undo:
-            if isinstance(item, tuple):
-                item[0]._parameters = item[1]
-            else:
-                item.remove()
+        self._undo_tracking()
+        self._unguard_first_forward()
         root = self.engine.module
         for reader, param in self._reads:
             entry = self.engine.entries[self._by_id[id(param)]]
@@ -634,16 +696,39 @@ class PartitionedParams:
     def _post_forward(self, module, _inputs, output):
         units = self._units_of_module(module)
         grad = torch.is_grad_enabled()
+        released = False
         if not self.tracing:
             for u in units:
                 # Kept for its backward: within stage3_max_reuse_distance
                 # and stage3_max_live_parameters.
                 if not (grad and u.index in self.kept and
                         self.live_elements <= self.max_live):
+                    released |= u.live and not u.persistent
                     self._release(u)
         if not grad or not units:
             return output
-        return _wrap(output, self, units[0].index)
+        try:
+            return _wrap(output, self, units[0].index, released)
+        except _Opaque as e:
+            raise TypeError(
+                f"zeroshard stage 3: module {self._name_of(module)!r} "
+                f"({type(module).__name__}) returned a "
+                f"{type(e.value).__module__}.{type(e.value).__qualname__} "
+                "holding tensors that need gradients; its parameters are "
+                "released after its forward (stage3_max_reuse_distance) and "
+                "gathered again for its backward through its outputs, which "
+                "the engine finds only in tensors, tuples, lists, dicts, "
+                "namedtuples and dataclasses: return one of those (or raise "
+                "stage3_max_reuse_distance so that the unit is kept from "
+                "forward to backward)") from None
+
+    def _name_of(self, module):
+        names = getattr(self, "_module_names", None)
+        if names is None:
+            names = self._module_names = {
+                m: n or "<root>"
+                for n, m in self.engine.module.named_modules()}
+        return names.get(module, type(module).__name__)
 
     def _units_of_module(self, module):
         by_module = getattr(self, "units_by_module", None)
@@ -698,18 +783,83 @@ def kept_units(numels, order, reuse):
     return frozenset(kept)
 
 
-def _wrap(output, params, unit_index):
+class _Opaque(Exception):
+    """An output object _wrap cannot walk holds tensors needing grads."""
+
+    def __init__(self, value):
+        super().__init__(type(value).__name__)
+        self.value = value
+
+
+_LEAVES = (type(None), bool, int, float, complex, str, bytes, type(...),
+           torch.dtype, torch.device, torch.Size)
+
+
+def _wrap(output, params, unit_index, strict=False):
     """The module's output with _PreBackward inserted on its tensors that
-    need gradients (tuples, lists and dicts are walked)."""
+    need gradients: tuples, namedtuples, lists, dicts and dataclasses are
+    walked (and rebuilt). strict (the unit was released after its
+    forward): another object holding a tensor that needs gradients raises
+    _Opaque, since its backward would find the released parameters."""
+    def walk(o):
+        return _wrap(o, params, unit_index, strict)
+
     if torch.is_tensor(output):
         if output.requires_grad:
             return _PreBackward.apply(params, unit_index, output)
         return output
-    if isinstance(output, tuple) and not hasattr(output, "_fields"):
-        return tuple(_wrap(o, params, unit_index) for o in output)
+    if isinstance(output, tuple):
+        items = [walk(o) for o in output]
+        if hasattr(type(output), "_make"):  # a namedtuple
+            return type(output)._make(items)
+        if type(output) is not tuple:
+            try:  # torch.return_types and other structseqs
+                return type(output)(items)
+            except Exception:  # noqa: BLE001 - a plain tuple, as before
+                pass
+        return tuple(items)
     if isinstance(output, list):
-        return [_wrap(o, params, unit_index) for o in output]
+        return [walk(o) for o in output]
     if isinstance(output, dict):
-        return type(output)((k, _wrap(v, params, unit_index))
-                            for k, v in output.items())
+        return type(output)((k, walk(v)) for k, v in output.items())
+    if dataclasses.is_dataclass(output) and not isinstance(output, type):
+        # A shallow copy with the walked fields set (frozen ones too).
+        fields = {f.name: getattr(output, f.name)
+                  for f in dataclasses.fields(output)}
+        walked = {n: walk(v) for n, v in fields.items()}
+        if all(walked[n] is fields[n] for n in fields):
+            return output
+        out = copy.copy(output)
+        for n, v in walked.items():
+            if v is not fields[n]:
+                object.__setattr__(out, n, v)
+        return out
+    if strict and _holds_grad_tensor(output):
+        raise _Opaque(output)
     return output
+
+
+def _holds_grad_tensor(value, depth=4, seen=None):
+    """Whether `value` (an object _wrap does not walk) holds, within
+    `depth` levels of attributes and containers, a tensor that needs
+    gradients."""
+    if torch.is_tensor(value):
+        return value.requires_grad
+    if depth == 0 or isinstance(value, _LEAVES) or \
+            isinstance(value, (torch.nn.Module, type)) or callable(value):
+        return False
+    seen = set() if seen is None else seen
+    if id(value) in seen:
+        return False
+    seen.add(id(value))
+    if isinstance(value, dict):
+        children = list(value.values())
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        children = list(value)
+    else:
+        children = list(getattr(value, "__dict__", {}).values())
+        for klass in type(value).__mro__:
+            for slot in getattr(klass, "__slots__", ()):
+                if isinstance(slot, str) and hasattr(value, slot):
+                    children.append(getattr(value, slot))
+    return any(_holds_grad_tensor(c, depth - 1, seen) for c in children)

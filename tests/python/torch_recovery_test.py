@@ -180,6 +180,64 @@ class BadUseTest(unittest.TestCase):
             self.assertIn(e.exception.code_name,
                           ("FAILED_PRECONDITION", "ALREADY_EXISTS"))
 
+    def test_a_second_run_against_servers_holding_the_job(self):
+        """The servers are kept up and the script is run again. Without
+        recovery, initialize() writes nothing and warns, naming the job and
+        its step; a forward then raises that, and the servers' parameters
+        are as they were; DeepSpeed's initialize() then load_checkpoint()
+        restores one of the earlier run's checkpoints and trains on from
+        it as that run did. With a checkpoint interval the run continues
+        the job from the servers' step, and says so."""
+        for interval in (0, 2):
+            with zeroshard.LocalFleet(2, checkpoint_dir=tempfile.mkdtemp(
+                    prefix="rerun")) as fleet, \
+                    tempfile.TemporaryDirectory() as save:
+                cfg = config(1, zeroshard={"checkpoint_interval": interval}) \
+                    if interval else config(1)
+                first, _, _, _ = zeroshard.initialize(
+                    model=tm.model(), config=cfg, servers=fleet.addresses)
+                train(first, 2)
+                first.save_checkpoint(save, "two")
+                train(first, 3)
+                held = torch.empty(first.numel)
+                first._client.gather(0, held)
+                train(first, 4)
+                at_four = torch.empty(first.numel)
+                first._client.gather(0, at_four)
+                first.close()
+                net = tm.model(seed=5)  # other initial weights
+                if not interval:
+                    with self.assertWarnsRegex(
+                            UserWarning, 'already hold job "torch" at step 4'):
+                        again, _, _, _ = zeroshard.initialize(
+                            model=net, config=cfg, servers=fleet.addresses)
+                    x, y = tm.batch(0, 0, 0)
+                    with self.assertRaises(zeroshard.Error) as e:
+                        tm.loss_of(again, x, y, 0)
+                    self.assertEqual(e.exception.code_name,
+                                     "FAILED_PRECONDITION")
+                    self.assertIn("already hold job", e.exception.message)
+                    now = torch.empty(at_four.numel())
+                    again._client.gather(0, now)
+                    self.assertTrue(torch.equal(now, at_four))
+                    again.load_checkpoint(save, "two")
+                    self.assertEqual(again.global_steps, 2)
+                    train(again, 3)
+                    again._client.gather(0, now)
+                    self.assertTrue(torch.equal(now, held))
+                    again.close()
+                    continue
+                with self.assertWarnsRegex(UserWarning,
+                                           "hold job 'torch' at step 4"):
+                    again, _, _, _ = zeroshard.initialize(
+                        model=net, config=cfg, servers=fleet.addresses)
+                self.assertEqual(again.global_steps, 4)
+                again.wait_parameters()
+                mine = torch.cat([p.detach().reshape(-1)
+                                  for p in net.parameters()])
+                self.assertTrue(torch.equal(mine, at_four))
+                again.close()
+
     def test_unsupported_optimizer(self):
         cfg = config(1)
         cfg["optimizer"] = {"type": "SGD", "params": {"lr": 0.1}}

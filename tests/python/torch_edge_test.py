@@ -1,0 +1,292 @@
+"""zeroshard.initialize at its edges, with real zeroshard-server processes
+(LocalFleet) and one rank, against torch.optim.AdamW: a stage 3 first
+forward that raises, stage 3 modules returning namedtuples, dataclasses
+and other objects with their units released after forward, and the
+module's buffers (BatchNorm's running stats) in save/load_checkpoint."""
+import collections
+import copy
+import dataclasses
+import os
+import sys
+import tempfile
+import unittest
+import warnings
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_models as tm  # noqa: E402
+import zeroshard  # noqa: E402
+from torch_engine_test import LR, WD, config  # noqa: E402
+
+
+def data(step, width=6, batch=4):
+    g = torch.Generator().manual_seed(7919 * step + 1)
+    return torch.randn(batch, width, generator=g)
+
+
+def materialised(engine, net):
+    """The module's parameters (stage 3: every unit gathered first)."""
+    engine.wait_parameters()
+    if engine.stage == 3:
+        for u in engine._params.units:
+            engine._params._materialise(u)
+    return {n: p.detach().clone() for n, p in net.named_parameters()}
+
+
+def hooks(net):
+    return [(len(m._forward_pre_hooks), len(m._forward_hooks),
+             type(m._parameters).__name__) for m in net.modules()]
+
+
+class Attn(torch.nn.Module):
+    """nn.MultiheadAttention reads out_proj.weight without calling
+    out_proj: what the first forward's tracking exists for."""
+
+    def __init__(self):
+        super().__init__()
+        self.inp = torch.nn.Linear(6, 8)
+        self.mha = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+        self.out = torch.nn.Linear(8, 1)
+
+    def forward(self, x):
+        h = self.inp(x).unsqueeze(1)
+        return self.out(self.mha(h, h, h)[0].squeeze(1))
+
+
+class FirstForwardTest(unittest.TestCase):
+    def test_stage3_first_forward_that_raises(self):
+        """A first forward that raises (a wrong input shape) leaves the
+        engine as before it; the training that follows is torch's."""
+        torch.manual_seed(0)
+        ref = Attn()
+        net = copy.deepcopy(ref)
+        opt = torch.optim.AdamW(tm.torch_groups(ref, WD), lr=LR)
+        with zeroshard.LocalFleet(2) as fleet:
+            engine, _, _, _ = zeroshard.initialize(
+                model=net, config=config(3), servers=fleet.addresses)
+            before = hooks(net)
+            with self.assertRaisesRegex(RuntimeError, "shapes"):
+                engine(torch.ones(4, 7))
+            self.assertEqual(hooks(net), before)
+            self.assertEqual(engine._params.trace, [])
+            held = [p.numel() for p in net.parameters()]
+            self.assertEqual(held, [0] * len(held), "units left gathered")
+            for step in range(4):
+                x = data(step)
+                loss = (engine(x) ** 2).mean()
+                engine.backward(loss)
+                engine.step()
+                opt.zero_grad()
+                ref_loss = (ref(x) ** 2).mean()
+                ref_loss.backward()
+                opt.step()
+                self.assertAlmostEqual(loss.item(), ref_loss.item(),
+                                       delta=1e-6, msg=step)
+            got = materialised(engine, net)
+            for name, p in ref.named_parameters():
+                self.assertLess((got[name] - p).abs().max().item(), 1e-6,
+                                name)
+            self.assertEqual(hooks(net), before)
+            self.assertNotIn("forward", vars(net))
+            engine.close()
+
+
+NT = collections.namedtuple("NT", "y aux")
+
+
+@dataclasses.dataclass
+class DC:
+    y: torch.Tensor
+    aux: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class FrozenDC:
+    y: torch.Tensor
+
+
+class Obj:
+    def __init__(self, y):
+        self.y = y
+
+
+class Inner(torch.nn.Module):
+    """Owns its parameters (its own unit) and returns `kind`."""
+
+    def __init__(self, kind):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(6, 6) * 0.4)
+        self.b = torch.nn.Parameter(torch.zeros(6))
+        self.kind = kind
+
+    def forward(self, x):
+        y = torch.tanh(torch.nn.functional.linear(x, self.w, self.b))
+        return {"nt": lambda: NT(y, 1), "dc": lambda: DC(y, 1),
+                "frozen": lambda: FrozenDC(y), "obj": lambda: Obj(y)}[
+                    self.kind]()
+
+
+class Outer(torch.nn.Module):
+    def __init__(self, kind):
+        super().__init__()
+        self.pre = torch.nn.Linear(6, 6)  # backward needs inner's weight
+        self.inner = Inner(kind)
+        self.head = torch.nn.Linear(6, 1)
+
+    def forward(self, x):
+        out = self.inner(self.pre(x))
+        assert type(out).__name__ in ("NT", "DC", "FrozenDC", "Obj")
+        return self.head(out.y)
+
+
+class OutputsTest(unittest.TestCase):
+    """stage3_max_reuse_distance 0: every unit is released after its
+    forward and gathered again for its backward, found through the
+    module's outputs."""
+
+    def test_stage3_namedtuple_and_dataclass_outputs(self):
+        cfg = config(3, zero={"stage3_max_reuse_distance": 0})
+        for kind in ("nt", "dc", "frozen"):
+            with zeroshard.LocalFleet(2) as fleet:
+                torch.manual_seed(0)
+                ref = Outer(kind)
+                net = copy.deepcopy(ref)
+                opt = torch.optim.AdamW(tm.torch_groups(ref, WD), lr=LR)
+                engine, _, _, _ = zeroshard.initialize(
+                    model=net, config=cfg, servers=fleet.addresses)
+                for step in range(3):
+                    x = data(step)
+                    loss = ((engine(x) - 1) ** 2).mean()
+                    engine.backward(loss)
+                    engine.step()
+                    opt.zero_grad()
+                    ref_loss = ((ref(x) - 1) ** 2).mean()
+                    ref_loss.backward()
+                    opt.step()
+                    self.assertAlmostEqual(loss.item(), ref_loss.item(),
+                                           delta=1e-6, msg=(kind, step))
+                got = materialised(engine, net)
+                for name, p in ref.named_parameters():
+                    self.assertLess((got[name] - p).abs().max().item(),
+                                    1e-6, (kind, name))
+                engine.close()
+
+    def test_stage3_other_output_object_is_a_clear_error(self):
+        cfg = config(3, zero={"stage3_max_reuse_distance": 0})
+        with zeroshard.LocalFleet(1) as fleet:
+            torch.manual_seed(0)
+            engine, _, _, _ = zeroshard.initialize(
+                model=Outer("obj"), config=cfg, servers=fleet.addresses)
+            x = data(0)
+            # The first forward keeps every unit: it trains.
+            engine.backward(((engine(x) - 1) ** 2).mean())
+            engine.step()
+            with self.assertRaisesRegex(
+                    TypeError, r"module 'inner' \(Inner\) returned a "
+                    r"\S*Obj holding tensors.*namedtuples and dataclasses"):
+                engine(x)
+            with torch.no_grad():  # nothing to gather for a backward
+                engine(x)
+            engine.close()
+
+
+class BNNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inp = torch.nn.Linear(6, 16)
+        self.bn = torch.nn.BatchNorm1d(16)
+        self.out = torch.nn.Linear(16, 1)
+        # Not in state_dict: not saved.
+        self.register_buffer("scratch", torch.zeros(3), persistent=False)
+
+    def forward(self, x):
+        return self.out(torch.relu(self.bn(self.inp(x))))
+
+
+def buffers(net):
+    return {n: b.clone() for n, b in net.named_buffers()}
+
+
+class CheckpointBuffersTest(unittest.TestCase):
+    def check_stage(self, stage):
+        def batch(step):
+            x = data(step, batch=8)
+            return x, x.sum(1, keepdim=True)
+
+        def train(model, steps, opt=None):
+            for step in steps:
+                x, y = batch(step)
+                loss = ((model(x) - y) ** 2).mean()
+                if opt is None:
+                    model.backward(loss)
+                    model.step()
+                else:
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+
+        def evaluate(model):
+            model.eval()
+            with torch.no_grad():
+                x, y = batch(999)
+                loss = ((model(x) - y) ** 2).mean().item()
+            model.train()
+            return loss
+
+        torch.manual_seed(0)
+        ref = BNNet()
+        net = copy.deepcopy(ref)
+        opt = torch.optim.AdamW(tm.torch_groups(ref, WD), lr=LR)
+        with tempfile.TemporaryDirectory() as ckpt, \
+                tempfile.TemporaryDirectory() as save, \
+                zeroshard.LocalFleet(1, checkpoint_dir=ckpt) as fleet:
+            engine, _, _, _ = zeroshard.initialize(
+                model=net, config=config(stage), servers=fleet.addresses)
+            train(engine, range(3))
+            engine.save_checkpoint(save, "three")
+            at_three = buffers(net)
+            train(engine, range(3, 6))
+            net.scratch.fill_(5.0)
+            engine.load_checkpoint(save)
+            self.assertEqual(engine.global_steps, 3)
+            for name in ("bn.running_mean", "bn.running_var",
+                         "bn.num_batches_tracked"):
+                self.assertTrue(torch.equal(at_three[name],
+                                            buffers(net)[name]), name)
+            self.assertEqual(net.scratch.tolist(), [5.0] * 3)
+            # Resumed at 3, trained to 6: torch's 6 steps, eval included.
+            train(engine, range(3, 6))
+            train(ref, range(6), opt)
+            self.assertAlmostEqual(evaluate(engine), evaluate(ref),
+                                   delta=1e-6)
+            for name, value in buffers(ref).items():
+                if name != "scratch":
+                    self.assertLess((buffers(net)[name] - value).abs().max()
+                                    .item(), 1e-5, name)
+            self.assertEqual(sorted(os.listdir(os.path.join(save, "three"))),
+                             ["buffers.pt", "zeroshard.json"])
+            # A checkpoint written before buffers were saved: it loads,
+            # with a warning, and leaves the buffers as they are.
+            os.remove(os.path.join(save, "three", "buffers.pt"))
+            now = buffers(net)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                engine.load_checkpoint(save)
+            self.assertTrue(any("were not restored" in str(w.message)
+                                for w in caught), [str(w.message)
+                                                   for w in caught])
+            self.assertEqual(engine.global_steps, 3)
+            for name, value in now.items():
+                self.assertTrue(torch.equal(value, buffers(net)[name]), name)
+            engine.close()
+
+    def test_buffers_saved_and_restored_stage_2(self):
+        self.check_stage(2)
+
+    def test_buffers_saved_and_restored_stage_3(self):
+        self.check_stage(3)
+
+
+if __name__ == "__main__":
+    unittest.main()
