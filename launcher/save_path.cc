@@ -1,10 +1,9 @@
 #include "launcher/save_path.h"
 
-#include <unistd.h>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/env/env.h"
+#include "common/env/files.h"
 #include "worker/io/same_file.h"
 
 namespace zeroshard {
@@ -53,23 +52,11 @@ absl::Status CheckSavePath(const std::string& save,
       !env->FileExists(dir)) {
     return absl::OkStatus();  // made before the run (and checked then)
   }
-  // Permission bits do not tell (root, a read-only file system): create a
-  // file there, and remove it.
-  const std::string probe =
-      absl::StrCat(".zeroshard-save-probe.", static_cast<long>(getpid()));
-  OpenOptions create;
-  create.create = true;
-  create.exclusive = true;
-  absl::StatusOr<std::unique_ptr<File>> f = env->OpenFileIn(dir, probe, create);
-  if (!f.ok()) {
-    return Bad(
-        save,
-        absl::StrCat(": cannot write in directory ", dir, ": ",
-                     f.status().message(),
-                     absl::IsNotFound(f.status()) ? " (create it first)" : ""));
+  if (absl::Status s = CheckCanCreateIn(env, dir); !s.ok()) {
+    return Bad(save, absl::StrCat(
+                         ": cannot write in directory ", dir, ": ", s.message(),
+                         absl::IsNotFound(s) ? " (create it first)" : ""));
   }
-  f->reset();
-  (void)env->RemoveFile(absl::StrCat(dir, "/", probe));
   return absl::OkStatus();
 }
 

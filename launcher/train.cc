@@ -46,23 +46,6 @@ const char kConfigWarning[] = "config warning: ";
 std::atomic<int> g_signal{0};
 void OnSignal(int signo) { g_signal = signo; }
 
-// Creates `path` and its parents, and checks that a file can be created
-// in it.
-absl::Status MakeWritableDir(Env* env, const std::string& path) {
-  absl::Status made;
-  for (size_t i = 1; i <= path.size(); ++i) {
-    if (i == path.size() || path[i] == '/') {
-      made = env->CreateDir(path.substr(0, i));  // the last one counts
-    }
-  }
-  ZS_RETURN_IF_ERROR(made);
-  const std::string probe = JoinPath(path, ".zeroshard-probe");
-  OpenOptions create;
-  create.create = true;
-  ZS_RETURN_IF_ERROR(env->OpenFile(probe, create).status());
-  return env->RemoveFile(probe);
-}
-
 // argv as a shell would take it back: words with anything but
 // [A-Za-z0-9_./=:,+-] in single quotes.
 std::string ShellQuote(int argc, char** argv) {

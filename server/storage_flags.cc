@@ -1,6 +1,5 @@
 #include "server/storage_flags.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/env/env.h"
+#include "common/env/files.h"
 #include "common/status_macros.h"
 
 namespace zeroshard {
@@ -122,35 +122,10 @@ absl::Status CheckStorageFlags(const StorageFlags& f, uint32_t shard_index,
 
 absl::Status MakeWritableDir(const std::string& flag, const std::string& dir) {
   if (dir.empty()) return absl::OkStatus();
-  auto bad = [&](const std::string& problem) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, " ", dir, problem));
-  };
-  Env* env = DefaultEnv();
-  // mkdir -p: each missing level is created (0700, as the checkpointer
-  // makes its own).
-  for (size_t i = 1; i <= dir.size(); ++i) {
-    if (i < dir.size() && dir[i] != '/') continue;
-    const std::string prefix = dir.substr(0, i);
-    if (absl::Status s = env->CreateDir(prefix); !s.ok()) {
-      return bad(absl::StrCat(": cannot create ", prefix, ": ", s.message()));
-    }
-  }
-  // Permission bits do not tell (root, a read-only file system): create a
-  // file there, and remove it.
-  const std::string probe =
-      absl::StrCat(".zeroshard-probe.", static_cast<long>(getpid()));
-  OpenOptions create;
-  create.create = true;
-  create.exclusive = true;
-  absl::StatusOr<std::unique_ptr<File>> f = env->OpenFileIn(dir, probe, create);
-  if (!f.ok()) {
-    return bad(
-        absl::StrCat(": cannot create a file in it: ", f.status().message()));
-  }
-  f->reset();
-  (void)env->RemoveFile(absl::StrCat(dir, "/", probe));
-  return absl::OkStatus();
+  absl::Status s = zeroshard::MakeWritableDir(DefaultEnv(), dir);
+  if (s.ok()) return s;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", flag, " ", dir, ": ", s.message()));
 }
 
 absl::StatusOr<std::unique_ptr<storage::DirLock>> PrepareStateDir(

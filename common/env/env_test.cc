@@ -229,6 +229,37 @@ TEST_P(EnvTest, GlobMatchesLikeTheShell) {
   EXPECT_TRUE(Glob(env_, Path("a/val_1.bin")).empty());
 }
 
+TEST_P(EnvTest, MakeWritableDirMakesEveryLevelAndLeavesNoProbe) {
+  const std::string dir = Path("x/y/z");
+  ASSERT_TRUE(MakeWritableDir(env_, dir).ok());
+  EXPECT_TRUE(env_->ListDir(dir)->empty());      // the probe file is gone
+  EXPECT_TRUE(MakeWritableDir(env_, dir).ok());  // again: nothing to make
+  EXPECT_TRUE(CheckCanCreateIn(env_, dir).ok());
+  absl::Status s = CheckCanCreateIn(env_, Path("none"));
+  EXPECT_EQ(s.code(), StatusCode::kNotFound) << s;
+  EXPECT_NE(s.message().find("cannot create a file in it: "), std::string::npos)
+      << s;
+  ASSERT_TRUE(WriteFileAtomic(env_, Path("file"), "x").ok());
+  s = MakeWritableDir(env_, Path("file/sub"));
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("cannot create " + Path("file")),
+            std::string::npos)
+      << s;
+}
+
+TEST(PosixEnvTest, MakeWritableDirFollowsALinkAndRefusesProc) {
+  Env* env = DefaultEnv();
+  const std::string dir = PosixTempDir();
+  ASSERT_TRUE(env->CreateDir(dir + "/real").ok());
+  ASSERT_EQ(symlink((dir + "/real").c_str(), (dir + "/link").c_str()), 0);
+  EXPECT_TRUE(MakeWritableDir(env, dir + "/link").ok());
+  // Root passes any permission check; /proc takes no new files.
+  absl::Status s = MakeWritableDir(env, "/proc");
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("cannot create a file in it"), std::string::npos)
+      << s;
+}
+
 TEST(PosixEnvTest, ReadSmallFileReadsProcFilesToTheirEnd) {
   // /proc files report size 0; their contents come from reading to EOF.
   absl::StatusOr<std::string> stat =

@@ -184,4 +184,33 @@ std::vector<std::string> Glob(Env* env, const std::string& pattern) {
   return paths;
 }
 
+absl::Status CheckCanCreateIn(Env* env, const std::string& dir) {
+  const std::string probe =
+      absl::StrCat(".zeroshard-probe.", static_cast<long>(getpid()));
+  OpenOptions create;
+  create.create = true;
+  // OpenFile, not OpenFileIn: `dir` may be a symbolic link to one.
+  absl::StatusOr<std::unique_ptr<File>> f =
+      env->OpenFile(JoinPath(dir, probe), create);
+  if (!f.ok()) {
+    return absl::Status(
+        f.status().code(),
+        absl::StrCat("cannot create a file in it: ", f.status().message()));
+  }
+  f->reset();
+  return env->RemoveFile(JoinPath(dir, probe));
+}
+
+absl::Status MakeWritableDir(Env* env, const std::string& dir) {
+  for (size_t i = 1; i <= dir.size(); ++i) {
+    if (i < dir.size() && dir[i] != '/') continue;
+    const std::string level = dir.substr(0, i);
+    if (absl::Status s = env->CreateDir(level); !s.ok()) {
+      return absl::Status(
+          s.code(), absl::StrCat("cannot create ", level, ": ", s.message()));
+    }
+  }
+  return CheckCanCreateIn(env, dir);
+}
+
 }  // namespace zeroshard

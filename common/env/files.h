@@ -136,6 +136,17 @@ class AppendableFile {
 // explicitly; unreadable directories are skipped). Empty if none.
 std::vector<std::string> Glob(Env* env, const std::string& pattern);
 
+// Whether a file can be created in the directory `dir`: permission bits do
+// not tell (root, a read-only file system), so one is created and removed
+// (a name of this process's). The error is Env's, prefixed "cannot create
+// a file in it: " (NOT_FOUND when `dir` does not exist).
+absl::Status CheckCanCreateIn(Env* env, const std::string& dir);
+
+// `dir` and its missing parents created (Env::CreateDir: 0700 each, as
+// `mkdir -p`), then CheckCanCreateIn. An error names the level that could
+// not be made ("cannot create /a/b: ...").
+absl::Status MakeWritableDir(Env* env, const std::string& dir);
+
 }  // namespace zeroshard
 
 #endif  // ZEROSHARD_COMMON_ENV_FILES_H_

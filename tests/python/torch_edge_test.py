@@ -73,16 +73,9 @@ class FirstForwardTest(unittest.TestCase):
             held = [p.numel() for p in net.parameters()]
             self.assertEqual(held, [0] * len(held), "units left gathered")
             for step in range(4):
-                x = data(step)
-                loss = (engine(x) ** 2).mean()
-                engine.backward(loss)
-                engine.step()
-                opt.zero_grad()
-                ref_loss = (ref(x) ** 2).mean()
-                ref_loss.backward()
-                opt.step()
-                self.assertAlmostEqual(loss.item(), ref_loss.item(),
-                                       delta=1e-6, msg=step)
+                loss, ref_loss = tm.step_mean_square(engine, ref, opt,
+                                                     data(step))
+                self.assertAlmostEqual(loss, ref_loss, delta=1e-6, msg=step)
             got = materialised(engine, net)
             for name, p in ref.named_parameters():
                 self.assertLess((got[name] - p).abs().max().item(), 1e-6,

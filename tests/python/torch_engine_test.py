@@ -218,15 +218,9 @@ class SingleRankTest(unittest.TestCase):
                 for step in range(4):
                     g = torch.Generator().manual_seed(step)
                     x = torch.randn(4, 5, 8, generator=g)
-                    loss = (engine(x) ** 2).mean()
-                    engine.backward(loss)
-                    engine.step()
-                    opt.zero_grad()
-                    ref_loss = (ref(x) ** 2).mean()
-                    ref_loss.backward()
-                    opt.step()
-                    self.assertAlmostEqual(loss.item(), ref_loss.item(),
-                                           delta=1e-6, msg=(name, step))
+                    loss, ref_loss = tm.step_mean_square(engine, ref, opt, x)
+                    self.assertAlmostEqual(loss, ref_loss, delta=1e-6,
+                                           msg=(name, step))
                 engine.wait_parameters()
                 worst = max((p - q).abs().max().item() for p, q in
                             zip(net.parameters(), ref.parameters()))

@@ -75,6 +75,20 @@ def torch_groups(net, weight_decay):
             {"params": rest, "weight_decay": 0.0}]
 
 
+def step_mean_square(engine, ref, opt, x):
+    """One step of the engine and one of torch's optimizer `opt` over `ref`,
+    each on the mean square of its model's output for `x`; the two losses
+    (floats)."""
+    loss = (engine(x) ** 2).mean()
+    engine.backward(loss)
+    engine.step()
+    opt.zero_grad()
+    ref_loss = (ref(x) ** 2).mean()
+    ref_loss.backward()
+    opt.step()
+    return loss.item(), ref_loss.item()
+
+
 def snapshot(net):
     return {n: p.detach().clone().float() for n, p in net.named_parameters()}
 
