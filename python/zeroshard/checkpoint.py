@@ -9,7 +9,12 @@ caller's client_state), save_dir/<tag>/buffers.pt (the module's persistent
 buffers, e.g. BatchNorm's running stats: the servers hold parameters and
 optimizer state only) and save_dir/latest (the newest tag). Rank 0 writes
 them (its buffers); every rank reads them on load.
+
+consolidated_state_dict / save_16bit_model: the module's whole weights at
+any stage (at stage 3 each rank holds only what the next forward needs),
+from the servers' fp32 masters.
 """
+import collections
 import json
 import os
 import warnings
@@ -153,3 +158,40 @@ def load(engine, load_dir, tag):
         for b, value in buffers:
             b.copy_(value)
     return os.path.join(load_dir, str(tag)), index.get("client_state", {})
+
+
+def consolidated_state_dict(engine, exclude_frozen=False):
+    """The module's state_dict with every trainable parameter whole: the
+    servers' fp32 masters of the last committed step, cast to the
+    parameter's dtype (a tied parameter under each of its names, as
+    state_dict has it); frozen parameters and buffers as this rank holds
+    them (frozen ones left out with exclude_frozen). CPU tensors. Not
+    collective: each caller gathers from the servers."""
+    flat = torch.empty(engine.numel, dtype=torch.float32)
+    engine._client.gather(0, flat)
+    by_id = {id(e.param): e for e in engine.entries}
+    params = {id(p) for p in engine.module.parameters()}
+    out = collections.OrderedDict()
+    for name, value in engine.module.state_dict(keep_vars=True).items():
+        e = by_id.get(id(value))
+        if e is not None:
+            out[name] = flat[e.offset:e.end].view(e.shape).to(
+                value.dtype).clone()
+        elif not (exclude_frozen and id(value) in params):
+            out[name] = value.detach().cpu().clone()
+    return out
+
+
+def save_16bit_model(engine, save_dir, save_filename, exclude_frozen):
+    """Rank 0 writes consolidated_state_dict with torch.save to
+    save_dir/save_filename (a temporary file, then a rename); every rank
+    returns once it is there. Collective."""
+    _check_boundary(engine, "save_16bit_model")
+    if engine.rank == 0:
+        state = consolidated_state_dict(engine, exclude_frozen)
+        os.makedirs(save_dir, exist_ok=True)
+        path = os.path.join(save_dir, save_filename)
+        torch.save(state, path + ".tmp")
+        os.replace(path + ".tmp", path)
+    _barrier(engine)
+    return True

@@ -688,6 +688,28 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
         self.wait_parameters()
         return checkpoint.save(self, save_dir, tag, client_state, save_latest)
 
+    def consolidated_state_dict(self, exclude_frozen_parameters=False):
+        """The module's state_dict with whole parameters at any stage, from
+        the servers' fp32 masters (in the module's dtypes); stage 3's
+        module.state_dict() holds only this rank's released stand-ins.
+        Not collective."""
+        from . import checkpoint
+        self._check_not_held()
+        self.wait_parameters()
+        return checkpoint.consolidated_state_dict(
+            self, exclude_frozen_parameters)
+
+    def save_16bit_model(self, save_dir, save_filename="pytorch_model.bin",
+                         exclude_frozen_parameters=False):
+        """DeepSpeed's: rank 0 saves consolidated_state_dict() with
+        torch.save as save_dir/save_filename (the module's dtypes: fp32,
+        or fp16/bf16 under mixed precision). Returns True. Collective."""
+        from . import checkpoint
+        self._check_not_held()
+        self.wait_parameters()
+        return checkpoint.save_16bit_model(self, save_dir, save_filename,
+                                           exclude_frozen_parameters)
+
     def load_checkpoint(self, load_dir, tag=None, **_ignored):
         """Restores the servers to the step recorded in load_dir/tag and
         reloads the module's parameters. Returns (load_dir/tag,
