@@ -118,7 +118,10 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None,
     if config is None:
         raise ValueError("initialize: no config (pass config=dict or a JSON "
                          "file)")
-    device = next(model.parameters()).device.type
+    first = next(model.parameters(), None)
+    if first is None:
+        raise ValueError("initialize: the model has no parameters")
+    device = first.device.type
     if elastic is not None:
         if not isinstance(elastic, dict):
             raise ValueError("initialize: elastic must be a dict of options")
@@ -366,6 +369,7 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
         if self.rank == 0 and not resume:
             initial = self._params.initial()
         self._held = None
+        self._closed = False
         try:
             outcome = self._trainer.start(initial, now)
         except Error as e:
@@ -394,7 +398,13 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
         self._fetch()
 
     # ----------------------------------------------------- DeepSpeed's API
+    def _check_open(self):
+        if self._closed:
+            raise Error(_FAILED_PRECONDITION, "the engine is closed "
+                        "(engine.close() was called)")
+
     def _check_not_held(self):
+        self._check_open()
         if self._held is not None:
             raise Error(self._held.code, self._held.message)
 
@@ -512,6 +522,7 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
     def step(self):
         """At the gradient accumulation boundary: the optimizer step on the
         servers and the parameter fetch; otherwise the next micro-batch."""
+        self._check_open()
         if not self._backward_done:
             raise Error(_FAILED_PRECONDITION, "step() before backward(): "
                         "call engine.backward(loss) first")
@@ -685,6 +696,7 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
         their --checkpoint_dir) and records in save_dir/tag which step it
         is, with client_state. Collective."""
         from . import checkpoint
+        self._check_not_held()
         self.wait_parameters()
         return checkpoint.save(self, save_dir, tag, client_state, save_latest)
 
@@ -715,13 +727,17 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
         reloads the module's parameters. Returns (load_dir/tag,
         client_state). Collective."""
         from . import checkpoint
+        self._check_open()
         self.wait_parameters()
         return checkpoint.load(self, load_dir, tag)
 
     def close(self):
+        if self._closed:
+            return
         try:
             self.wait_parameters()
         finally:
+            self._closed = True
             self._close()
 
     def _close(self):

@@ -263,7 +263,19 @@ class BadUseTest(unittest.TestCase):
                 engine.step()
             with self.assertRaisesRegex(ValueError, "one-element"):
                 engine.backward(torch.ones(3))
+            x, y = tm.batch(0, 0, 0)
+            loss = tm.loss_of(engine, x, y, 0)
             engine.close()
+            engine.close()  # a second close does nothing
+            for late in (lambda: engine.backward(loss), engine.step,
+                         lambda: tm.loss_of(engine, x, y, 0),
+                         lambda: engine.save_checkpoint("/tmp/nowhere")):
+                with self.assertRaisesRegex(zeroshard.Error,
+                                            "the engine is closed"):
+                    late()
+        with self.assertRaisesRegex(ValueError, "has no parameters"):
+            zeroshard.initialize(model=torch.nn.ReLU(), config=config(1),
+                                 servers="127.0.0.1:1")
         with self.assertRaisesRegex(ValueError, "optimizer"):
             zeroshard.initialize(model=tm.model(), config=config(1),
                                  optimizer=torch.optim.SGD(
