@@ -135,6 +135,15 @@ absl::Status CheckServers(TrainOptions& o) {
     }
   } else if (o.servers > 0) {
     o.num_servers = o.servers;
+    const config::ZeroShardConfig& zs = o.engine.zeroshard;
+    const size_t in_config = zs.server_addresses.empty()
+                                 ? static_cast<size_t>(zs.num_servers)
+                                 : zs.server_addresses.size();
+    if (in_config > 0 && in_config != o.servers) {
+      o.config_warnings.push_back(absl::StrCat(
+          "--servers ", o.servers,
+          " overrides the config's zeroshard.servers (", in_config, ")"));
+    }
   } else if (!o.engine.zeroshard.server_addresses.empty()) {
     o.server_addresses = o.engine.zeroshard.server_addresses;
   } else {

@@ -94,6 +94,14 @@ torch=$(/usr/bin/python3 "$R/tests/launcher_eval.py" "$T/final.bin" "$T/tokens.b
 check "saved model's PyTorch loss $torch = logged eval loss $logged" $?
 [ "$(left_of "$W/")" -eq 0 ]; check "no process of the job left" $?
 
+# --servers over the config's zeroshard.servers: said, and what rank 0
+# reports is what runs.
+out=$("$LAUNCHER" train "${TINY[@]}" --servers=1 --workers=1 --steps=2 \
+  --work-dir="$T/one" 2>&1); rc=$?
+[ $rc -eq 0 ] && grep -q -- "--servers 1 overrides the config's zeroshard.servers (2)" <<<"$out" &&
+  grep -q "\[rank 0\] config: .*, 1 servers" <<<"$out"
+check "--servers overrides the config's count, said and reported (rc $rc)" $?
+
 # A worker that fails stops the job, naming its rank and status.
 out=$(ZEROSHARD_TEST_FAIL_AT=1:2 "$LAUNCHER" train "${TINY[@]}" --steps=1000 \
   --worker_binary="$TEST_WORKER" --work_dir="$T/fail" 2>&1); rc=$?

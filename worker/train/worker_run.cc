@@ -132,6 +132,12 @@ absl::Status RunWorker(const WorkerOptions& o, const WorkerHooks& hooks) {
                       TrainSpecFromFlags(o.train, config, &warnings));
   spec.local_rank = cc.local_rank;  // its GPU with --device=cuda
   if (spec.device == "cuda") SayGpu(cc.rank, cc.local_rank);
+  if (spec.zero.stage > 0 && !o.servers.empty()) {
+    // The servers this worker uses (--servers wins over the config's).
+    const std::vector<std::string> used =
+        absl::StrSplit(o.servers, ',', absl::SkipEmpty());
+    config.zeroshard.num_servers = static_cast<int>(used.size());
+  }
   if (cc.rank == 0) {
     std::printf("config: %s\n", config::DescribeEngineConfig(config).c_str());
     for (const std::string& w : warnings) {
