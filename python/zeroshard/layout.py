@@ -21,19 +21,15 @@ class Entry:
         return self.offset + self.numel
 
 
-def is_no_decay(name, param):
-    """Biases and norm weights: every parameter of fewer than 2 dimensions
-    (the C++ engine's rule, and the usual one for transformers)."""
-    return param.dim() < 2
-
-
 def build(module, model_parameters, cfg):
     """(entries, groups): groups are dicts for Client.register.
 
-    model_parameters: None or an iterable of parameters (default groups:
-    weight decay `cfg.weight_decay` on parameters of 2 or more dimensions,
-    none on the others), or torch-style group dicts {"params": [...],
-    "weight_decay": ..., "lr": ..., "betas": (b1, b2), "eps": ...}."""
+    model_parameters: None (every trainable parameter) or an iterable of
+    parameters, in one group with the config's hyperparameters (weight
+    decay on every parameter, as DeepSpeed's config optimizer and
+    torch.optim.AdamW(model.parameters()) have it), or torch-style group
+    dicts {"params": [...], "weight_decay": ..., "lr": ...,
+    "betas": (b1, b2), "eps": ...}."""
     named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
     if not named:
         raise ValueError("initialize: the model has no trainable parameters")
@@ -88,9 +84,9 @@ def build(module, model_parameters, cfg):
             if not named:
                 raise ValueError("model_parameters: none is a trainable "
                                  "parameter of the model")
-        groups = [dict(base), dict(base, weight_decay=0.0)]
-        for n, p in named:
-            group_of[id(p)] = 1 if is_no_decay(n, p) else 0
+        groups = [dict(base)]
+        for _, p in named:
+            group_of[id(p)] = 0
     entries, offset = [], 0
     for n, p in named:
         entries.append(Entry(n, p, offset, group_of[id(p)]))

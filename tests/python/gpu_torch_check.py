@@ -145,14 +145,10 @@ def ds_config(stage, b, lr, bucket=5e7):
 
 
 def torch_adamw(model, lr, **kw):
-    """torch's AdamW with zeroshard's default groups (docs/python.md):
-    weight decay on parameters of 2 or more dimensions only."""
-    params = list(model.parameters())
-    groups = [{"params": [p for p in params if p.dim() >= 2]},
-              {"params": [p for p in params if p.dim() < 2],
-               "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95), eps=1e-8,
-                             weight_decay=0.1, **kw)
+    """torch's AdamW as zeroshard's default group has it (docs/python.md):
+    weight decay on every parameter, as DeepSpeed's config optimizer."""
+    return torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95),
+                             eps=1e-8, weight_decay=0.1, **kw)
 
 
 def torch_step(opt):

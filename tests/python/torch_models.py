@@ -68,11 +68,9 @@ def loss_of(net, x, y, step):
 
 
 def torch_groups(net, weight_decay):
-    """The engine's default groups: no weight decay below 2 dimensions."""
-    decay = [p for p in net.parameters() if p.dim() >= 2]
-    rest = [p for p in net.parameters() if p.dim() < 2]
-    return [{"params": decay, "weight_decay": weight_decay},
-            {"params": rest, "weight_decay": 0.0}]
+    """The engine's default group, as DeepSpeed's: every parameter, with
+    the config's weight decay."""
+    return [{"params": list(net.parameters()), "weight_decay": weight_decay}]
 
 
 def step_mean_square(engine, ref, opt, x):
