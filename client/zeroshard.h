@@ -112,7 +112,8 @@ typedef struct zs_member zs_member;
 
 typedef struct zs_connect_options {
   const char* addresses; /* "host:port,host:port": shard k at the k-th */
-  const char* job_id;    /* names the job on the servers (<= 128 bytes) */
+  const char* job_id;    /* names the job on the servers (<= 128 bytes of
+                            UTF-8; membership takes printable ASCII) */
   /* TLS: the CA the servers' certificates chain to; with cert and key,
    * mutual TLS. PEM files. */
   const char* tls_ca_file;
@@ -120,11 +121,15 @@ typedef struct zs_connect_options {
   const char* tls_key_file;
   /* Bearer token: the value, or a file holding it (not both). Neither:
    * $ZEROSHARD_TOKEN, else the file named by $ZEROSHARD_TOKEN_FILE, else
-   * none. A token is sent only over TLS or with insecure = 1. */
+   * none. A token is sent only over TLS or with insecure = 1. A token
+   * given here is held to a token file's rule: at least 16 printable ASCII
+   * characters, no spaces or control characters (INVALID_ARGUMENT). */
   const char* token;
   const char* token_file;
   int insecure;            /* 1: plaintext (loopback, tests) */
-  double deadline_seconds; /* per RPC attempt (and per prepare); > 0 */
+  double deadline_seconds; /* per RPC attempt (and per prepare); > 0. A
+                              server that hangs holds a call for up to
+                              deadline_seconds * max_attempts */
   int max_attempts;        /* tries of a failed RPC (UNAVAILABLE, ...); the
                               default 10 span ~5 s, and a retry goes as soon
                               as a lost connection is back */
@@ -141,8 +146,9 @@ void zs_connect_options_init(zs_connect_options* options);
  * option), NOT_FOUND (a TLS or token file). Thread-safe. */
 int zs_connect(const zs_connect_options* options, zs_client** out);
 /* Closes the handle; trainers and members created from it keep the
- * connection until they are closed. Calls in flight on other threads
- * finish first. INVALID_ARGUMENT: not a live client. */
+ * connection until they are closed. Does not wait: calls in flight on
+ * other threads finish normally on the connection, later calls with the
+ * handle are INVALID_ARGUMENT. INVALID_ARGUMENT: not a live client. */
 int zs_close(zs_client* client);
 /* Copies the client's last error message ("" if its last call succeeded)
  * into buf (NUL-terminated, truncated to size - 1 bytes); returns the
@@ -153,7 +159,7 @@ size_t zs_client_error(const zs_client* client, char* buf, size_t size);
 /* ----------------------------------------------------------------- model */
 
 typedef struct zs_tensor {
-  const char* name;     /* unique, non-empty */
+  const char* name;     /* unique, non-empty, UTF-8 */
   const int64_t* shape; /* ndim dimensions, each >= 1 (row-major) */
   size_t ndim;          /* >= 1 */
   uint32_t param_group; /* index into zs_model.groups */
@@ -229,7 +235,8 @@ typedef struct zs_push_id {
   uint64_t step;  /* the step being made (zs_outcome.state.step) */
   uint32_t slot;  /* 0 .. contributions_per_step - 1 */
   /* Unique per worker and bucket within a step (may repeat across steps);
-   * the server keys a piece "<key_prefix>/<offset>". <= 200 bytes. */
+   * the server keys a piece "<key_prefix>/<offset>". <= 200 bytes of
+   * UTF-8. */
   const char* key_prefix;
 } zs_push_id;
 
@@ -243,7 +250,8 @@ int zs_push(zs_client* client, uint64_t offset, uint64_t count, int dtype,
 /* Gathers the parameters of [offset, offset + count) as `dtype` into `out`
  * (out_bytes = count * 4 or 2): fp32 is the master copy, bf16/fp16 the
  * serving copy. *step (may be NULL) receives the committed steps the data
- * reflects (equal on every server). */
+ * reflects (equal on every server). count 0 makes no RPC and leaves *step
+ * untouched. */
 int zs_gather(zs_client* client, uint64_t offset, uint64_t count, int dtype,
               void* out, size_t out_bytes, uint64_t* step);
 
@@ -285,7 +293,8 @@ typedef struct zs_server_stats {
 int zs_stats(zs_client* client, zs_server_stats* out, size_t capacity,
              size_t* count);
 /* Checkpoints committed step `step` on every server with `state` (NULL:
- * the state the servers kept from the last commit) and an optional tag.
+ * the state the servers kept from the last commit) and an optional tag
+ * (NULL or UTF-8).
  * Servers need --checkpoint_dir. After zs_register or zs_attach. */
 int zs_checkpoint(zs_client* client, uint64_t step,
                   const zs_trainer_state* state, const char* tag);
@@ -394,7 +403,8 @@ typedef int (*zs_write_initial_fn)(void* user);
 /* Starts the job (collective; after zs_register of the model on the
  * trainer's client). A fresh job's leader writes the initial parameters:
  * the whole model from `initial` (initial_bytes = 4 * total elements), or
- * through `write_initial`, or neither (seeded init or zeros); with
+ * through `write_initial`, or neither (seeded init or zeros; initial_bytes
+ * must then be 0: a NULL `initial` with a size is INVALID_ARGUMENT); with
  * checkpoints on it checkpoints step 0 with `now` (NULL: zeros, loss scale
  * 1; now->step and updates must be 0). With checkpoints on, a job finding
  * servers at a later step resumes or rolls back there (ZS_OUTCOME_
@@ -438,6 +448,8 @@ int zs_trainer_after_fetch(zs_trainer* trainer, int fetch_status,
  * function is thread-safe; calls have a deadline of rpc_timeout_seconds. */
 
 typedef struct zs_member_options {
+  /* Printable ASCII (the server's rule; bytes that are not UTF-8 are
+   * refused by zs_member_create, the rest by the server at join). */
   const char* worker_name; /* stable, e.g. host:pid or the pod name */
   const char* node;        /* host identity (may be NULL) */
   const char* address;     /* where peers reach this worker (may be NULL) */
@@ -479,8 +491,9 @@ int zs_member_heartbeat(zs_member* member);
 /* Leaves now (the epoch moves at once); leaving twice is OK. */
 int zs_member_leave(zs_member* member);
 /* The newest view seen: *world, and its members in rank order into
- * members[0..capacity) (may be NULL with capacity 0 to ask the count).
- * OUT_OF_RANGE (only *world written) when capacity is too small. */
+ * members[0..capacity) (may be NULL with capacity 0 to ask the count; NULL
+ * with a capacity is INVALID_ARGUMENT, nothing written). OUT_OF_RANGE (only
+ * *world written) when capacity is too small. */
 int zs_member_world(zs_member* member, zs_world* world, zs_member_info* members,
                     size_t capacity);
 

@@ -82,8 +82,12 @@ int zs_connect(const zs_connect_options* options, zs_client** out) {
   return Run("zs_connect", [&](Blame*) -> absl::Status {
     ZS_RETURN_IF_ERROR(NotNull(options, "options"));
     ZS_RETURN_IF_ERROR(NotNull(out, "out"));
-    if (options->job_id != nullptr && std::strlen(options->job_id) > 128) {
-      return absl::InvalidArgumentError("job_id is over 128 bytes");
+    if (options->job_id != nullptr) {
+      if (std::strlen(options->job_id) > 128) {
+        return absl::InvalidArgumentError("job_id is over 128 bytes");
+      }
+      ZS_RETURN_IF_ERROR(
+          zeroshard::capi::CheckUtf8(options->job_id, "options->job_id"));
     }
     ZS_ASSIGN_OR_RETURN(zeroshard::ClientOptions copts,
                         zeroshard::capi::ToClientOptions(*options));
@@ -274,6 +278,8 @@ int zs_push(zs_client* c, uint64_t offset, uint64_t count, int dtype,
     if (std::strlen(id->key_prefix) > 200) {
       return absl::InvalidArgumentError("id->key_prefix is over 200 bytes");
     }
+    ZS_RETURN_IF_ERROR(
+        zeroshard::capi::CheckUtf8(id->key_prefix, "id->key_prefix"));
     ZS_ASSIGN_OR_RETURN(size_t esize, DTypeBytes(dtype));
     ZS_ASSIGN_OR_RETURN(const PartitionPlan* plan, client->Plan());
     ZS_RETURN_IF_ERROR(CheckRange(*plan, offset, count));
@@ -344,6 +350,9 @@ int zs_checkpoint(zs_client* c, uint64_t step, const zs_trainer_state* state,
   return Run("zs_checkpoint", [&](Blame* blame) -> absl::Status {
     ZS_ASSIGN_OR_RETURN(auto client, zeroshard::capi::Client(c, blame));
     ZS_RETURN_IF_ERROR(client->Plan().status());
+    if (tag != nullptr) {
+      ZS_RETURN_IF_ERROR(zeroshard::capi::CheckUtf8(tag, "tag"));
+    }
     v1::TrainerState s;
     if (state != nullptr) s = zeroshard::capi::ToProto(*state);
     return client->client()

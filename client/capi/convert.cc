@@ -24,6 +24,9 @@ absl::Status Bad(const std::string& message) {
 
 std::string Str(const char* s) { return s == nullptr ? std::string() : s; }
 
+// The shortest bearer token accepted (security::kMinTokenLength).
+constexpr size_t kMinTokenLength = 16;
+
 // Copies `s` into the fixed array `out` (NUL-terminated, cut to fit).
 template <size_t N>
 void CopyString(const std::string& s, char (&out)[N]) {
@@ -60,6 +63,21 @@ absl::Status ApplySecurity(const zs_connect_options& o, ClientOptions* out) {
     return Bad("give token or token_file, not both");
   }
   if (token.empty()) return ApplyClientSecurity(f, out);
+  // The rule a token file or $ZEROSHARD_TOKEN is held to
+  // (common/security/tokens.h): the token goes into an HTTP/2 header, which
+  // gRPC refuses (aborting the process) for control characters.
+  if (token.size() < kMinTokenLength) {
+    return Bad(absl::StrCat("token is ", token.size(), " bytes; give at least ",
+                            kMinTokenLength, " printable characters"));
+  }
+  for (size_t i = 0; i < token.size(); ++i) {
+    const char c = token[i];
+    if (c <= ' ' || c > '~') {
+      return Bad(absl::StrCat("token has byte ", i,
+                              " outside printable ASCII (no spaces, no "
+                              "control characters)"));
+    }
+  }
   ZS_ASSIGN_OR_RETURN(out->credentials, ClientCredentials(f));
   if (f.tls_ca.empty()) out->credentials = nullptr;  // plaintext
   out->interceptors = [token] {
@@ -135,6 +153,7 @@ absl::StatusOr<v1::ModelSpec> ToModelSpec(const zs_model& model,
     const zs_tensor& t = model.tensors[i];
     const std::string f = absl::StrCat("model.tensors[", i, "]");
     if (t.name == nullptr) return Bad(f + ".name is NULL");
+    ZS_RETURN_IF_ERROR(CheckUtf8(t.name, f + ".name"));
     if (t.ndim == 0 || t.ndim > 64) {
       return Bad(absl::StrCat(f, " ('", t.name, "').ndim is ", t.ndim,
                               "; give 1 to 64 dimensions"));

@@ -140,4 +140,39 @@ absl::Status NotNull(const void* p, const char* name) {
   return absl::InvalidArgumentError(absl::StrCat(name, " is NULL"));
 }
 
+absl::Status CheckUtf8(absl::string_view text, absl::string_view name) {
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  size_t i = 0;
+  while (i < n) {
+    const unsigned char c = s[i];
+    size_t len = 0;
+    unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range
+    if (c < 0x80) {
+      len = 1;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+      len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3;
+      if (c == 0xE0) lo = 0xA0;  // overlong
+      if (c == 0xED) hi = 0x9F;  // surrogates
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4;
+      if (c == 0xF0) lo = 0x90;  // overlong
+      if (c == 0xF4) hi = 0x8F;  // above U+10FFFF
+    }
+    bool ok = len > 0 && n - i >= len;
+    for (size_t k = 1; ok && k < len; ++k) {
+      const unsigned char b = s[i + k];
+      ok = k == 1 ? b >= lo && b <= hi : b >= 0x80 && b <= 0xBF;
+    }
+    if (!ok) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, " is not valid UTF-8 (byte ", i, ")"));
+    }
+    i += len;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace zeroshard::capi

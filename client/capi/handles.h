@@ -127,6 +127,12 @@ size_t CopyString(absl::string_view text, char* buf, size_t size) noexcept;
 // INVALID_ARGUMENT "<name> is NULL" when `p` is null.
 absl::Status NotNull(const void* p, const char* name);
 
+// INVALID_ARGUMENT "<name> is not valid UTF-8 (byte k)" unless `text` is
+// well-formed UTF-8 (no overlong forms, surrogates or code points above
+// U+10FFFF): strings the protocol carries as protobuf `string` fields, which
+// the servers refuse to parse otherwise.
+absl::Status CheckUtf8(absl::string_view text, absl::string_view name);
+
 }  // namespace zeroshard::capi
 
 #endif  // ZEROSHARD_CLIENT_CAPI_HANDLES_H_

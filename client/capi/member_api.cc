@@ -44,9 +44,16 @@ absl::StatusOr<MembershipClientOptions> ToMemberOptions(
   if (o.worker_name == nullptr || o.worker_name[0] == '\0') {
     return absl::InvalidArgumentError("options->worker_name is empty");
   }
+  ZS_RETURN_IF_ERROR(CheckUtf8(o.worker_name, "options->worker_name"));
   out.worker_name = o.worker_name;
-  if (o.node != nullptr) out.node = o.node;
-  if (o.address != nullptr) out.address = o.address;
+  if (o.node != nullptr) {
+    ZS_RETURN_IF_ERROR(CheckUtf8(o.node, "options->node"));
+    out.node = o.node;
+  }
+  if (o.address != nullptr) {
+    ZS_RETURN_IF_ERROR(CheckUtf8(o.address, "options->address"));
+    out.address = o.address;
+  }
   if (o.local_size < 1 || o.local_rank >= o.local_size) {
     return absl::InvalidArgumentError(
         absl::StrCat("options->local_rank ", o.local_rank, " of local_size ",
@@ -141,6 +148,11 @@ int zs_member_world(zs_member* m, zs_world* world, zs_member_info* members,
   return OnMember(
       "zs_member_world", m, [&](MembershipClient* membership) -> absl::Status {
         ZS_RETURN_IF_ERROR(zeroshard::capi::NotNull(world, "world"));
+        if (members == nullptr && capacity > 0) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("members is NULL with capacity ", capacity,
+                           " (give capacity 0 to ask the count)"));
+        }
         const zeroshard::v1::WorldView view = membership->world();
         const size_t n = static_cast<size_t>(view.members_size());
         std::memset(world, 0, sizeof(*world));
@@ -153,8 +165,6 @@ int zs_member_world(zs_member* m, zs_world* world, zs_member_info* members,
           return absl::OutOfRangeError(absl::StrCat(
               "room for ", capacity, " members, but the world has ", n));
         }
-        if (n > 0)
-          ZS_RETURN_IF_ERROR(zeroshard::capi::NotNull(members, "members"));
         for (size_t i = 0; i < n; ++i) {
           members[i] =
               zeroshard::capi::FromProto(view.members(static_cast<int>(i)));

@@ -186,6 +186,9 @@ absl::Status TrainerHandle::Start(const float* initial, size_t initial_bytes,
   if (initial != nullptr) {
     ZS_RETURN_IF_ERROR(
         CheckBuffer(initial, initial_bytes, total, 4, "initial"));
+  } else if (initial_bytes != 0) {
+    return Bad(absl::StrCat("initial is NULL with initial_bytes ",
+                            initial_bytes, " (give 0 without initial)"));
   }
   v1::TrainerState start;
   start.set_loss_scale(1);

@@ -4,7 +4,8 @@
  * models, calls out of order, a step before any push, a trainer called from
  * its own callback, a failing group callback, misused configuration
  * functions, an unreachable server, and a server killed under a live
- * client. Every call must return the expected code with a message naming
+ * client; strings the servers would refuse to parse (not UTF-8) and a
+ * token with control characters (gRPC aborted the process on it). Every call must return the expected code with a message naming
  * the problem — and change nothing — never crash. Run under AddressSanitizer too (docs/c_api.md).
  *
  *   bad_use ADDRESS SERVER_PID
@@ -98,7 +99,23 @@ static void versions_and_options(void) {
   o.insecure = 1, o.tls_ca_file = NULL;
   o.token = "0123456789abcdef0123", o.token_file = "/tmp/token";
   EXPECT(zs_connect(&o, &c), ZS_INVALID_ARGUMENT, "not both");
-  o.token = NULL, o.token_file = NULL, o.deadline_seconds = -1;
+  o.token_file = NULL;
+  /* A token goes into an HTTP/2 header: a control character in it made
+   * gRPC abort the process; it is held to the token file's rule. */
+  o.token = "0123456789abcdef\nX-Injected: 1";
+  EXPECT(zs_connect(&o, &c), ZS_INVALID_ARGUMENT,
+         "token has byte 16 outside printable ASCII");
+  o.token = "0123456789abcdef\x01";
+  EXPECT(zs_connect(&o, &c), ZS_INVALID_ARGUMENT, "token has byte 16");
+  o.token = "short";
+  EXPECT(zs_connect(&o, &c), ZS_INVALID_ARGUMENT,
+         "token is 5 bytes; give at least 16");
+  o.token = NULL, o.job_id = "job\xff"; /* not UTF-8: servers refuse it */
+  EXPECT(zs_connect(&o, &c), ZS_INVALID_ARGUMENT,
+         "options->job_id is not valid UTF-8 (byte 3)");
+  o.job_id = "\xed\xa0\x80"; /* a surrogate */
+  EXPECT(zs_connect(&o, &c), ZS_INVALID_ARGUMENT, "job_id is not valid UTF-8");
+  o.job_id = NULL, o.deadline_seconds = -1;
   EXPECT(zs_connect(&o, &c), ZS_INVALID_ARGUMENT, "deadline_seconds");
   o.deadline_seconds = 5, o.max_attempts = 0;
   EXPECT(zs_connect(&o, &c), ZS_INVALID_ARGUMENT, "max_attempts");
@@ -190,6 +207,9 @@ static void client_misuse(zs_client* c) {
   bad = m, bad.tensors = dup;
   dup[1].name = NULL;
   EXPECT(zs_register(c, &bad), ZS_INVALID_ARGUMENT, "tensors[1].name is NULL");
+  dup[1].name = "b\x80";
+  EXPECT(zs_register(c, &bad), ZS_INVALID_ARGUMENT,
+         "model.tensors[1].name is not valid UTF-8 (byte 1)");
   dup[1].name = "w";
   EXPECT(zs_register(c, &bad), ZS_INVALID_ARGUMENT, "'w' appears twice");
   dup[1].name = "b", dup[1].ndim = 0;
@@ -240,6 +260,11 @@ static void client_misuse(zs_client* c) {
   id.key_prefix = NULL;
   EXPECT(zs_push(c, 0, 164, ZS_DTYPE_FP32, p, sizeof p, &id),
          ZS_INVALID_ARGUMENT, "key_prefix is empty");
+  id.key_prefix = "k\xc3"; /* cut UTF-8 */
+  EXPECT(zs_push(c, 0, 164, ZS_DTYPE_FP32, p, sizeof p, &id),
+         ZS_INVALID_ARGUMENT, "id->key_prefix is not valid UTF-8 (byte 1)");
+  EXPECT(zs_checkpoint(c, 0, NULL, "tag\xff"), ZS_INVALID_ARGUMENT,
+         "tag is not valid UTF-8 (byte 3)");
   id.key_prefix = "k", id.step = 5; /* the servers are at step 0 */
   EXPECT(zs_push(c, 0, 164, ZS_DTYPE_FP32, p, sizeof p, &id),
          ZS_FAILED_PRECONDITION, "future step 5");
@@ -326,6 +351,9 @@ static zs_trainer* trainer_misuse(zs_client* c) {
          ZS_INVALID_ARGUMENT, "initial holds 652 bytes");
   EXPECT(zs_trainer_start(t, p, sizeof p, write_initial, p, NULL, &out),
          ZS_INVALID_ARGUMENT, "not both");
+  /* A forgotten buffer is not a start from zeros. */
+  EXPECT(zs_trainer_start(t, NULL, sizeof p, NULL, NULL, NULL, &out),
+         ZS_INVALID_ARGUMENT, "initial is NULL with initial_bytes 656");
   now.step = 3;
   EXPECT(zs_trainer_start(t, NULL, 0, NULL, NULL, &now, &out),
          ZS_INVALID_ARGUMENT, "a fresh start is at step 0");
@@ -426,6 +454,13 @@ static void members(zs_client* c) {
   o.worker_name = "bad-use", o.local_rank = 1;
   EXPECT(zs_member_create(c, &o, &m), ZS_INVALID_ARGUMENT,
          "local_rank 1 of local_size 1");
+  o.worker_name = "bad-use\xff";
+  EXPECT(zs_member_create(c, &o, &m), ZS_INVALID_ARGUMENT,
+         "options->worker_name is not valid UTF-8 (byte 7)");
+  o.worker_name = "bad-use", o.node = "\xc0\xaf"; /* overlong '/' */
+  EXPECT(zs_member_create(c, &o, &m), ZS_INVALID_ARGUMENT,
+         "options->node is not valid UTF-8 (byte 0)");
+  o.node = "node-1";
   o.local_rank = 0, o.rpc_timeout_seconds = 0;
   EXPECT(zs_member_create(c, &o, &m), ZS_INVALID_ARGUMENT,
          "rpc_timeout_seconds");
@@ -438,8 +473,13 @@ static void members(zs_client* c) {
   EXPECT(zs_member_heartbeat(m), ZS_OK, "");
   EXPECT(zs_member_world(m, &w, NULL, 0), ZS_OUT_OF_RANGE, "room for 0");
   TRUE(w.num_members == 1 && w.member_id == id && id != 0);
+  w.epoch = 12345; /* a rejected call writes nothing */
+  EXPECT(zs_member_world(m, &w, NULL, 4), ZS_INVALID_ARGUMENT,
+         "members is NULL with capacity 4");
+  TRUE(w.epoch == 12345);
   EXPECT(zs_member_world(m, &w, info, 4), ZS_OK, "");
-  TRUE(info[0].member_id == id && strcmp(info[0].worker_name, "bad-use") == 0);
+  TRUE(info[0].member_id == id && strcmp(info[0].worker_name, "bad-use") == 0 &&
+       strcmp(info[0].node, "node-1") == 0);
   EXPECT(zs_member_leave(m), ZS_OK, "");
   EXPECT(zs_member_leave(m), ZS_OK, "");
   EXPECT(zs_member_close(m), ZS_OK, "");
