@@ -244,11 +244,11 @@ absl::Status ParseOffloadParam(ObjectReader& zero, ZeroConfig* out,
     return absl::OkStatus();
   }
   if (nvme) {
-    ZS_RETURN_IF_ERROR(UseNvme(offload, out));
+    ZS_RETURN_IF_ERROR(UseNvme(offload, out));  // warns its unused keys
   } else {
     offload.Ignore("nvme_path", "used only with \"device\": \"nvme\"");
+    IgnoreAll(offload, kUnusedOffloadParam);
   }
-  IgnoreAll(offload, kUnusedOffloadParam);
   offload.WarnUnknown();
   return absl::OkStatus();
 }

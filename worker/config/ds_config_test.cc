@@ -3,6 +3,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -444,6 +446,25 @@ TEST(DsConfigTest, DeepSpeedWarningsAndAliases) {
                   "as \"server\"",
                   "zero_optimization.offload_param.pin_memory: not used by "
                   "zeroshard (a DeepSpeed implementation detail); ignored"));
+}
+
+// An NVMe offload_param's unused keys are warned once each (they are in
+// both the NVMe list and offload_param's).
+TEST(DsConfigTest, NvmeOffloadParamWarnsOnce) {
+  std::vector<std::string> warnings;
+  auto c = ParseDeepSpeedConfig(
+      R"({"train_batch_size": 8, "zero_optimization": {"stage": 3,
+          "offload_param": {"device": "nvme", "nvme_path": "/tmp/nv",
+                            "pin_memory": true, "buffer_count": 5}}})",
+      1, &warnings);
+  ASSERT_TRUE(c.ok()) << c.status();
+  for (const char* key : {"pin_memory", "buffer_count"}) {
+    const std::string path = std::string("zero_optimization.offload_param.") +
+                             key + ": not used by zeroshard";
+    int n = 0;
+    for (const std::string& w : warnings) n += absl::StrContains(w, path);
+    EXPECT_EQ(n, 1) << key;
+  }
 }
 
 TEST(DsConfigTest, AutoIsFilledOrNamed) {

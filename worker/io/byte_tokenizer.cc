@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/env/files.h"
 #include "common/status_macros.h"
 #include "worker/io/same_file.h"
@@ -18,8 +19,8 @@ absl::Status ValidateTokenizeOptions(const TokenizeOptions& o) {
     return absl::InvalidArgumentError("--output is required");
   }
   if (!(o.val_fraction >= 0.0 && o.val_fraction < 1.0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--val_fraction must be in [0, 1), got ", o.val_fraction));
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--val_fraction must be in [0, 1), got %.15g", o.val_fraction));
   }
   if (o.val_fraction > 0.0 && o.val_output.empty()) {
     return absl::InvalidArgumentError(
@@ -87,9 +88,10 @@ absl::StatusOr<TokenizeSummary> TokenizeFile(const TokenizeOptions& o,
   s.val_tokens = static_cast<int64_t>(std::llround(o.val_fraction * size));
   s.train_tokens = s.input_bytes - s.val_tokens;
   if (o.val_fraction > 0.0 && (s.val_tokens == 0 || s.train_tokens == 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        o.input, ": ", size, " bytes cannot be split with --val_fraction=",
-        o.val_fraction, " into two non-empty parts"));
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: %d bytes cannot be split with --val_fraction=%.15g into two "
+        "non-empty parts",
+        o.input, static_cast<int64_t>(size), o.val_fraction));
   }
   for (int64_t part : {s.train_tokens, s.val_tokens}) {
     if (part > kMaxTokensPerFile) {

@@ -64,6 +64,8 @@ printf "ab" >"$T/tiny.txt"
 expect "a split that leaves a part empty exits 1" 1 "cannot be split" \
   "$TOK" --input="$T/tiny.txt" --output="$T/tiny.bin" --val_fraction=0.1 --val_output="$T/tinyv.bin"
 [ ! -e "$T/tiny.bin" ] && [ ! -e "$T/tinyv.bin" ]; check "no output after a failed split" $?
+expect "the fraction is printed as given, not rounded" 1 "--val_fraction=0.9999999 into" \
+  "$TOK" --input="$T/tiny.txt" --output="$T/tiny.bin" --val_fraction=0.9999999 --val_output="$T/tinyv.bin"
 
 # An output that is the input (any spelling, a hard link or a symlink) is
 # refused before anything is written: the corpus is left as it was.
