@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -36,6 +37,14 @@ bool IsLoopbackAddress(absl::string_view address) {
 }
 
 absl::StatusOr<int> AddressPort(absl::string_view address) {
+  for (size_t i = 0; i < address.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(address[i]);
+    if (c <= ' ' || c >= 0x7f) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("server address ", absl::CHexEscape(address), ": byte ",
+                       i, " is a space, a control character or not ASCII"));
+    }
+  }
   absl::string_view rest = address;
   for (absl::string_view scheme : {"ipv4:", "ipv6:", "dns:///", "dns:"}) {
     if (absl::ConsumePrefix(&rest, scheme)) break;

@@ -22,7 +22,8 @@ bool IsLoopbackAddress(absl::string_view address);
 // The port `address` names — "host:port" or "[v6]:port", with or without
 // one of the schemes above — or 0 where it names none (a bare host, a
 // bare IPv6 literal, a unix socket). INVALID_ARGUMENT naming the address
-// when the port is not a number in 1..65535 or the host is empty (pure).
+// when the port is not a number in 1..65535, the host is empty, or a byte
+// is a space, a control character or not ASCII (pure).
 absl::StatusOr<int> AddressPort(absl::string_view address);
 
 }  // namespace zeroshard

@@ -5,6 +5,7 @@
 
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "gtest/gtest.h"
 
 namespace zeroshard {
@@ -50,6 +51,12 @@ TEST(HostnameTest, AddressPorts) {
     EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(p.status().message().find(address), std::string::npos)
         << p.status();
+  }
+  for (const char* address :
+       {"\x01\x02", "host :7000", "h\nost:7000", "h\xc3\xa9:7000"}) {
+    absl::StatusOr<int> p = AddressPort(address);
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument)
+        << absl::CHexEscape(address);
   }
 }
 
