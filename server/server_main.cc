@@ -48,6 +48,7 @@
 #include "grpcpp/support/server_interceptor.h"
 #include "server/auth/request_guard.h"
 #include "server/auth/server_security.h"
+#include "server/checkpoint/checkpointer.h"
 #include "server/fault_interceptor.h"
 #include "server/health_port.h"
 #include "server/membership/membership.h"
@@ -248,11 +249,16 @@ int Main(int argc, char** argv) {
   }
   std::unique_ptr<storage::DirLock> state_lock;  // held until exit
   if (nvme) {
-    auto lock = PrepareStateDir(
-        nvme_options, !checkpoint_dir.empty(), [](const std::string& line) {
-          std::printf("zeroshard-server: %s\n", line.c_str());
-          std::fflush(stdout);
-        });
+    // The old state is discarded only for something to restore.
+    const bool restorable = Checkpointer(DefaultEnv(), checkpoint_dir,
+                                         shard_index, num_shards, nullptr)
+                                .HasRestorable();
+    auto lock =
+        PrepareStateDir(nvme_options, restorable ? checkpoint_dir : "",
+                        checkpoint_dir, [](const std::string& line) {
+                          std::printf("zeroshard-server: %s\n", line.c_str());
+                          std::fflush(stdout);
+                        });
     if (!lock.ok()) {
       ExitWithError(flags.program(), std::string(lock.status().message()), 1);
     }

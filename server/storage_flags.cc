@@ -129,14 +129,15 @@ absl::Status MakeWritableDir(const std::string& flag, const std::string& dir) {
 }
 
 absl::StatusOr<std::unique_ptr<storage::DirLock>> PrepareStateDir(
-    const storage::NvmeOptions& options, bool discard_old,
+    const storage::NvmeOptions& options, const std::string& restore_from,
+    const std::string& checkpoint_dir,
     const std::function<void(const std::string&)>& log) {
   Env* env = DefaultEnv();
   ZS_RETURN_IF_ERROR(env->CreateDir(options.path));
   ZS_ASSIGN_OR_RETURN(std::unique_ptr<storage::DirLock> lock,
                       storage::DirLock::Acquire(options.path));
   if (!env->FileExists(absl::StrCat(options.path, "/MANIFEST"))) return lock;
-  if (discard_old) {
+  if (!restore_from.empty()) {
     ZS_ASSIGN_OR_RETURN(std::vector<std::string> names,
                         env->ListDir(options.path));
     for (const std::string& name : names) {
@@ -145,7 +146,8 @@ absl::StatusOr<std::unique_ptr<storage::DirLock>> PrepareStateDir(
     }
     ZS_RETURN_IF_ERROR(env->SyncDir(options.path));
     log(absl::StrCat("discarded the previous state in ", options.path,
-                     " (the checkpoint is restored instead)"));
+                     " (the newest checkpoint or shutdown snapshot in ",
+                     restore_from, " is restored instead)"));
     return lock;
   }
   auto tier = storage::NvmeTier::Open(options);
@@ -162,6 +164,16 @@ absl::StatusOr<std::unique_ptr<storage::DirLock>> PrepareStateDir(
                                                       " is "
                                                       "corrupt: ",
                                                       verified.message()));
+  }
+  if (!checkpoint_dir.empty()) {
+    // A crash before the first checkpoint: this state is all there is.
+    return absl::FailedPreconditionError(absl::StrCat(
+        options.path, " holds the state of a previous run (",
+        (*tier)->Stats().steps, " optimizer steps) and --checkpoint_dir ",
+        checkpoint_dir,
+        " holds no checkpoint or shutdown snapshot of this shard to restore "
+        "instead: nothing was removed; move it away (or use another "
+        "--nvme_path) to start this shard afresh"));
   }
   return absl::FailedPreconditionError(absl::StrCat(
       options.path, " holds the state of a previous run (",

@@ -57,11 +57,14 @@ absl::Status MakeWritableDir(const std::string& flag, const std::string& dir);
 // Creates and locks options.path and refuses existing state (see above):
 // FAILED_PRECONDITION for a lock held elsewhere or a previous run's state,
 // DATA_LOSS and friends (naming the file) for corrupt state. With
-// `discard_old` (the server restores from --checkpoint_dir, which is
-// authoritative) a previous run's state files are removed instead;
-// `log` gets one line saying so.
+// `restore_from` (the --checkpoint_dir holding a checkpoint or shutdown
+// snapshot the server restores, which is authoritative) a previous run's
+// state files are removed instead, and `log` gets one line saying so.
+// Without one nothing is removed: the previous state is refused naming
+// `checkpoint_dir` (where it was given and held nothing to restore).
 absl::StatusOr<std::unique_ptr<storage::DirLock>> PrepareStateDir(
-    const storage::NvmeOptions& options, bool discard_old,
+    const storage::NvmeOptions& options, const std::string& restore_from,
+    const std::string& checkpoint_dir,
     const std::function<void(const std::string&)>& log);
 
 // Sets store->make_tier to create an NvmeTier with `options` (plus the

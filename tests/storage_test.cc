@@ -269,6 +269,61 @@ TEST(StorageTest, LockedReusedAndCorruptStateExitOne) {
   EXPECT_NE(out.find(state + "/MANIFEST"), std::string::npos) << out;
 }
 
+// A server with --checkpoint_dir killed before its first checkpoint: its
+// NVMe state is all there is of the job, so its restart refuses that state
+// naming both directories and removes nothing (it used to delete it for a
+// checkpoint that did not exist); once a checkpoint exists, a restart
+// discards the state for it, and says so.
+TEST(StorageTest, KilledBeforeTheFirstCheckpointKeepsItsState) {
+  const std::string dir = TmpDir("killed");
+  const std::string ckpt = dir + "/ckpt";
+  const std::string state = dir + "/shard-0";
+  std::vector<std::string> args = NvmeArgs(dir);
+  args.push_back("--checkpoint_dir=" + ckpt);
+  std::vector<float> p;
+  std::vector<uint16_t> s;
+  {
+    auto fleet = testing::StartFleet(1, args, dir);
+    ASSERT_NE(fleet, nullptr);
+    Train(*fleet, testing::SmallSpec("killed", 1), true, v1::DTYPE_FP32, 2, &p,
+          &s);
+    fleet->server(0).Signal(SIGKILL);
+    ASSERT_TRUE(fleet->server(0).Wait(std::chrono::seconds(20)).ok());
+  }
+  std::string out;
+  EXPECT_EQ(RunServer(args, dir + "/restart.log", &out), 1);
+  EXPECT_NE(out.find(state + " holds the state of a previous run"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("--checkpoint_dir " + ckpt + " holds no checkpoint"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(access((state + "/MANIFEST").c_str(), F_OK), 0) << "removed";
+  {
+    // Moved away, the shard starts afresh; a checkpoint, then a kill.
+    ASSERT_EQ(std::system(("rm -rf '" + state + "'").c_str()), 0);
+    auto fleet = testing::StartFleet(1, args, dir);
+    ASSERT_NE(fleet, nullptr);
+    Train(*fleet, testing::SmallSpec("killed", 1), true, v1::DTYPE_FP32, 2, &p,
+          &s);
+    auto client = testing::Connect(*fleet);
+    ASSERT_NE(client, nullptr);
+    ASSERT_TRUE(client->AttachToRegistered().ok());
+    ASSERT_TRUE(client->Checkpoint(2, nullptr).ok());
+    ASSERT_TRUE(fleet->Restart(0).ok());
+    std::ifstream in(dir + "/server-0.restart-1.log");
+    std::stringstream log;
+    log << in.rdbuf();
+    EXPECT_NE(log.str().find("discarded the previous state in " + state +
+                             " (the newest checkpoint or shutdown snapshot "
+                             "in " +
+                             ckpt + " is restored instead)"),
+              std::string::npos)
+        << log.str();
+    EXPECT_TRUE(fleet->Stop(std::chrono::milliseconds(5000)).ok());
+  }
+}
+
 // A tmpfs of `bytes` at `dir`, unmounted when it goes away.
 class Tmpfs {
  public:

@@ -238,6 +238,20 @@ uint64_t Checkpointer::RestoreSnapshot(uint64_t newest, const Apply& apply,
   return restored;
 }
 
+bool Checkpointer::HasRestorable() const {
+  if (!enabled()) return false;
+  absl::StatusOr<checkpoint::Listing> listing =
+      checkpoint::ListCheckpoints(env_, dir_);
+  if (listing.ok() && !listing->complete.empty()) return true;
+  absl::StatusOr<std::vector<checkpoint::Snapshot>> snaps =
+      checkpoint::FindSnapshots(env_, dir_, shard_, num_shards_);
+  if (!snaps.ok()) return false;
+  for (const checkpoint::Snapshot& snap : *snaps) {
+    if (snap.error.ok()) return true;
+  }
+  return false;
+}
+
 void Checkpointer::Refresh() {
   std::vector<uint64_t> steps;
   if (enabled()) {

@@ -99,6 +99,11 @@ class Checkpointer {
   // per snapshot or checkpoint skipped and one for the one restored.
   absl::StatusOr<uint64_t> RestoreNewest(const Apply& apply, const Log& log);
 
+  // Whether RestoreNewest would find something to load: a complete
+  // checkpoint, or a shutdown snapshot of this shard (lists the directory;
+  // loads and removes nothing). False when checkpoints are off.
+  bool HasRestorable() const;
+
   // Complete checkpoints as last listed, newest first; MANIFESTs written.
   std::vector<uint64_t> steps() const ABSL_LOCKS_EXCLUDED(mu_);
   uint64_t written() const ABSL_LOCKS_EXCLUDED(mu_);
