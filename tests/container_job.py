@@ -64,7 +64,9 @@ def make_secrets(d, server_names, job_id):
         "-CAcreateserial", "-days", "2", "-sha256", "-extfile", "ext", "-out", "tls.crt")
     read = lambda n: open(os.path.join(d, n), "rb").read()  # noqa: E731
     worker, admin = os.urandom(16).hex(), os.urandom(16).hex()
-    tokens = f"{worker} {job_id} worker workers\n{admin} {job_id} admin admin\n"
+    # The workers' token is an admin of the job: rank 0 checkpoints
+    # (--checkpoint_interval), and recovery reads stats and restores.
+    tokens = f"{worker} {job_id} admin workers\n{admin} {job_id} admin admin\n"
     return {"zeroshard-tls": {k: read(k) for k in ("tls.crt", "tls.key", "ca.crt")},
             "zeroshard-tokens": {"tokens": tokens.encode()},
             "zeroshard-worker-token": {"token": worker.encode()}}

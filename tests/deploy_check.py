@@ -384,6 +384,9 @@ def check(objs, helps, external, errors):
             world = {w["spec"].get("completions"), w["spec"].get("parallelism")}
             host = f"{w['metadata']['name']}-0.{pod_spec(w).get('subdomain')}"
             check_job(w, c, err)
+            if int(wf.get("checkpoint_interval") or -1) <= 0:
+                err(w, "no --checkpoint_interval: a server that restarts loses the run, and "
+                       "the Job applied again is refused by servers holding the job")
         else:
             world = {w["spec"].get("replicas")}
             host = f"{w['metadata']['name']}-0.{w['spec'].get('serviceName')}"
@@ -503,6 +506,14 @@ def validate_pod_monitor(o):
 
 
 def validate(objs, errors):
+    # One namespace for every namespaced object, or none for all: an object
+    # without one lands in kubectl's current namespace, away from the rest.
+    spaces = {o["metadata"].get("namespace") for o in objs if o["kind"] != "Namespace"}
+    if len(spaces) > 1:
+        for o in objs:
+            if o["kind"] != "Namespace" and o["metadata"].get("namespace") is None:
+                errors.append(f"{o['kind']}/{o['metadata']['name']}: no namespace, while the "
+                              f"others are in {sorted(s for s in spaces if s)}")
     for o in objs:
         if o.get("apiVersion") == "monitoring.coreos.com/v1":
             if o["kind"] != "PodMonitor":
@@ -608,6 +619,8 @@ def self_test(objs, helps, external, elastic=False):
         ["podMetricsEndpoints"][0].update(intervall="15s"),
         "monitoring: path": lambda os_: next(filter(monitor, os_))["spec"]
         ["podMetricsEndpoints"][0].update(path="/metric"),
+        "monitoring: no namespace": lambda os_: next(filter(monitor, os_))["metadata"]
+        .pop("namespace", None),
     }
     mutations = tls_mutations if elastic == "tls" else monitoring_mutations \
         if elastic == "monitoring" else elastic_mutations if elastic else {
@@ -628,6 +641,8 @@ def self_test(objs, helps, external, elastic=False):
         ["spec"].pop("activeDeadlineSeconds"),
         "podFailurePolicy names another container": lambda os_: next(filter(job, os_))
         ["spec"]["podFailurePolicy"]["rules"][0]["onExitCodes"].update(containerName="trainer"),
+        "old shape: Job without checkpoints": lambda os_: drop_flag(next(filter(job, os_)),
+                                                                   "checkpoint_interval"),
     }
     baseline = []
     validate(objs, baseline)
