@@ -126,6 +126,11 @@ int Main(int argc, char** argv) {
                "At start the server restores the newest complete checkpoint "
                "found there (any number of servers may have written it); "
                "Checkpoint and Restore RPCs write and read it.");
+  int64_t keep_checkpoints = 0;
+  flags.Int64("keep_checkpoints", &keep_checkpoints,
+              "Keep the newest N complete checkpoints in --checkpoint_dir: "
+              "each new one removes the older ones (shutdown snapshots are "
+              "kept). 0: keep every checkpoint.");
   int64_t lease_ms = 10000;
   flags.Int64("lease_ms", &lease_ms,
               "Membership lease (shard 0 hosts zeroshard.v1.MembershipService):"
@@ -181,6 +186,11 @@ int Main(int argc, char** argv) {
   if (port < 0 || port > 65535) {
     ExitWithError(flags.program(),
                   absl::StrCat("--port ", port, " is not in [0, 65535]"));
+  }
+  if (keep_checkpoints < 0 || keep_checkpoints > 1000000) {
+    ExitWithError(flags.program(),
+                  absl::StrCat("--keep_checkpoints ", keep_checkpoints,
+                               " is not in [0, 1000000]"));
   }
   if (lease_ms < 100 || lease_ms > 600000) {
     ExitWithError(flags.program(), absl::StrCat("--lease_ms ", lease_ms,
@@ -303,6 +313,7 @@ int Main(int argc, char** argv) {
   options.threads = static_cast<int>(threads);
   if (nvme) UseNvmeTier(nvme_options, &options);
   options.checkpoint_dir = checkpoint_dir;
+  options.keep_checkpoints = static_cast<uint32_t>(keep_checkpoints);
   ShardStore store(options);
   absl::StatusOr<uint64_t> restored =
       store.RestoreNewest([](const std::string& line) {

@@ -120,6 +120,23 @@ grep -q "^shard 0 checkpoints: steps 3; restored step 3; 1 written" <<<"$out" &&
   [ "$(awk '$1 ~ /^[01]$/ {print $3, $4}' <<<"$out" | sort -u)" = "3 1" ]
 check "stats show step 3, epoch 1 and the restored step ($out)" $?
 
+# --keep_checkpoints=2: the newest two complete checkpoints stay (both
+# servers share the directory, as here, or each has its own).
+K="$(start k0 2 0 --checkpoint_dir="$T/kckpt" --keep_checkpoints=2),$(start k1 2 1 --checkpoint_dir="$T/kckpt" --keep_checkpoints=2)"
+"$LAUNCHER" train --config="$T/ds.json" --data="$T/tokens.bin" \
+  --layers=1 --heads=2 --channels=32 --seq-len=16 --workers=1 --insecure \
+  --server-addrs="$K" --steps=4 --checkpoint-interval=1 --work-dir="$T/run-keep" >"$T/train-keep.log" 2>&1
+check "a 4-step job checkpointing every step on servers keeping 2" $?
+kept=$(ls "$T/kckpt" | tr '\n' ' ')
+[ "$kept" = "step-0000000003 step-0000000004 " ]; check "only the newest 2 checkpoints stay ($kept)" $?
+grep -q "removed checkpoint $T/kckpt/step-0000000002 (--keep_checkpoints=2)" "$T/k0.log"
+check "the server says what it removed" $?
+out=$("$CTL" restore --servers="$K" 2>&1); rc=$?
+[ $rc -eq 0 ] && grep -q "^restored step 4 " <<<"$out"; check "the newest kept checkpoint restores ($out)" $?
+out=$("$SERVER" --keep_checkpoints=-1 --insecure 2>&1); rc=$?
+[ $rc -eq 2 ] && grep -q -- "--keep_checkpoints -1 is not in \[0, 1000000\]" <<<"$out"
+check "a negative --keep_checkpoints exits 2 ($out)" $?
+
 # A server without --checkpoint_dir.
 B=$(start b 1 0)
 train "$B" 1; check "a 1-step job on a server without --checkpoint_dir" $?

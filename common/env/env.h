@@ -156,6 +156,9 @@ class Env {
   // Creates one directory level; OK if it already exists as a directory.
   virtual absl::Status CreateDir(const std::string& path) = 0;
   virtual absl::Status RemoveFile(const std::string& path) = 0;
+  // Removes an empty directory: NOT_FOUND when missing, FAILED_PRECONDITION
+  // when it holds anything.
+  virtual absl::Status RemoveDir(const std::string& path) = 0;
   // Atomically replaces `to` (rename(2)).
   virtual absl::Status RenameFile(const std::string& from,
                                   const std::string& to) = 0;

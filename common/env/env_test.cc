@@ -229,6 +229,17 @@ TEST_P(EnvTest, GlobMatchesLikeTheShell) {
   EXPECT_TRUE(Glob(env_, Path("a/val_1.bin")).empty());
 }
 
+TEST_P(EnvTest, RemoveDirRemovesOnlyAnEmptyDirectory) {
+  ASSERT_TRUE(env_->CreateDir(Path("d")).ok());
+  ASSERT_TRUE(WriteFileAtomic(env_, Path("d/f"), "x").ok());
+  EXPECT_EQ(env_->RemoveDir(Path("d")).code(), StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(env_->FileExists(Path("d/f")));
+  ASSERT_TRUE(env_->RemoveFile(Path("d/f")).ok());
+  EXPECT_TRUE(env_->RemoveDir(Path("d")).ok());
+  EXPECT_FALSE(env_->ListDir(Path("d")).ok());
+  EXPECT_EQ(env_->RemoveDir(Path("d")).code(), StatusCode::kNotFound);
+}
+
 TEST_P(EnvTest, MakeWritableDirMakesEveryLevelAndLeavesNoProbe) {
   const std::string dir = Path("x/y/z");
   ASSERT_TRUE(MakeWritableDir(env_, dir).ok());

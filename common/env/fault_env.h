@@ -52,6 +52,9 @@ class FaultEnv : public Env {
   absl::Status CreateDir(const std::string& path) override {
     return base_->CreateDir(path);
   }
+  absl::Status RemoveDir(const std::string& path) override {
+    return base_->RemoveDir(path);
+  }
   absl::Status RemoveFile(const std::string& path) override {
     return base_->RemoveFile(path);
   }

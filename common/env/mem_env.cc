@@ -209,6 +209,25 @@ absl::Status MemEnv::RemoveFile(const std::string& path) {
   return absl::OkStatus();
 }
 
+absl::Status MemEnv::RemoveDir(const std::string& path) {
+  absl::MutexLock l(&mu_);
+  if (dirs_.count(path) == 0) {
+    return absl::NotFoundError(
+        absl::StrCat("remove directory ", path, ": No such file or directory"));
+  }
+  const std::string prefix = path + "/";
+  bool holds = false;
+  for (const auto& [name, data] : files_)
+    holds |= absl::StartsWith(name, prefix);
+  for (const std::string& d : dirs_) holds |= absl::StartsWith(d, prefix);
+  if (holds) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("remove directory ", path, ": not empty"));
+  }
+  dirs_.erase(path);
+  return absl::OkStatus();
+}
+
 absl::Status MemEnv::RenameFile(const std::string& from,
                                 const std::string& to) {
   absl::MutexLock l(&mu_);

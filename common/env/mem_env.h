@@ -39,6 +39,7 @@ class MemEnv : public Env {
   }
   absl::Status CreateDir(const std::string& path) override;
   absl::Status RemoveFile(const std::string& path) override;
+  absl::Status RemoveDir(const std::string& path) override;
   absl::Status RenameFile(const std::string& from,
                           const std::string& to) override;
   absl::Status LinkFile(const std::string& from,

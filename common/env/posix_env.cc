@@ -319,6 +319,16 @@ class PosixEnv : public Env {
     return absl::OkStatus();
   }
 
+  absl::Status RemoveDir(const std::string& path) override {
+    if (rmdir(path.c_str()) == 0) return absl::OkStatus();
+    const int err = errno;
+    if (err == ENOTEMPTY || err == EEXIST) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("remove directory ", path, ": not empty"));
+    }
+    return ErrnoStatus(err, absl::StrCat("remove directory ", path));
+  }
+
   absl::Status RenameFile(const std::string& from,
                           const std::string& to) override {
     if (rename(from.c_str(), to.c_str()) != 0) {

@@ -317,6 +317,22 @@ absl::StatusOr<v1::CheckpointShard> WriteShardFile(
   return shard;
 }
 
+absl::Status RemoveCheckpoint(Env* env, const std::string& root,
+                              const v1::CheckpointManifest& manifest) {
+  const std::string dir = JoinPath(root, StepDirName(manifest.step()));
+  auto gone = [](const absl::Status& s) {
+    return s.ok() || absl::IsNotFound(s) ? absl::OkStatus() : s;
+  };
+  ZS_RETURN_IF_ERROR(gone(env->RemoveFile(JoinPath(dir, kManifestName))));
+  for (const v1::CheckpointShard& s : manifest.shards()) {
+    if (!IsPlainName(s.file())) continue;  // never outside the step dir
+    ZS_RETURN_IF_ERROR(gone(env->RemoveFile(JoinPath(dir, s.file()))));
+  }
+  absl::Status removed = env->RemoveDir(dir);
+  if (absl::IsFailedPrecondition(removed)) return absl::OkStatus();  // kept
+  return gone(removed);
+}
+
 absl::Status WriteManifest(Env* env, const std::string& root,
                            const v1::CheckpointManifest& manifest) {
   ZS_RETURN_IF_ERROR(CheckShards(manifest));

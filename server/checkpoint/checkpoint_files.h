@@ -91,6 +91,13 @@ absl::StatusOr<v1::CheckpointShard> WriteShardFile(
 absl::Status WriteManifest(Env* env, const std::string& root,
                            const v1::CheckpointManifest& manifest);
 
+// Removes complete checkpoint `manifest` from root: its MANIFEST first (so
+// that it is no longer complete), then the shard files it names (some
+// may be gone: another server sharing the directory removed them), then
+// the step directory if nothing else (a snapshot) is left in it.
+absl::Status RemoveCheckpoint(Env* env, const std::string& root,
+                              const v1::CheckpointManifest& manifest);
+
 // Shutdown snapshots: what a server stopped gracefully (SIGTERM) writes
 // alone, without the other servers — shard k's state at its last committed
 // step S in step-S/snapshot-k-of-K.ckpt (its own file: a snapshot never

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "common/env/files.h"
 #include "common/env/mem_env.h"
 #include "gtest/gtest.h"
 
@@ -84,6 +85,29 @@ TEST(CheckpointFiles, ListsCompleteNewestFirstAndSkipsIncomplete) {
   EXPECT_NE(listing->skipped[0].find("step-0000000015: incomplete"),
             std::string::npos);
   EXPECT_TRUE(ListCheckpoints(&env, "/missing")->complete.empty());
+}
+
+TEST(CheckpointFiles, RemoveCheckpointLeavesTheOthersAndForeignFiles) {
+  MemEnv env(false);
+  const v1::CheckpointManifest five = WriteCheckpoint(&env, 5, 50, 2);
+  const v1::CheckpointManifest ten = WriteCheckpoint(&env, 10, 50, 2);
+  ASSERT_TRUE(WriteFileAtomic(&env,
+                              "/ckpt/step-0000000005/SNAPSHOT-00000-of-00002",
+                              "a snapshot's")
+                  .ok());
+  ASSERT_TRUE(RemoveCheckpoint(&env, "/ckpt", five).ok());
+  auto listing = ListCheckpoints(&env, "/ckpt");
+  ASSERT_TRUE(listing.ok()) << listing.status();
+  ASSERT_EQ(listing->complete.size(), 1u);
+  EXPECT_EQ(listing->complete[0].step(), 10u);
+  // Its files are gone; what it does not name stays, with its directory.
+  EXPECT_EQ(*env.ListDir("/ckpt/step-0000000005"),
+            std::vector<std::string>{"SNAPSHOT-00000-of-00002"});
+  // Twice (another server sharing the directory got there first): OK.
+  EXPECT_TRUE(RemoveCheckpoint(&env, "/ckpt", five).ok());
+  ASSERT_TRUE(RemoveCheckpoint(&env, "/ckpt", ten).ok());
+  EXPECT_FALSE(env.ListDir("/ckpt/step-0000000010").ok());  // dir removed
+  EXPECT_TRUE(ListCheckpoints(&env, "/ckpt")->complete.empty());
 }
 
 TEST(CheckpointFiles, BitFlipInABlockIsDataLossNamingFileAndBlock) {

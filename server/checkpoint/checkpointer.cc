@@ -87,6 +87,7 @@ absl::StatusOr<v1::CheckpointResponse> Checkpointer::Finalize(
     absl::MutexLock l(&mu_);
     ++written_;
   }
+  Prune();
   Refresh();
   v1::CheckpointResponse resp;
   resp.set_step(req.step());
@@ -236,6 +237,25 @@ uint64_t Checkpointer::RestoreSnapshot(uint64_t newest, const Apply& apply,
     }
   }
   return restored;
+}
+
+void Checkpointer::Prune() {
+  if (keep_ == 0) return;
+  absl::StatusOr<checkpoint::Listing> listing =
+      checkpoint::ListCheckpoints(env_, dir_);
+  if (!listing.ok()) {
+    log_(absl::StrCat("old checkpoints not listed for removal (",
+                      listing.status().message(), ")"));
+    return;
+  }
+  for (size_t i = keep_; i < listing->complete.size(); ++i) {
+    const v1::CheckpointManifest& m = listing->complete[i];
+    absl::Status s = checkpoint::RemoveCheckpoint(env_, dir_, m);
+    log_(s.ok() ? absl::StrCat("removed checkpoint ", StepDir(m.step()),
+                               " (--keep_checkpoints=", keep_, ")")
+                : absl::StrCat("cannot remove checkpoint ", StepDir(m.step()),
+                               ": ", s.message()));
+  }
 }
 
 bool Checkpointer::HasRestorable() const {

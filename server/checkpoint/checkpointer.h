@@ -64,6 +64,11 @@ class Checkpointer {
   Checkpointer(Env* env, std::string dir, uint32_t shard, uint32_t num_shards,
                Log log = nullptr);
 
+  // Keep only the newest `keep` complete checkpoints: each Finalize then
+  // removes the older ones (RemoveCheckpoint; a failure is logged, never
+  // the checkpoint's). 0 (the default): keep every one. Before any call.
+  void set_keep(uint32_t keep) { keep_ = keep; }
+
   bool enabled() const { return !dir_.empty(); }
   const std::string& dir() const { return dir_; }
   // FAILED_PRECONDITION when checkpoints are off.
@@ -113,6 +118,8 @@ class Checkpointer {
   std::string StepDir(uint64_t step) const;
   // Rereads the listing of complete checkpoints.
   void Refresh() ABSL_LOCKS_EXCLUDED(mu_);
+  // Removes the complete checkpoints older than the newest keep_.
+  void Prune();
   // Loads the newest snapshot newer than checkpoint `newest`; removes all.
   uint64_t RestoreSnapshot(uint64_t newest, const Apply& apply,
                            const Log& log) const;
@@ -121,6 +128,7 @@ class Checkpointer {
   const std::string dir_;
   const uint32_t shard_, num_shards_;
   const Log log_;
+  uint32_t keep_ = 0;
   mutable absl::Mutex mu_;
   std::vector<uint64_t> steps_ ABSL_GUARDED_BY(mu_);
   uint64_t written_ ABSL_GUARDED_BY(mu_) = 0;

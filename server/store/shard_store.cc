@@ -28,7 +28,9 @@ ShardStore::ShardStore(StoreOptions options)
       pool_(std::max(1, options_.threads)),
       checkpointer_(options_.env, options_.checkpoint_dir, options_.shard_index,
                     options_.num_shards),
-      incarnation_(NewIncarnation()) {}
+      incarnation_(NewIncarnation()) {
+  checkpointer_.set_keep(options_.keep_checkpoints);
+}
 
 ShardStore::~ShardStore() = default;
 

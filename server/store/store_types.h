@@ -37,6 +37,9 @@ struct StoreOptions {
   // Checkpoint and Restore answer FAILED_PRECONDITION. `env` null: the
   // process's PosixEnv.
   std::string checkpoint_dir;
+  // The newest complete checkpoints kept there (older ones are removed as
+  // each new one completes); 0: all.
+  uint32_t keep_checkpoints = 0;
   Env* env = nullptr;
   // With contributions_per_step > 1: gradient slots 1.. live in files in
   // this directory (storage/grad_slots.h); empty: in RAM (4 bytes per owned
