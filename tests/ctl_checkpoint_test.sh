@@ -129,8 +129,9 @@ K="$(start k0 2 0 --checkpoint_dir="$T/kckpt" --keep_checkpoints=2),$(start k1 2
 check "a 4-step job checkpointing every step on servers keeping 2" $?
 kept=$(ls "$T/kckpt" | tr '\n' ' ')
 [ "$kept" = "step-0000000003 step-0000000004 " ]; check "only the newest 2 checkpoints stay ($kept)" $?
-grep -q "removed checkpoint $T/kckpt/step-0000000002 (--keep_checkpoints=2)" "$T/k0.log"
-check "the server says what it removed" $?
+# (They share the directory: whichever got to a checkpoint first says so.)
+cat "$T/k0.log" "$T/k1.log" | grep -q "removed checkpoint $T/kckpt/step-0000000002 (--keep_checkpoints=2)"
+check "a server says what it removed" $?
 out=$("$CTL" restore --servers="$K" 2>&1); rc=$?
 [ $rc -eq 0 ] && grep -q "^restored step 4 " <<<"$out"; check "the newest kept checkpoint restores ($out)" $?
 out=$("$SERVER" --keep_checkpoints=-1 --insecure 2>&1); rc=$?
