@@ -93,6 +93,34 @@ absl::Status CheckCertificates(const std::string& flag, const std::string& path,
   return absl::OkStatus();
 }
 
+std::string CertificateTimeWarning(const std::string& flag,
+                                   const std::string& path,
+                                   const std::string& pem) {
+  Cert cert = FirstCertificate(pem);
+  if (cert == nullptr) return "";
+  const ASN1_TIME* not_before = X509_get0_notBefore(cert.get());
+  const ASN1_TIME* not_after = X509_get0_notAfter(cert.get());
+  auto text = [](const ASN1_TIME* t) {
+    Bio out(BIO_new(BIO_s_mem()));
+    if (out == nullptr || ASN1_TIME_print(out.get(), t) != 1)
+      return std::string("?");
+    char* data = nullptr;
+    const long n = BIO_get_mem_data(out.get(), &data);
+    return std::string(data, n > 0 ? static_cast<size_t>(n) : 0);
+  };
+  std::string problem;
+  if (X509_cmp_current_time(not_after) <= 0) {
+    problem = absl::StrCat("expired on ", text(not_after));
+  } else if (X509_cmp_current_time(not_before) > 0) {
+    problem = absl::StrCat("is not valid before ", text(not_before),
+                           " (is this machine's clock right?)");
+  }
+  ERR_clear_error();
+  if (problem.empty()) return "";
+  return absl::StrCat("--", flag, ": the certificate in ", path, " ", problem,
+                      ": clients will refuse it (certificate verify failed)");
+}
+
 absl::Status CheckPrivateKey(const std::string& flag, const std::string& path,
                              const std::string& pem) {
   if (PrivateKey(pem) == nullptr) {

@@ -27,6 +27,14 @@ absl::StatusOr<std::string> ReadPemFile(const std::string& flag,
 absl::Status CheckCertificates(const std::string& flag, const std::string& path,
                                const std::string& pem);
 
+// "" when the first certificate of `pem` (checked above) is valid now;
+// else a line naming --`flag`, `path` and its validity dates: the
+// certificate has expired, or is not valid yet (a clock ahead or behind).
+// Clients refuse such a certificate ("certificate verify failed").
+std::string CertificateTimeWarning(const std::string& flag,
+                                   const std::string& path,
+                                   const std::string& pem);
+
 // INVALID_ARGUMENT naming --`flag` and `path` unless `pem` holds an
 // unencrypted private key that parses (truncated, encrypted or a
 // certificate in its place are refused).

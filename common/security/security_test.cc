@@ -8,6 +8,9 @@
 #include "common/security/secret_file.h"
 #include "common/security/tokens.h"
 #include "gtest/gtest.h"
+#include "openssl/evp.h"
+#include "openssl/pem.h"
+#include "openssl/x509.h"
 
 namespace zeroshard::security {
 namespace {
@@ -216,6 +219,50 @@ TEST(PemTest, RefusesWhatIsNoKeyOrCertificate) {
   EXPECT_FALSE(
       CheckKeyMatchesCertificate("tls_cert", "c", junk, "tls_key", "k", junk)
           .ok());
+}
+
+// A self-signed certificate valid from now + `from` to now + `to` seconds,
+// as PEM.
+std::string CertificateValid(long from, long to) {
+  EVP_PKEY* key = EVP_EC_gen("prime256v1");
+  X509* x = X509_new();
+  X509_set_version(x, 2);
+  ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
+  X509_gmtime_adj(X509_getm_notBefore(x), from);
+  X509_gmtime_adj(X509_getm_notAfter(x), to);
+  X509_set_pubkey(x, key);
+  X509_NAME* name = X509_get_subject_name(x);
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
+                             reinterpret_cast<const unsigned char*>("zs"), -1,
+                             -1, 0);
+  X509_set_issuer_name(x, name);
+  X509_sign(x, key, EVP_sha256());
+  BIO* bio = BIO_new(BIO_s_mem());
+  PEM_write_bio_X509(bio, x);
+  char* data = nullptr;
+  const long n = BIO_get_mem_data(bio, &data);
+  std::string pem(data, static_cast<size_t>(n));
+  BIO_free(bio);
+  X509_free(x);
+  EVP_PKEY_free(key);
+  return pem;
+}
+
+TEST(PemTest, ExpiredOrNotYetValidCertificatesAreNamed) {
+  const long day = 86400;
+  const std::string valid = CertificateValid(-day, day);
+  ASSERT_TRUE(CheckCertificates("tls_cert", "v.pem", valid).ok());
+  EXPECT_EQ(CertificateTimeWarning("tls_cert", "v.pem", valid), "");
+  const std::string expired = CertificateValid(-2 * day, -day);
+  ASSERT_TRUE(CheckCertificates("tls_cert", "e.pem", expired).ok());
+  const std::string w = CertificateTimeWarning("tls_cert", "e.pem", expired);
+  EXPECT_EQ(w.rfind("--tls_cert: the certificate in e.pem expired on ", 0), 0u)
+      << w;
+  EXPECT_NE(w.find("certificate verify failed"), std::string::npos) << w;
+  const std::string early = CertificateValid(day, 2 * day);
+  EXPECT_NE(CertificateTimeWarning("tls_cert", "f.pem", early)
+                .find("is not valid before"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -140,6 +140,11 @@ absl::StatusOr<ServerSecurity> LoadServerSecurity(
       !s.ok()) {
     return s;
   }
+  if (std::string w =
+          security::CertificateTimeWarning("tls_cert", f.tls_cert, *cert);
+      !w.empty()) {
+    out.warnings.push_back(std::move(w));
+  }
   if (absl::Status s = CheckSecretFile(f, "tls_key", f.tls_key, &out);
       !s.ok()) {
     return s;
