@@ -13,13 +13,6 @@ absl::Status Bad(const std::string& save, const std::string& problem) {
   return absl::InvalidArgumentError(absl::StrCat("--save ", save, problem));
 }
 
-// The directory a file at `path` goes into.
-std::string DirOf(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
 // `path` without trailing slashes or a leading "./" (for comparing the
 // spelling of a directory that may not exist yet).
 std::string Plain(std::string path) {

@@ -217,10 +217,7 @@ int Main(int argc, char** argv) {
   }
   if (host.empty()) ExitWithError(flags.program(), "--host must not be empty");
   if (!port_file.empty()) {
-    const size_t slash = port_file.rfind('/');
-    const std::string dir = slash == std::string::npos ? "."
-                            : slash == 0               ? "/"
-                                         : port_file.substr(0, slash);
+    const std::string dir = DirOf(port_file);
     struct stat st;
     if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) ||
         access(dir.c_str(), W_OK | X_OK) != 0) {

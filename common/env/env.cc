@@ -69,6 +69,13 @@ std::string JoinPath(const std::string& dir, const std::string& name) {
   return dir + "/" + name;
 }
 
+std::string DirOf(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
 absl::StatusOr<std::string> ReadFileFrom(Env* env, const std::string& path,
                                          uint64_t offset, size_t max_bytes) {
   OpenOptions o;

@@ -218,6 +218,10 @@ bool IsPlainName(const std::string& name);
 // "dir/name".
 std::string JoinPath(const std::string& dir, const std::string& name);
 
+// The directory `path` is in: "." for a bare name, "/" for a file at the
+// root ("a/b" -> "a", "b" -> ".", "/b" -> "/").
+std::string DirOf(const std::string& path);
+
 // A queue that performs each request synchronously inside Submit() with
 // File::Read/Write; completions are returned by Reap(). Works with any File
 // (used by MemEnv and as PosixEnv's fallback when io_uring is unavailable).

@@ -229,6 +229,13 @@ TEST_P(EnvTest, GlobMatchesLikeTheShell) {
   EXPECT_TRUE(Glob(env_, Path("a/val_1.bin")).empty());
 }
 
+TEST(PathTest, DirOf) {
+  EXPECT_EQ(DirOf("a/b/c.bin"), "a/b");
+  EXPECT_EQ(DirOf("c.bin"), ".");
+  EXPECT_EQ(DirOf("/c.bin"), "/");
+  EXPECT_EQ(DirOf("/a/c.bin"), "/a");
+}
+
 TEST_P(EnvTest, RemoveDirRemovesOnlyAnEmptyDirectory) {
   ASSERT_TRUE(env_->CreateDir(Path("d")).ok());
   ASSERT_TRUE(WriteFileAtomic(env_, Path("d/f"), "x").ok());

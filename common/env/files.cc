@@ -14,13 +14,6 @@
 namespace zeroshard {
 namespace {
 
-std::string DirOf(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
 // A temporary name beside `path` that no other writer of this process or
 // another one uses at the same time.
 std::string UniqueTempName(const std::string& path) {
