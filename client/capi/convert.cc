@@ -13,6 +13,7 @@
 #include "client/capi/handles.h"
 #include "client/security.h"
 #include "common/model_spec.h"
+#include "common/security/tokens.h"
 #include "common/status_macros.h"
 
 namespace zeroshard::capi {
@@ -23,9 +24,6 @@ absl::Status Bad(const std::string& message) {
 }
 
 std::string Str(const char* s) { return s == nullptr ? std::string() : s; }
-
-// The shortest bearer token accepted (security::kMinTokenLength).
-constexpr size_t kMinTokenLength = 16;
 
 // Copies `s` into the fixed array `out` (NUL-terminated, cut to fit).
 template <size_t N>
@@ -66,17 +64,16 @@ absl::Status ApplySecurity(const zs_connect_options& o, ClientOptions* out) {
   // The rule a token file or $ZEROSHARD_TOKEN is held to
   // (common/security/tokens.h): the token goes into an HTTP/2 header, which
   // gRPC refuses (aborting the process) for control characters.
-  if (token.size() < kMinTokenLength) {
+  if (token.size() < security::kMinTokenLength) {
     return Bad(absl::StrCat("token is ", token.size(), " bytes; give at least ",
-                            kMinTokenLength, " printable characters"));
+                            security::kMinTokenLength,
+                            " printable characters"));
   }
-  for (size_t i = 0; i < token.size(); ++i) {
-    const char c = token[i];
-    if (c <= ' ' || c > '~') {
-      return Bad(absl::StrCat("token has byte ", i,
-                              " outside printable ASCII (no spaces, no "
-                              "control characters)"));
-    }
+  if (const size_t i = security::FirstBadTokenByte(token);
+      i != absl::string_view::npos) {
+    return Bad(absl::StrCat("token has byte ", i,
+                            " outside printable ASCII (no spaces, no "
+                            "control characters)"));
   }
   ZS_ASSIGN_OR_RETURN(out->credentials, ClientCredentials(f));
   if (f.tls_ca.empty()) out->credentials = nullptr;  // plaintext

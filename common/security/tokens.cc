@@ -12,11 +12,8 @@ namespace zeroshard::security {
 namespace {
 
 bool ValidToken(absl::string_view t) {
-  if (t.size() < kMinTokenLength) return false;
-  for (char c : t) {
-    if (c <= ' ' || c > '~') return false;
-  }
-  return true;
+  return t.size() >= kMinTokenLength &&
+         FirstBadTokenByte(t) == absl::string_view::npos;
 }
 
 absl::StatusOr<std::string> ReadWholeFile(Env* env, const std::string& path,
@@ -53,6 +50,13 @@ absl::StatusOr<std::string> CheckedClientToken(std::optional<std::string> t,
 }
 
 }  // namespace
+
+size_t FirstBadTokenByte(absl::string_view token) {
+  for (size_t i = 0; i < token.size(); ++i) {
+    if (token[i] <= ' ' || token[i] > '~') return i;
+  }
+  return absl::string_view::npos;
+}
 
 const char* RoleName(Role role) {
   return role == Role::kAdmin ? "admin" : "worker";

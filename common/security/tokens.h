@@ -35,6 +35,11 @@
 namespace zeroshard::security {
 
 inline constexpr size_t kMinTokenLength = 16;
+
+// The index of the first byte of `token` a token may not hold (a space, a
+// control character, anything not printable ASCII), or npos: tokens travel
+// in an HTTP/2 header.
+size_t FirstBadTokenByte(absl::string_view token);
 inline constexpr char kTokenEnv[] = "ZEROSHARD_TOKEN";
 inline constexpr char kTokenFileEnv[] = "ZEROSHARD_TOKEN_FILE";
 
