@@ -42,6 +42,7 @@
 #include "common/metrics/process_metrics.h"
 #include "common/metrics/rpc_metrics.h"
 #include "common/model_spec.h"
+#include "common/mutex_checks.h"
 #include "common/version.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -288,6 +289,7 @@ int Main(int argc, char** argv) {
   // Stream chunks are ~1 MiB buffers allocated per message: keep them on
   // the heap so the pages are reused (see common/malloc_tuning.h).
   TuneMallocForTransfers();
+  SkipMutexDeadlockChecks();
 
   // Block termination signals in every thread; one thread waits for them.
   sigset_t signals;

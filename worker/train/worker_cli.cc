@@ -8,6 +8,7 @@
 #include "common/fault/fault_spec.h"
 #include "common/flags.h"
 #include "common/malloc_tuning.h"
+#include "common/mutex_checks.h"
 #include "common/version.h"
 
 namespace zeroshard::train {
@@ -42,6 +43,7 @@ void AddWorkerFlags(FlagSet* flags, WorkerOptions* o, std::string* fault_spec) {
 int WorkerMain(int argc, char** argv, const WorkerHooks& hooks) {
   ExitIfVersionFlag(argc, argv, kProgram);
   TuneMallocForTransfers();
+  SkipMutexDeadlockChecks();
   WorkerOptions o;
   std::string fault_spec;
   FlagSet flags(kProgram,
