@@ -63,7 +63,7 @@
 extern "C" {
 #endif
 
-#define ZS_API_VERSION 3
+#define ZS_API_VERSION 4
 #define ZS_VERSION "0.1.0" /* what zs_version() returns */
 
 /* ----------------------------------------------------------- status codes */
@@ -169,6 +169,9 @@ typedef struct zs_tensor {
 typedef struct zs_param_group {
   double beta1, beta2, eps, weight_decay;
   double lr_scale; /* multiplies the step's lr */
+  /* 1: DeepSpeed's Adam "bias_correction": false (no 1 - beta^t terms);
+   * 0 (the default): as torch.optim.AdamW. Since API 4. */
+  int32_t no_bias_correction;
 } zs_param_group;
 
 typedef struct zs_model {
@@ -186,7 +189,8 @@ typedef struct zs_model {
   double init_std;
 } zs_model;
 
-/* beta1 0.9, beta2 0.999, eps 1e-8, weight_decay 0, lr_scale 1. */
+/* beta1 0.9, beta2 0.999, eps 1e-8, weight_decay 0, lr_scale 1,
+ * no_bias_correction 0. */
 void zs_param_group_init(zs_param_group* group);
 /* No tensors or groups, alignment 64, 1 contribution per step, serving
  * dtype bf16, no seeded init. */
@@ -565,6 +569,8 @@ typedef struct zs_train_config {
    * engine honours it, zeroshard.initialize refuses it (since API 3). */
   int32_t delayed_parameter_update;
   int64_t delayed_update_warmup_steps;
+  /* optimizer.params.bias_correction false (since API 4) */
+  int32_t no_bias_correction;
 } zs_train_config;
 
 /* Parses the DeepSpeed JSON config text `json` for world_size (>= 1)

@@ -91,6 +91,10 @@ std::string DescribeSpecDifference(const v1::ModelSpec& a,
     if (x.lr_scale() != y.lr_scale()) {
       return diff(f + "lr_scale", x.lr_scale(), y.lr_scale());
     }
+    if (x.no_bias_correction() != y.no_bias_correction()) {
+      return diff(f + "no_bias_correction", int{x.no_bias_correction()},
+                  int{y.no_bias_correction()});
+    }
   }
   if (a.init().seed() != b.init().seed()) {
     return diff("init.seed", a.init().seed(), b.init().seed());

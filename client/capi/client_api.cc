@@ -118,6 +118,7 @@ void zs_param_group_init(zs_param_group* g) {
   g->eps = 1e-8;
   g->weight_decay = 0;
   g->lr_scale = 1;
+  g->no_bias_correction = 0;
 }
 
 void zs_model_init(zs_model* m) {

@@ -169,6 +169,11 @@ absl::StatusOr<v1::ModelSpec> ToModelSpec(const zs_model& model,
     pg->set_eps(g.eps);
     pg->set_weight_decay(g.weight_decay);
     pg->set_lr_scale(g.lr_scale);
+    if (g.no_bias_correction != 0 && g.no_bias_correction != 1) {
+      return Bad(absl::StrCat("groups[", i, "].no_bias_correction is ",
+                              g.no_bias_correction, "; give 0 or 1"));
+    }
+    pg->set_no_bias_correction(g.no_bias_correction == 1);
   }
   spec.mutable_init()->set_seed(model.init_seed);
   spec.mutable_init()->set_std(model.init_std);

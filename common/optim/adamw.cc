@@ -44,8 +44,8 @@ AdamWScalars MakeAdamWScalars(const AdamWHyper& h) {
   const double b1 = h.beta1;
   const double b2 = h.beta2;
   const double t = static_cast<double>(h.step);
-  const double bc1 = 1.0 - std::pow(b1, t);
-  const double bc2 = 1.0 - std::pow(b2, t);
+  const double bc1 = h.bias_correction ? 1.0 - std::pow(b1, t) : 1.0;
+  const double bc2 = h.bias_correction ? 1.0 - std::pow(b2, t) : 1.0;
   AdamWScalars c;
   c.scale = h.grad_scale;
   c.decay = static_cast<float>(1.0 - lr * h.weight_decay);

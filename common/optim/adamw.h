@@ -16,7 +16,9 @@
 //   den = sqrt(v) / float(sqrt(1 - beta2^t)) + eps
 //   p   = p + (float(-lr / (1 - beta1^t)) * m) / den   // param.addcdiv_()
 //
-// The scalars in float(...) are computed once per call in double, as Python
+// With bias_correction false (DeepSpeed's Adam option) both 1 - beta^t are
+// taken as 1. The scalars in float(...) are computed once per call in
+// double, as Python
 // does for torch. Every NaN written to p, m or v is the canonical quiet NaN
 // 0x7FC00000, so that results (payload bits included) do not depend on which
 // NaN operand an instruction happened to propagate.
@@ -49,6 +51,9 @@ struct AdamWHyper {
   // 1 = none.
   float grad_scale;
   int64_t step;  // t >= 1, for bias correction
+  // false: DeepSpeed's Adam with "bias_correction": false, where the
+  // formula's 1 - beta1^t and 1 - beta2^t are 1.
+  bool bias_correction = true;
 };
 
 // The float scalars of the formula above, computed once per call from `h`

@@ -12,6 +12,7 @@ AdamWHyper GroupAdamWHyper(const v1::ParamGroup& group, double lr,
   h.weight_decay = group.weight_decay();
   h.grad_scale = grad_scale;
   h.step = step;
+  h.bias_correction = !group.no_bias_correction();
   return h;
 }
 

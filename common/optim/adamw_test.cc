@@ -308,7 +308,26 @@ std::vector<AdamWHyper> HyperVariants() {
   h.weight_decay = 1e4f;
   h.step = 3;
   hs.push_back(h);
+  // DeepSpeed's Adam with bias_correction false, at a step where the
+  // terms it drops are far from 1.
+  h = DefaultHyper();
+  h.bias_correction = false;
+  h.step = 2;
+  hs.push_back(h);
   return hs;
+}
+
+TEST(AdamWTest, WithoutBiasCorrectionTheStepIsLrTimesMOverDen) {
+  AdamWHyper h = DefaultHyper();
+  h.step = 3;
+  const AdamWScalars with = MakeAdamWScalars(h);
+  h.bias_correction = false;
+  const AdamWScalars without = MakeAdamWScalars(h);
+  EXPECT_EQ(without.bc2_sqrt, 1.0f);
+  EXPECT_EQ(without.neg_step_size, -1e-3f);
+  EXPECT_NE(with.bc2_sqrt, 1.0f);
+  EXPECT_NE(with.neg_step_size, without.neg_step_size);
+  EXPECT_EQ(with.decay, without.decay);  // the decoupled decay is the same
 }
 
 TEST(AdamWTest, SimdMatchesScalarBitwise) {
@@ -446,8 +465,11 @@ TEST(AdamWTest, MatchesDoublePrecisionFormula) {
       State s = st;
       ASSERT_TRUE(AdamWStepAt(level, h, s.p.data(), s.g.data(), s.m.data(),
                               s.v.data(), nullptr, ServingType::kNone, n));
-      const double bc1 = 1 - std::pow(double{h.beta1}, double(h.step));
-      const double bc2 = 1 - std::pow(double{h.beta2}, double(h.step));
+      // DeepSpeed's cpu_adam.h: bias_correction false makes both 1.
+      const double bc1 =
+          h.bias_correction ? 1 - std::pow(double{h.beta1}, double(h.step)) : 1;
+      const double bc2 =
+          h.bias_correction ? 1 - std::pow(double{h.beta2}, double(h.step)) : 1;
       for (size_t i = 0; i < n; ++i) {
         const double g = double{st.g[i]} * h.grad_scale;
         const double pd = st.p[i] * (1 - double{h.lr} * h.weight_decay);

@@ -12,7 +12,7 @@ import threading
 
 from .errors import Error
 
-API_VERSION = 3  # the ZS_API_VERSION this binding was written against
+API_VERSION = 4  # the ZS_API_VERSION this binding was written against
 
 OK = 0
 CODE_NAMES = {
@@ -49,7 +49,8 @@ class Tensor(ctypes.Structure):
 
 class ParamGroup(ctypes.Structure):
     _fields_ = [("beta1", c_double), ("beta2", c_double), ("eps", c_double),
-                ("weight_decay", c_double), ("lr_scale", c_double)]
+                ("weight_decay", c_double), ("lr_scale", c_double),
+                ("no_bias_correction", ctypes.c_int32)]
 
 
 class Model(ctypes.Structure):
@@ -170,7 +171,8 @@ class TrainConfig(ctypes.Structure):
         ("server_aggregation", ctypes.c_int32), ("alignment", u32),
         ("checkpoint_interval", ctypes.c_int32),
         ("delayed_parameter_update", ctypes.c_int32),
-        ("delayed_update_warmup_steps", i64)]
+        ("delayed_update_warmup_steps", i64),
+        ("no_bias_correction", ctypes.c_int32)]
 
 
 def fill(struct_type, values, what):

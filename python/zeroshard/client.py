@@ -123,8 +123,8 @@ class Client:
                  contributions_per_step=1, serving_dtype="bf16", init_seed=0,
                  init_std=0.0):
         """tensors: [(name, shape, group index)]; groups: [dict(beta1,
-        beta2, eps, weight_decay, lr_scale)] (default: one group with the
-        C API's defaults)."""
+        beta2, eps, weight_decay, lr_scale, no_bias_correction)] (default:
+        one group with the C API's defaults)."""
         if not tensors:
             raise ValueError("register: the model has no tensors")
         ts = (_lib.Tensor * len(tensors))()
@@ -143,7 +143,8 @@ class Client:
                 if not hasattr(gs[i], key):
                     raise ValueError(f"register: groups[{i}] has unknown key "
                                      f"{key!r}")
-                setattr(gs[i], key, float(value))
+                kind = int if key == "no_bias_correction" else float
+                setattr(gs[i], key, kind(value))
         m = _lib.Model()
         self._lib.zs_model_init(ctypes.byref(m))
         m.tensors, m.num_tensors = ts, len(tensors)

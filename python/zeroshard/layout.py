@@ -29,12 +29,14 @@ def build(module, model_parameters, cfg):
     decay on every parameter, as DeepSpeed's config optimizer and
     torch.optim.AdamW(model.parameters()) have it), or torch-style group
     dicts {"params": [...], "weight_decay": ..., "lr": ...,
-    "betas": (b1, b2), "eps": ...}."""
+    "betas": (b1, b2), "eps": ..., "bias_correction": bool} (the last
+    as DeepSpeed's FusedAdam groups take it; default: the config's)."""
     named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
     if not named:
         raise ValueError("initialize: the model has no trainable parameters")
     base = {"beta1": cfg.beta1, "beta2": cfg.beta2, "eps": cfg.eps,
-            "weight_decay": cfg.weight_decay, "lr_scale": 1.0}
+            "weight_decay": cfg.weight_decay, "lr_scale": 1.0,
+            "no_bias_correction": cfg.no_bias_correction}
     group_of = {}
     groups = []
     plist = list(model_parameters) if model_parameters is not None else None
@@ -44,16 +46,23 @@ def build(module, model_parameters, cfg):
             if "params" not in g:
                 raise ValueError(f"model_parameters[{i}]: no 'params' key")
             extra = set(g) - {"params", "weight_decay", "lr", "betas", "eps",
-                              "name"}
+                              "bias_correction", "name"}
             if extra:
                 raise ValueError(f"model_parameters[{i}]: unsupported keys "
                                  f"{sorted(extra)} (zeroshard's servers run "
-                                 "AdamW: params, lr, betas, eps, weight_decay)")
+                                 "AdamW: params, lr, betas, eps, "
+                                 "weight_decay, bias_correction)")
             spec = dict(base)
             if "weight_decay" in g:
                 spec["weight_decay"] = float(g["weight_decay"])
             if "eps" in g:
                 spec["eps"] = float(g["eps"])
+            if "bias_correction" in g:
+                if not isinstance(g["bias_correction"], bool):
+                    raise ValueError(f"model_parameters[{i}]: bias_correction "
+                                     "must be True or False, got "
+                                     f"{g['bias_correction']!r}")
+                spec["no_bias_correction"] = int(not g["bias_correction"])
             if "betas" in g:
                 spec["beta1"], spec["beta2"] = (float(b) for b in g["betas"])
             if "lr" in g:

@@ -223,6 +223,9 @@ static void client_misuse(zs_client* c) {
   groups[0].beta1 = 1.5;
   EXPECT(zs_register(c, &m), ZS_INVALID_ARGUMENT, "beta1");
   groups[0].beta1 = 0.9;
+  groups[0].no_bias_correction = 2;
+  EXPECT(zs_register(c, &m), ZS_INVALID_ARGUMENT, "no_bias_correction is 2");
+  groups[0].no_bias_correction = 0;
   EXPECT(zs_model_size(c, &u), ZS_FAILED_PRECONDITION, "zs_register");
 
   EXPECT(zs_register(c, &m), ZS_OK, "");

@@ -324,6 +324,77 @@ class SingleRankTest(unittest.TestCase):
             self.assertEqual(engine.get_lr()[1], LR)  # warmed up
             engine.close()
 
+    def test_adam_without_bias_correction(self):
+        """DeepSpeed's Adam with "bias_correction": false (BERT configs):
+        the step is -lr * m / (sqrt(v) + eps) after the decoupled decay
+        (DeepSpeed's cpu_adam / FusedAdam with bias_correction off), for the
+        config's group and for a user group that sets it itself; the other
+        group keeps torch's bias correction. Bit-identical to torch's
+        AdamW update written with both 1 - beta^t at 1."""
+        ref = tm.model()
+        net = copy.deepcopy(ref)
+
+        def groups(m):
+            conv = [m.conv.weight, m.conv.bias]
+            rest = [p for n, p in m.named_parameters()
+                    if not n.startswith("conv.")]
+            return [{"params": conv, "bias_correction": True},
+                    {"params": rest}]
+
+        cfg = config(2)
+        cfg["optimizer"] = {"type": "Adam", "params": {
+            "lr": LR, "weight_decay": WD, "bias_correction": False}}
+        with zeroshard.LocalFleet(2) as fleet:
+            engine, _, _, _ = zeroshard.initialize(
+                model=net, model_parameters=groups(net), config=cfg,
+                servers=fleet.addresses)
+            torch_opt = torch.optim.AdamW(groups(ref)[:1], lr=LR,
+                                          weight_decay=WD)
+            plain = groups(ref)[1]["params"]
+            state = [(torch.zeros_like(p), torch.zeros_like(p))
+                     for p in plain]
+            b1, b2, eps = 0.9, 0.999, 1e-8
+            for step in range(6):
+                x, y = tm.batch(step, 0, 0)
+                engine.backward(tm.loss_of(engine, x, y, step))
+                engine.step()
+                torch_opt.zero_grad(set_to_none=False)
+                for p in plain:
+                    p.grad = None
+                tm.loss_of(ref, x, y, step).backward()
+                torch_opt.step()
+                with torch.no_grad():  # torch 1.13's _single_tensor_adamw
+                    for p, (m, v) in zip(plain, state):
+                        g = p.grad if p.grad is not None else \
+                            torch.zeros_like(p)
+                        p.mul_(1 - LR * WD)
+                        m.mul_(b1).add_(g, alpha=1 - b1)
+                        v.mul_(b2).addcmul_(g, g, value=1 - b2)
+                        denom = (v.sqrt() / 1.0).add_(eps)
+                        p.addcdiv_(m, denom, value=-LR)
+                for (n, p), q in zip(net.named_parameters(),
+                                     ref.parameters()):
+                    self.assertTrue(torch.equal(p, q), f"{n}, step {step}")
+            engine.close()
+        # And it is not torch's AdamW: one bias-corrected step differs.
+        other = tm.model()
+        opt = torch.optim.AdamW(other.parameters(), lr=LR, weight_decay=WD)
+        x, y = tm.batch(0, 0, 0)
+        tm.loss_of(other, x, y, 0).backward()
+        opt.step()
+        fresh = tm.model()
+        x, y = tm.batch(0, 0, 0)
+        tm.loss_of(fresh, x, y, 0).backward()
+        with torch.no_grad():
+            for p in fresh.parameters():
+                g = p.grad
+                p.mul_(1 - LR * WD)
+                m = g * (1 - 0.9)
+                v = g * g * (1 - 0.999)
+                p.addcdiv_(m, v.sqrt().add_(1e-8), value=-LR)
+        self.assertFalse(all(torch.equal(a, b) for a, b in
+                             zip(other.parameters(), fresh.parameters())))
+
     def test_stage3_parameters_read_by_other_modules(self):
         """Parameters read outside their own module's forward: at stage 3
         they join the reader's unit after the first forward (the root's

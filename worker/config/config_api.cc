@@ -139,6 +139,9 @@ absl::Status ToOptimizer(const zs_train_config& t, AdamWConfig* out) {
   out->beta2 = t.beta2;
   out->eps = t.eps;
   out->weight_decay = t.weight_decay;
+  ZS_ASSIGN_OR_RETURN(const bool no_bias_correction,
+                      Flag("no_bias_correction", t.no_bias_correction));
+  out->bias_correction = !no_bias_correction;
   return absl::OkStatus();
 }
 
@@ -431,6 +434,7 @@ absl::StatusOr<zs_train_config> ToTrainConfig(const EngineConfig& c) {
   t.checkpoint_interval = c.zeroshard.checkpoint_interval;
   t.delayed_parameter_update = c.zeroshard.delayed_parameter_update;
   t.delayed_update_warmup_steps = c.zeroshard.delayed_update_warmup_steps;
+  t.no_bias_correction = c.optimizer.bias_correction ? 0 : 1;
   return t;
 }
 

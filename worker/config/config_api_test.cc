@@ -80,6 +80,8 @@ const char* const kInline[] = {
     R"({"train_batch_size": 8, "zero_optimization": {"stage": 2},
         "zeroshard": {"delayed_parameter_update": true,
                       "delayed_update_warmup_steps": 7}})",
+    R"({"train_batch_size": 8, "optimizer": {"type": "Adam",
+        "params": {"lr": 3e-5, "bias_correction": false}}})",
 };
 
 // Every field but auto_keys (the struct does not carry it).
@@ -96,6 +98,7 @@ void ExpectSame(const EngineConfig& a, const EngineConfig& b) {
   SAME(optimizer.beta2);
   SAME(optimizer.eps);
   SAME(optimizer.weight_decay);
+  SAME(optimizer.bias_correction);
   SAME(lr_schedule.type);
   SAME(lr_schedule.lr);
   SAME(lr_schedule.warmup_min_lr);
@@ -551,6 +554,8 @@ TEST(ConfigApiTest, BadArgumentsChangeNothing) {
        "config.checkpoint_interval"},
       {[](zs_train_config* c) { c->delayed_parameter_update = 2; },
        "config.delayed_parameter_update must be 0 or 1, got 2"},
+      {[](zs_train_config* c) { c->no_bias_correction = -1; },
+       "config.no_bias_correction must be 0 or 1, got -1"},
       {[](zs_train_config* c) { c->delayed_update_warmup_steps = 0; },
        "config.delayed_update_warmup_steps must be >= 1, got 0"},
   };

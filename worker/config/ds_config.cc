@@ -429,8 +429,9 @@ std::string DescribeEngineConfig(const EngineConfig& c) {
                   c.batch.micro_batch_per_worker, " x ",
                   c.batch.gradient_accumulation_steps, " x ",
                   c.batch.world_size, " workers, AdamW lr ", c.optimizer.lr,
-                  " wd ", c.optimizer.weight_decay, ", ",
-                  kSchedules[static_cast<int>(c.lr_schedule.type)]);
+                  " wd ", c.optimizer.weight_decay,
+                  c.optimizer.bias_correction ? "" : " (no bias correction)",
+                  ", ", kSchedules[static_cast<int>(c.lr_schedule.type)]);
   if (c.gradient_clipping > 0) {
     absl::StrAppend(&out, ", clip ", c.gradient_clipping);
   }

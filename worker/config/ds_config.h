@@ -26,7 +26,8 @@
 //   Adam with L2-coupled weight decay (adam_w_mode false, weight_decay > 0)
 //   is an error, since the shard servers run AdamW only. Defaults: lr 1e-3,
 //   betas [0.9, 0.999], eps 1e-8, weight_decay 0 (DeepSpeed's FusedAdam).
-//   bias_correction false and amsgrad true are errors.
+//   bias_correction false (BERT configs) drops the 1 - beta^t terms, as
+//   DeepSpeed's Adam does; amsgrad true is an error.
 // - scheduler.type: WarmupLR, WarmupDecayLR, WarmupCosineLR (see
 //   lr_schedule.h); total_num_steps is required by the last two; without a
 //   scheduler the rate is optimizer.params.lr throughout.
@@ -148,7 +149,8 @@ struct AdamWConfig {
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;
-  double weight_decay = 0.0;  // decoupled (AdamW)
+  double weight_decay = 0.0;    // decoupled (AdamW)
+  bool bias_correction = true;  // false: no 1 - beta^t terms (DeepSpeed)
 };
 
 enum class OffloadDevice { kNone, kServer };

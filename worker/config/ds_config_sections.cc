@@ -337,11 +337,8 @@ absl::Status ParseOptimizer(ObjectReader& root, AdamWConfig* out) {
         "false (Adam with L2 weight decay) is not supported: the shard "
         "servers run AdamW (decoupled weight decay)");
   }
-  ZS_ASSIGN_OR_RETURN(bool bias_correction,
+  ZS_ASSIGN_OR_RETURN(out->bias_correction,
                       params.Bool("bias_correction", true));
-  if (!bias_correction) {
-    return params.Error("bias_correction", "only true is supported");
-  }
   ZS_ASSIGN_OR_RETURN(bool amsgrad, params.Bool("amsgrad", false));
   if (amsgrad) return params.Error("amsgrad", "only false is supported");
   ZS_RETURN_IF_ERROR(params.Bool("torch_adam", false).status());

@@ -30,6 +30,7 @@ absl::StatusOr<engine::ZeroOptions> ZeroOptionsFromConfig(
   o.beta1 = config.optimizer.beta1;
   o.beta2 = config.optimizer.beta2;
   o.eps = config.optimizer.eps;
+  o.bias_correction = config.optimizer.bias_correction;
   o.weight_decay = config.optimizer.weight_decay;
   o.precision = config.precision;
   o.loss_scaler = config.loss_scaler;

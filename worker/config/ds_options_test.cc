@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "worker/config/ds_config.h"
+#include "worker/engine/optimizer.h"
 #include "worker/engine/testing.h"
 #include "worker/gpt2/engine_model.h"
 
@@ -201,6 +202,32 @@ TEST(DsOptionsTest, PersistenceThreshold) {
   EXPECT_TRUE(absl::StrContains(negative.status().message(),
                                 "stage3_param_persistence_threshold"))
       << negative.status();
+}
+
+TEST(DsOptionsTest, BiasCorrectionReachesTheServersSpec) {
+  // DeepSpeedExamples' BingBertSquad config: Adam without bias correction.
+  auto off = FromJson(R"({"train_batch_size": 24,
+                          "train_micro_batch_size_per_gpu": 3,
+                          "optimizer": {"type": "Adam", "params": {
+                            "lr": 3e-5, "weight_decay": 0.0,
+                            "bias_correction": false}},
+                          "gradient_clipping": 1.0})",
+                      8, nullptr);
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_FALSE(off->bias_correction);
+  auto on = FromJson(R"({"train_micro_batch_size_per_gpu": 1})", 1, nullptr);
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_TRUE(on->bias_correction);
+  auto layout = gpt2::EngineLayout(engine::TinyConfig());
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  for (const auto& [options, want] :
+       {std::pair(*off, true), std::pair(*on, false)}) {
+    const v1::ModelSpec spec = engine::ZeroModelSpec(*layout, options, 2, 64);
+    ASSERT_GT(spec.param_groups_size(), 0);
+    for (const v1::ParamGroup& g : spec.param_groups()) {
+      EXPECT_EQ(g.no_bias_correction(), want);
+    }
+  }
 }
 
 TEST(DsOptionsTest, ServerAggregationIsMapped) {

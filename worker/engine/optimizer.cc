@@ -21,6 +21,7 @@ v1::ModelSpec ZeroModelSpec(const ModelLayout& layout,
     g->set_eps(options.eps);
     g->set_weight_decay(wd);
     g->set_lr_scale(1.0);
+    g->set_no_bias_correction(!options.bias_correction);
   }
   for (const TensorDesc& t : layout.TensorDescs()) {
     v1::TensorSpec* ts = spec.add_tensors();

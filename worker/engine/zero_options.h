@@ -28,7 +28,8 @@ struct ZeroOptions {
   // kConstant (the default): lr_schedule.lr throughout.
   engine::LrSchedule lr_schedule;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
-  double weight_decay = 0;  // on matrices (parameter group 0) only
+  bool bias_correction = true;  // false: DeepSpeed's Adam option (adamw.h)
+  double weight_decay = 0;      // on matrices (parameter group 0) only
   // fp16 / bf16: the model reads the master weights rounded to the type,
   // and each micro-batch's gradient, times the loss scale, is rounded to it
   // (worker/engine/precision.h); the master weights, gradient accumulation,
