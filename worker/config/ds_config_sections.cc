@@ -308,6 +308,16 @@ absl::Status ParseOptimizer(ObjectReader& root, AdamWConfig* out) {
   ZS_ASSIGN_OR_RETURN(ObjectReader opt, root.Object("optimizer"));
   ZS_ASSIGN_OR_RETURN(out->type, opt.String("type", "AdamW"));
   const std::string type = absl::AsciiStrToLower(out->type);
+  if (type == "onebitadam" || type == "zerooneadam") {
+    // Adam with compressed communication: the same optimizer, which the
+    // servers run exactly.
+    return opt.Error(
+        "type", absl::StrCat("\"", out->type,
+                             "\" is Adam with compressed gradient exchange; "
+                             "the shard servers run exact AdamW: write "
+                             "\"Adam\" (its compression keys, such as "
+                             "freeze_step, do not apply)"));
+  }
   if (type != "adam" && type != "adamw") {
     return opt.Error("type", absl::StrCat("must be Adam or AdamW (the shard "
                                           "servers run AdamW), got \"",

@@ -319,6 +319,9 @@ TEST(DsConfigTest, ErrorsNameTheirKey) {
        "1.5]"},
       {R"("optimizer": {"params": {"amsgrad": true}})",
        "optimizer.params.amsgrad: only false is supported"},
+      {R"("optimizer": {"type": "OneBitAdam", "params": {"freeze_step": 2}})",
+       "optimizer.type: \"OneBitAdam\" is Adam with compressed gradient "
+       "exchange; the shard servers run exact AdamW: write \"Adam\""},
       {R"("scheduler": {"params": {}})",
        "scheduler.type: required: WarmupLR, WarmupDecayLR or WarmupCosineLR"},
       {R"("scheduler": {"type": "OneCycle"})",
