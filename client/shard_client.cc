@@ -111,11 +111,41 @@ absl::Status RunAll(size_t n, const std::function<absl::Status(size_t)>& fn,
 
 double StepNorm::norm() const { return std::sqrt(sum_squares); }
 
+namespace {
+
+// What gRPC's words for a failed connection mean, for UNAVAILABLE: a TLS
+// failure reaches the client as "Socket closed" whatever its cause.
+std::string ConnectionHint(const std::string& message) {
+  if (absl::StrContains(message, "Socket closed")) {
+    return " (the server closed the connection: it is stopping, or the TLS "
+           "handshake failed: plaintext against a TLS server, or a client "
+           "certificate missing, expired or not signed by the CA the server "
+           "trusts (--tls_cert/--tls_key here, its --tls_ca there); the "
+           "server's log names the cause)";
+  }
+  if (absl::StrContains(message, "WRONG_VERSION_NUMBER")) {
+    return " (TLS against a server that speaks plaintext: is it "
+           "--insecure?)";
+  }
+  if (absl::StrContains(message, "CERTIFICATE_VERIFY_FAILED") ||
+      absl::StrContains(message, "certificate verify failed")) {
+    return " (the server's certificate is not signed by this client's "
+           "--tls_ca, has expired, or does not name the host dialled)";
+  }
+  return "";
+}
+
+}  // namespace
+
 absl::Status FromGrpcStatus(const grpc::Status& status,
                             const std::string& context) {
   if (status.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      absl::StrCat(context, ": ", status.error_message()));
+  const std::string hint = status.error_code() == grpc::UNAVAILABLE
+                               ? ConnectionHint(status.error_message())
+                               : "";
+  return absl::Status(
+      static_cast<absl::StatusCode>(status.error_code()),
+      absl::StrCat(context, ": ", status.error_message(), hint));
 }
 
 ShardClient::ShardClient(ClientOptions options)

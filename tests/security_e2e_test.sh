@@ -60,6 +60,7 @@ TRAIN=(train --config="$T/ds.json" --data="$T/tokens.bin" --layers=1 --heads=2
 out=$("$LAUNCHER" "${TRAIN[@]}" --work_dir="$T/nocert" --tls_ca="$C/ca.pem" \
   --token_file="$C/zero-worker.token" 2>&1); rc=$?
 [ $rc -ne 0 ]; check "a run without client certificates fails (rc $rc)" $?
+grep -q "client certificate missing" <<<"$out"; check "its error says what a closed socket may mean ($out)" $?
 out=$("$LAUNCHER" "${TRAIN[@]}" --work_dir="$T/run" "${TLS[@]}" \
   --token_file="$C/zero-worker.token" 2>&1); rc=$?
 echo "$out" >"$T/launcher.log"
