@@ -42,6 +42,20 @@ constexpr Unused kUnusedTopLevel[] = {
     {"comms_logger", "no DeepSpeed monitor"},
     {"checkpoint", "the shard servers checkpoint themselves"},
     {"elasticity", "workers join and leave without it"},
+    {"data_types", "gradients accumulate in fp32"},
+    // DeepSpeed training features zeroshard does not implement: the run
+    // trains without them, which the warning says.
+    {"curriculum_learning", "not implemented: the run trains without it"},
+    {"data_efficiency", "not implemented: the run trains without it"},
+    {"progressive_layer_drop", "not implemented: the run trains without it"},
+    {"compression_training", "not implemented: the run trains without it"},
+    {"quantize_training", "not implemented: the run trains without it"},
+    {"sparse_attention", "not implemented: the run trains without it"},
+    {"eigenvalue", "not implemented: the run trains without it"},
+    {"pipeline", "no pipeline parallelism: data parallel only"},
+    {"hybrid_engine", "no DeepSpeed-Chat hybrid engine"},
+    {"autotuning", "no DeepSpeed autotuner"},
+    {"nebula", "the shard servers checkpoint themselves"},
 };
 
 constexpr Unused kUnusedZero[] = {

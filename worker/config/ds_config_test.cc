@@ -404,6 +404,25 @@ TEST(DsConfigTest, InvalidJsonHasPosition) {
   }
 }
 
+TEST(DsConfigTest, FeaturesNotImplementedSaySoByName) {
+  // Megatron-DeepSpeed and DeepSpeedExamples configs carry these.
+  std::vector<std::string> warnings;
+  auto c = ParseDeepSpeedConfig(R"({
+      "train_micro_batch_size_per_gpu": 1,
+      "data_types": {"grad_accum_dtype": "fp32"},
+      "curriculum_learning": {"enabled": true, "curriculum_type": "seqlen"},
+      "progressive_layer_drop": {"enabled": true, "theta": 0.5}})",
+                                1, &warnings);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(warnings,
+              ElementsAre("data_types: not used by zeroshard (gradients "
+                          "accumulate in fp32); ignored",
+                          "curriculum_learning: not used by zeroshard (not "
+                          "implemented: the run trains without it); ignored",
+                          "progressive_layer_drop: not used by zeroshard (not "
+                          "implemented: the run trains without it); ignored"));
+}
+
 TEST(DsConfigTest, UnknownKeysWarnWithTheirPath) {
   std::vector<std::string> warnings;
   auto c = ParseDeepSpeedConfig(R"({
