@@ -289,6 +289,34 @@ TEST(ReportTest, WritesMergedMetricsSvgAndSummary) {
   EXPECT_FALSE(WriteRunReport(dir, 3).ok());  // no rank-2 file
 }
 
+// Steps redone after a server restart (their records appear twice) count
+// once in the run's steps, and the report says how many were redone.
+TEST(ReportTest, RedoneStepsCountOnce) {
+  const std::string dir = TempDir() + "/report_redone";
+  std::system(("mkdir -p " + dir).c_str());
+  std::ofstream out(dir + "/metrics-rank0.jsonl");
+  train::RunInfo info;
+  info.world = 1;
+  info.stage = 2;
+  info.params = 1000;
+  info.steps = 4;
+  out << train::StartRecord(info) << "\n";
+  for (int step : {1, 2, 3, 2, 3, 4}) {
+    engine::StepStats s;
+    s.step = step;
+    s.global_loss = 5.0 / step;
+    s.tokens = 100;
+    s.step_seconds = 0.1;
+    out << train::StepRecord(s) << "\n";
+  }
+  out.close();
+  auto summary = WriteRunReport(dir, 1);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_TRUE(
+      absl::StrContains(*summary, "1000 parameters, 4 steps (2 redone after"))
+      << *summary;
+}
+
 // A run stopped by a signal: the report says "stopped at step N of M",
 // records the version, command line and configuration, and the SVG
 // carries the eval points and the lr panel; metrics.jsonl has the eval

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -115,7 +116,15 @@ std::string Summary(const std::vector<RankRecords>& ranks,
   for (size_t i = n - k; i < n; ++i) tail += Num(r0.steps[i], "loss");
   std::string out = "| metric | value |\n|---|---|\n";
   const double last_step = Num(r0.steps.back(), "step");
-  std::string steps_text = absl::StrCat(n, " steps");
+  // A step redone after a server restart or a re-formed group has a record
+  // each time it ran: the run's steps are the distinct ones.
+  std::set<double> distinct;
+  for (const std::string& s : r0.steps) distinct.insert(Num(s, "step"));
+  std::string steps_text = absl::StrCat(distinct.size(), " steps");
+  if (distinct.size() < n) {
+    absl::StrAppend(&steps_text, " (", n - distinct.size(),
+                    " redone after a restart)");
+  }
   if (!context.stopped_by.empty()) {
     steps_text = absl::StrFormat("stopped at step %.0f of %d by %s", last_step,
                                  context.planned_steps, context.stopped_by);
