@@ -304,6 +304,13 @@ int Job::Fail(const std::string& what, const std::string& log) {
   StopAll();
   std::fprintf(stderr, "%s: %s; stopped the job. %s ends:\n%s", kProg,
                what.c_str(), log.c_str(), TailLines(log, 8).c_str());
+  if (!o_.checkpoint_dir.empty() && o_.num_servers > 0 &&
+      o_.server_addresses.empty()) {
+    std::fprintf(stderr,
+                 "%s: the servers' checkpoints are in %s: the same command "
+                 "again continues the job from the newest\n",
+                 kProg, o_.checkpoint_dir.c_str());
+  }
   return 1;
 }
 

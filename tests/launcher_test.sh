@@ -103,10 +103,14 @@ out=$("$LAUNCHER" train "${TINY[@]}" --servers=1 --workers=1 --steps=2 \
 check "--servers overrides the config's count, said and reported (rc $rc)" $?
 
 # A worker that fails stops the job, naming its rank and status.
+# With checkpoints, it says that the same command continues the job.
 out=$(ZEROSHARD_TEST_FAIL_AT=1:2 "$LAUNCHER" train "${TINY[@]}" --steps=1000 \
-  --worker_binary="$TEST_WORKER" --work_dir="$T/fail" 2>&1); rc=$?
+  --worker_binary="$TEST_WORKER" --work_dir="$T/fail" \
+  --checkpoint_dir="$T/failck" 2>&1); rc=$?
 [ $rc -eq 1 ] && grep -q "worker rank 1 (pid [0-9]*) failed with exit code 3" <<<"$out"
 check "failing worker: exit 1 naming rank 1 and exit code 3 (rc $rc)" $?
+grep -q "checkpoints are in $T/failck: the same command again continues" <<<"$out"
+check "failing worker: the way to continue is named ($out)" $?
 [ "$(left_of "$T/fail/")" -eq 0 ]; check "no process left after the failure" $?
 
 # SIGTERM to the launcher mid-job leaves no process behind.
@@ -139,6 +143,7 @@ out=$("$LAUNCHER" train "${TINY[@]}" --steps=12 --checkpoint-dir="$T/ckpt" \
   --checkpoint-interval=3 --save="$T/res12.bin" --work-dir="$T/c12" 2>&1)
 check "resumed run exits 0" $?
 grep -q "restored step 6" "$T/c12/server-0.log"; check "servers restored step 6" $?
+grep -q "continuing the job at step 7 of 12" <<<"$out"; check "the resumed run says where it continues ($out)" $?
 cmp -s "$T/ref12.bin" "$T/res12.bin"; check "resumed run saves the same bits" $?
 
 "$LAUNCHER" train "${TINY[@]}" --steps=40 --save="$T/ref40.bin" \

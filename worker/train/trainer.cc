@@ -1,6 +1,7 @@
 #include "worker/train/trainer.h"
 
 #include <cmath>
+#include <cstdio>
 #include <optional>
 
 #include "common/seeded_random.h"
@@ -112,6 +113,13 @@ absl::Status RunSteps(const TrainSpec& spec, engine::ZeroEngine& engine,
         pos.shard = st.data_shard();
         pos.offset = st.data_offset();
         ZS_RETURN_IF_ERROR(loader->Seek(pos));
+      }
+      if (rank == 0 && *first < 0 && s > 0) {
+        std::printf(
+            "continuing the job at step %d of %d (the servers' newest "
+            "checkpoint or last commit)\n",
+            s + 1, spec.steps);
+        std::fflush(stdout);
       }
       if (*first < 0 || s < *first) *first = s;
       // Steps from s on are (re)done.
