@@ -303,7 +303,10 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
         if not servers:
             raise ValueError("initialize: no servers (pass servers=, set "
                              "the config's zeroshard.servers or "
-                             "$ZEROSHARD_SERVERS)")
+                             "$ZEROSHARD_SERVERS). To try it on one "
+                             "machine: `with zeroshard.LocalFleet(2) as "
+                             "fleet:` and servers=fleet.addresses "
+                             "(docs/python.md)")
         opts = dict(client_options or {})
         if "insecure" not in opts and "tls_ca_file" not in opts:
             ca = os.environ.get("ZEROSHARD_TLS_CA")
