@@ -31,7 +31,7 @@ import warnings
 
 import torch
 
-from . import _lib, layout
+from . import _lib, client_optim, layout
 from .behind import BehindFetch, owners as param_owners, pre_hooks
 from .client import Client
 from .config import Config
@@ -81,8 +81,14 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None,
     zeroshard.servers, else $ZEROSHARD_SERVERS); job_id (default
     $ZEROSHARD_JOB_ID, else "torch"); client_options: Client keyword
     arguments (TLS, token; loopback servers default to insecure).
-    optimizer and lr_scheduler objects are not accepted: the servers run
-    AdamW with the config's optimizer and scheduler sections.
+    optimizer: None (the config's optimizer section), or a
+    torch.optim.AdamW (or Adam without weight decay; or a callable making
+    one from the parameters), whose groups' lr, betas, eps and weight
+    decay the servers' AdamW takes (DeepSpeed's client optimizer; the
+    config must then have no optimizer section). lr_scheduler: a torch
+    scheduler of that optimizer (or a callable making one), stepped with
+    every applied update instead of the config's scheduler section
+    (client_optim.py).
 
     elastic: None (the world is torchrun's), or a dict for workers that
     join and leave a running job (elastic.py): min_workers (1),
@@ -104,20 +110,21 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None,
     if mpu is not None:
         raise ValueError("initialize: model parallelism (mpu) is not "
                          "supported: zeroshard is data-parallel")
-    if optimizer is not None:
-        raise ValueError("initialize: zeroshard's servers run AdamW; give "
-                         "it in the config's optimizer section instead of "
-                         f"an optimizer object ({type(optimizer).__name__})")
-    if lr_scheduler is not None:
-        raise ValueError("initialize: give the schedule in the config's "
-                         "scheduler section instead of an lr_scheduler "
-                         "object")
     config = config if config is not None else config_params
     if config is None and args is not None:
         config = getattr(args, "deepspeed_config", None)
     if config is None:
         raise ValueError("initialize: no config (pass config=dict or a JSON "
                          "file)")
+    if callable(optimizer) and not isinstance(optimizer,
+                                              torch.optim.Optimizer):
+        # DeepSpeed's callable: it makes the optimizer from the groups.
+        optimizer = optimizer(model_parameters if model_parameters
+                              is not None else model.parameters())
+    config, groups, schedule = client_optim.adopt(optimizer, lr_scheduler,
+                                                  config)
+    if groups is not None:
+        model_parameters = groups
     first = next(model.parameters(), None)
     if first is None:
         raise ValueError("initialize: the model has no parameters")
@@ -151,7 +158,8 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None,
                              servers=servers, job_id=job_id,
                              client_options=client_options, rank=rank,
                              world=world, local_rank=local_rank,
-                             local_world=local_world, elastic=elastic)
+                             local_world=local_world, elastic=elastic,
+                             client_schedule=schedule)
     if engine.rank == 0:  # DeepSpeed's tensorboard / csv_monitor files
         engine.monitor = Monitors.open(config, cfg.precision == "fp16")
     loader = None
@@ -215,10 +223,12 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
 
     def __init__(self, model, cfg, *, model_parameters=None, servers=None,
                  job_id=None, client_options=None, rank=0, world=1,
-                 local_rank=0, local_world=1, elastic=None):
+                 local_rank=0, local_world=1, elastic=None,
+                 client_schedule=None):
         super().__init__()
         self.module = model
         self.config = cfg
+        self._client_schedule = client_schedule
         self.rank, self.world = rank, world
         self.local_rank, self.local_world = local_rank, local_world
         self.stage = cfg.stage
@@ -466,8 +476,17 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
         return float(self._state["loss_scale"])
 
     def get_lr(self):
-        lr = self.config.lr(self._state["updates"])
+        lr = self._base_lr(self._state["updates"])
         return [lr * g["lr_scale"] for g in self.groups]
+
+    def _base_lr(self, updates):
+        """The rate of the update after `updates` applied ones, for group
+        scale 1: the config's schedule, or the client scheduler's
+        (client_optim.py)."""
+        if self._client_schedule is None:
+            return self.config.lr(updates)
+        return self._client_schedule.base_lr(
+            updates, [g["lr_scale"] for g in self.groups])
 
     def param_groups(self):
         lrs = self.get_lr()
@@ -576,7 +595,7 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
                 "norm_from_servers": 1 if self.aggregation else 0,
                 "sum_squares": self._sumsq, "nonfinite": int(self._nonfinite),
                 "loss_scale": state["loss_scale"], "max_norm": self.clipping,
-                "lr": self.config.lr(state["updates"])}
+                "lr": self._base_lr(state["updates"])}
         try:
             if self.precision == "fp16" and self.config.loss_scale_dynamic:
                 decision, outcome = self._trainer.decide(args)

@@ -283,3 +283,104 @@ class CheckpointBuffersTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ClientOptimizerTest(unittest.TestCase):
+    """DeepSpeed's client optimizer and scheduler (Hugging Face's Trainer
+    passes them when the config has no optimizer section): a
+    torch.optim.AdamW with two groups and a LambdaLR warmup, bit-identical
+    to torch stepping the same optimizer and scheduler; load_checkpoint
+    moves the scheduler back with the servers."""
+
+    def groups(self, m):
+        conv = [m.conv.weight, m.conv.bias]
+        rest = [p for n, p in m.named_parameters() if not n.startswith("conv.")]
+        return [{"params": rest, "weight_decay": WD},
+                {"params": conv, "lr": 2 * LR, "betas": (0.8, 0.99),
+                 "weight_decay": 0.0}]
+
+    def test_adamw_and_a_lambda_schedule_against_torch(self):
+        ref = tm.model()
+        net = copy.deepcopy(ref)
+
+        def warmup(step):
+            return min(1.0, (step + 1) / 4) * 0.5 ** (step // 5)
+
+        def make(m):
+            opt = torch.optim.AdamW(self.groups(m), lr=LR)
+            return opt, torch.optim.lr_scheduler.LambdaLR(opt, warmup)
+
+        cfg = config(2)
+        del cfg["optimizer"]
+        opt, sched = make(net)
+        ref_opt, ref_sched = make(ref)
+        with zeroshard.LocalFleet(2) as fleet:
+            engine, _, _, ours = zeroshard.initialize(
+                model=net, optimizer=opt, lr_scheduler=sched, config=cfg,
+                servers=fleet.addresses)
+            lrs = []
+            for step in range(8):
+                self.assertEqual(engine.get_lr(), ref_sched.get_last_lr(),
+                                 f"step {step}")
+                lrs.append(engine.get_lr())
+                x, y = tm.batch(step, 0, 0)
+                engine.backward(tm.loss_of(engine, x, y, step))
+                engine.step()
+                ref_opt.zero_grad(set_to_none=False)
+                tm.loss_of(ref, x, y, step).backward()
+                ref_opt.step()
+                ref_sched.step()
+                for (n, p), q in zip(net.named_parameters(),
+                                     ref.parameters()):
+                    self.assertTrue(torch.equal(p, q), f"{n}, step {step}")
+            self.assertEqual(ours.get_lr(), engine.get_lr())
+            engine.close()
+        self.assertNotEqual(lrs[0], lrs[4])  # the schedule moved
+
+    def test_the_schedule_follows_the_servers_back(self):
+        net = tm.model()
+        opt = torch.optim.AdamW(net.parameters(), lr=LR)
+        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=6)
+        cfg = config(1)
+        del cfg["optimizer"]
+        with tempfile.TemporaryDirectory() as d, \
+                zeroshard.LocalFleet(2, checkpoint_dir=d + "/srv") as fleet:
+            engine, _, _, _ = zeroshard.initialize(
+                model=net, optimizer=opt, lr_scheduler=sched, config=cfg,
+                servers=fleet.addresses)
+            seen = []
+            for step in range(6):
+                seen.append(engine.get_lr())
+                if step == 3:
+                    engine.save_checkpoint(d + "/ck")
+                x, y = tm.batch(step, 0, 0)
+                engine.backward(tm.loss_of(engine, x, y, step))
+                engine.step()
+            self.assertNotEqual(engine.get_lr(), seen[3])
+            self.assertNotEqual(seen[0], seen[3])  # cosine: it moves
+            engine.load_checkpoint(d + "/ck")
+            self.assertEqual(engine.get_lr(), seen[3])
+            engine.close()
+
+    def test_what_cannot_run_is_refused_by_name(self):
+        net = tm.model()
+        cfg = config(2)
+        bare = {k: v for k, v in cfg.items() if k != "optimizer"}
+        sgd = torch.optim.SGD(net.parameters(), lr=0.1)
+        adam_l2 = torch.optim.Adam(net.parameters(), lr=LR, weight_decay=0.1)
+        adamw = torch.optim.AdamW(net.parameters(), lr=LR)
+        sched = torch.optim.lr_scheduler.StepLR(adamw, 2)
+        cases = [
+            (dict(optimizer=sgd, config=bare), "of type SGD"),
+            (dict(optimizer=adam_l2, config=bare), "L2 regularization"),
+            (dict(optimizer=adamw, config=cfg), "not both"),
+            (dict(lr_scheduler=sched, config=bare), "pass that optimizer"),
+            (dict(optimizer=adamw, config=dict(bare, scheduler={
+                "type": "WarmupLR", "params": {}}), lr_scheduler=sched),
+             "not both"),
+        ]
+        for kwargs, words in cases:
+            with self.assertRaises(ValueError) as e:
+                zeroshard.initialize(model=net, servers="127.0.0.1:1",
+                                     **kwargs)
+            self.assertIn(words, str(e.exception))

@@ -1,0 +1,168 @@
+"""DeepSpeed's client optimizer and scheduler: a torch.optim.AdamW (or Adam
+without weight decay) and a torch lr scheduler passed to initialize().
+
+The shard servers run AdamW; a torch optimizer object cannot run there,
+but the one zeroshard runs anyway can be read off it. adopt() turns its
+param_groups into the config's optimizer section and initialize()'s
+groups (each group's lr, betas, eps and weight decay), as Hugging Face's
+Trainer passes one when the DeepSpeed config has no optimizer section.
+
+A scheduler object bound to that optimizer keeps driving it: before each
+step the engine steps the scheduler to the number of updates the servers
+applied (so a skipped fp16 step does not move it, as in DeepSpeed) and
+reads the rate from the optimizer's groups (ClientSchedule). Torch
+schedulers scale every group alike; a group whose rate moves apart from
+the first's is an error (the servers keep the groups' ratios). When the
+updates go back (a server restarted from a checkpoint, load_checkpoint),
+the scheduler is reset to its state at initialize() and stepped forward
+again, which gives torch's schedulers the same rates.
+
+The torch optimizer never steps: its groups only carry the rates.
+"""
+import copy
+import json
+import math
+import warnings
+
+import torch
+
+from ._lib import CODES
+from .errors import Error
+
+
+def _config_dict(config):
+    """The config as a dict (a copy), or None when it is not JSON this can
+    read (Config then reports why)."""
+    if isinstance(config, dict):
+        return copy.deepcopy(config)
+    if not isinstance(config, str):
+        return None
+    try:
+        if config.lstrip().startswith("{"):
+            return json.loads(config)
+        with open(config) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def _check_groups(optimizer):
+    name = type(optimizer).__name__
+    if isinstance(optimizer, torch.optim.AdamW):
+        pass
+    elif isinstance(optimizer, torch.optim.Adam):
+        if any(g.get("weight_decay", 0) for g in optimizer.param_groups):
+            raise ValueError(
+                "initialize: torch.optim.Adam with weight_decay is L2 "
+                "regularization; zeroshard's servers run AdamW (decoupled "
+                "decay): pass torch.optim.AdamW, or Adam with "
+                "weight_decay=0")
+    else:
+        raise ValueError(
+            "initialize: zeroshard's servers run AdamW: pass a "
+            "torch.optim.AdamW (its groups' hyperparameters are used) or "
+            "give the config an optimizer section, not an optimizer object "
+            f"of type {name}")
+    for i, g in enumerate(optimizer.param_groups):
+        for key in ("amsgrad", "maximize"):
+            if g.get(key, False):
+                raise ValueError(f"initialize: the optimizer's group {i} has "
+                                 f"{key}=True, which the servers' AdamW does "
+                                 "not do")
+    if any(optimizer.state.get(p) for g in optimizer.param_groups
+           for p in g["params"]):
+        raise ValueError(
+            "initialize: the optimizer has taken steps: its moments cannot "
+            "move to the servers (pass a fresh one, or load a zeroshard "
+            "checkpoint)")
+
+
+def adopt(optimizer, lr_scheduler, config):
+    """(config, groups, schedule): the config with an optimizer section
+    taken from `optimizer`, initialize()'s torch-style groups (None without
+    an optimizer) and a ClientSchedule (None without a scheduler).
+    ValueError naming the problem otherwise; nothing is changed."""
+    if optimizer is None:
+        if lr_scheduler is not None:
+            raise ValueError(
+                "initialize: an lr_scheduler object drives the torch "
+                "optimizer it was made for: pass that optimizer too "
+                "(optimizer=), or give the schedule in the config's "
+                "scheduler section")
+        return config, None, None
+    cfg = _config_dict(config)
+    if cfg is None:
+        return config, None, None  # Config reports the config's problem
+    if "optimizer" in cfg:
+        raise ValueError("initialize: give the optimizer either in the "
+                         "config's optimizer section or as an object, not "
+                         "both")
+    _check_groups(optimizer)
+    groups = optimizer.param_groups
+    base = groups[0]["lr"] or max((g["lr"] for g in groups), default=0.0)
+    first = groups[0]
+    cfg["optimizer"] = {"type": "AdamW", "params": {
+        "lr": float(base), "betas": [float(b) for b in first["betas"]],
+        "eps": float(first["eps"]),
+        "weight_decay": float(first["weight_decay"])}}
+    out = [{"params": list(g["params"]), "lr": float(g["lr"]),
+            "betas": tuple(float(b) for b in g["betas"]),
+            "eps": float(g["eps"]),
+            "weight_decay": float(g["weight_decay"])} for g in groups]
+    schedule = None
+    if lr_scheduler is not None:
+        if callable(lr_scheduler) and not hasattr(lr_scheduler, "step"):
+            lr_scheduler = lr_scheduler(optimizer)  # DeepSpeed's callable
+        if getattr(lr_scheduler, "optimizer", None) is not optimizer:
+            raise ValueError("initialize: the lr_scheduler drives another "
+                             "optimizer than the one passed")
+        if "scheduler" in cfg:
+            raise ValueError("initialize: give the schedule either in the "
+                             "config's scheduler section or as an "
+                             "lr_scheduler object, not both")
+        schedule = ClientSchedule(optimizer, lr_scheduler)
+    return cfg, out, schedule
+
+
+class ClientSchedule:
+    """A torch scheduler stepped to the servers' applied updates."""
+
+    def __init__(self, optimizer, scheduler):
+        self.optimizer, self.scheduler = optimizer, scheduler
+        self._start = (copy.deepcopy(scheduler.state_dict()),
+                       [g["lr"] for g in optimizer.param_groups])
+        self._at = 0  # scheduler steps taken since the start
+
+    def _seek(self, updates):
+        if updates < self._at:
+            state, lrs = self._start
+            self.scheduler.load_state_dict(copy.deepcopy(state))
+            for g, lr in zip(self.optimizer.param_groups, lrs):
+                g["lr"] = lr
+            self._at = 0
+        with warnings.catch_warnings():
+            # Torch warns of a scheduler stepped before its optimizer: this
+            # one's optimizer never steps (the servers do).
+            warnings.filterwarnings("ignore", message="Detected call of "
+                                    "`lr_scheduler.step()` before")
+            while self._at < updates:
+                self.scheduler.step()
+                self._at += 1
+
+    def lrs(self, updates):
+        """The groups' rates for the update after `updates` applied ones."""
+        self._seek(int(updates))
+        return [float(g["lr"]) for g in self.optimizer.param_groups]
+
+    def base_lr(self, updates, scales):
+        """The step's rate for group scale 1; Error when a group's rate is
+        not its scale times the first's."""
+        lrs = self.lrs(updates)
+        base = next((lr / s for lr, s in zip(lrs, scales) if s > 0), 0.0)
+        for i, (lr, s) in enumerate(zip(lrs, scales)):
+            if not math.isclose(lr, base * s, rel_tol=1e-6, abs_tol=1e-30):
+                raise Error(CODES["FAILED_PRECONDITION"],
+                            f"lr_scheduler: group {i}'s rate {lr:g} is no "
+                            f"longer {s:g} times the first group's; the "
+                            "servers keep the groups' ratios fixed")
+        return base
