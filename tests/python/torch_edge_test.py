@@ -17,7 +17,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch_models as tm  # noqa: E402
 import zeroshard  # noqa: E402
-from torch_engine_test import LR, WD, config  # noqa: E402
+from torch_engine_test import LR, WD, config, step_both  # noqa: E402
 
 
 def data(step, width=6, batch=4):
@@ -323,12 +323,7 @@ class ClientOptimizerTest(unittest.TestCase):
                 self.assertEqual(engine.get_lr(), ref_sched.get_last_lr(),
                                  f"step {step}")
                 lrs.append(engine.get_lr())
-                x, y = tm.batch(step, 0, 0)
-                engine.backward(tm.loss_of(engine, x, y, step))
-                engine.step()
-                ref_opt.zero_grad(set_to_none=False)
-                tm.loss_of(ref, x, y, step).backward()
-                ref_opt.step()
+                step_both(engine, ref, ref_opt, step)
                 ref_sched.step()
                 for (n, p), q in zip(net.named_parameters(),
                                      ref.parameters()):
