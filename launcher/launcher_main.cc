@@ -2,6 +2,7 @@
 //
 //   zeroshard train --config ds_config.json --data tokens.bin [flags]
 //   zeroshard config check ds_config.json [flags]
+//   zeroshard run [flags] [--] PROGRAM [ARGS...]
 //
 // `train` (train.h) trains GPT-2 with ZeRO: shard servers, W
 // zeroshard-worker processes, progress, metrics and a report.
@@ -14,6 +15,7 @@
 #include "common/flags.h"
 #include "common/version.h"
 #include "launcher/config_check.h"
+#include "launcher/run_script.h"
 #include "launcher/train.h"
 
 namespace zeroshard {
@@ -26,6 +28,10 @@ int Main(int argc, char** argv) {
       "  train          train GPT-2 with ZeRO: shard servers and workers on\n"
       "                 this machine, progress, metrics and a report\n"
       "                 (zeroshard train --help)\n"
+      "  run            run a training program (a PyTorch script calling\n"
+      "                 zeroshard.initialize) on W ranks of this machine,\n"
+      "                 with shard servers started for it\n"
+      "                 (zeroshard run --help)\n"
       "  config check   resolve a DeepSpeed config as train would and print\n"
       "                 every key, its value and its source\n"
       "                 (zeroshard config check --help)\n";
@@ -37,6 +43,7 @@ int Main(int argc, char** argv) {
   const std::string command = argv[1];
   if (command == "train") return RunTrain(argc, argv);
   if (command == "config") return RunConfigCommand(argc, argv);
+  if (command == "run") return RunScript(argc, argv);
   ExitWithError("zeroshard",
                 absl::StrCat("unknown command '", command, "'\n", usage));
 }

@@ -211,6 +211,16 @@ uint32_t AutoServerThreads(uint32_t servers, unsigned cores) {
   return std::max<uint32_t>(2, cores / std::max<uint32_t>(1, servers));
 }
 
+void AddServerFlags(FlagSet* flags, std::string* server_addrs,
+                    uint32_t* server_threads) {
+  flags->String("server_addrs", server_addrs,
+                "use these running servers (host:port,...) instead");
+  flags->Uint32("server_threads", server_threads,
+                "optimizer threads of each server it starts (default 0: the "
+                "machine's cores shared out among the servers, at least 2; "
+                "the ranks wait while the servers step)");
+}
+
 absl::StatusOr<TrainOptions> ParseTrainOptions(int argc, char** argv) {
   TrainOptions o;
   FlagSet flags(
@@ -225,12 +235,7 @@ absl::StatusOr<TrainOptions> ParseTrainOptions(int argc, char** argv) {
   train::AddTrainFlags(&flags, &o.train);
   flags.Uint32("servers", &o.servers,
                "shard servers to start (default: the config's count, else 2)");
-  flags.String("server_addrs", &o.server_addrs,
-               "use these running servers (host:port,...) instead");
-  flags.Uint32("server_threads", &o.server_threads,
-               "optimizer threads of each server it starts (default 0: the "
-               "machine's cores shared out among the servers, at least 2; "
-               "the workers wait while the servers step)");
+  AddServerFlags(&flags, &o.server_addrs, &o.server_threads);
   flags.Uint32("workers", &o.workers, "worker processes W");
   flags.Uint32("nodes", &o.nodes,
                "simulated nodes M (W/M local ranks each, on this machine)");

@@ -78,6 +78,11 @@ absl::StatusOr<TrainOptions> ParseTrainOptions(int argc, char** argv);
 // among `servers`, at least 2 each (zeroshard-server's own default).
 uint32_t AutoServerThreads(uint32_t servers, unsigned cores);
 
+// --server_addrs and --server_threads, as `zeroshard train` and `zeroshard
+// run` declare them.
+void AddServerFlags(FlagSet* flags, std::string* server_addrs,
+                    uint32_t* server_threads);
+
 // Every worker's argv after the binary (no rank-specific flags): the
 // training options and `servers` (host:port,...; empty: none).
 std::vector<std::string> WorkerArgs(const TrainOptions& o,
