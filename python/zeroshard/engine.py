@@ -201,6 +201,14 @@ class _Optimizer:
         raise Error(_FAILED_PRECONDITION, "call engine.step(), not "
                     "optimizer.step(): the step is collective")
 
+    # Trainers save and load these beside the engine's checkpoint; the
+    # state itself is the servers' (save_checkpoint / load_checkpoint).
+    def state_dict(self):
+        return {"zeroshard": "the servers hold the optimizer state"}
+
+    def load_state_dict(self, state_dict):  # noqa: ARG002 - torch's signature
+        pass
+
 
 class _LrScheduler:
     """The config's schedule, read-only: get_lr() / get_last_lr()."""
@@ -212,6 +220,19 @@ class _LrScheduler:
         return self._engine.get_lr()
 
     get_last_lr = get_lr
+
+    @property
+    def last_epoch(self):
+        """Updates applied, as torch's schedulers count their steps."""
+        return int(self._engine._state["updates"])
+
+    # The schedule follows the servers' applied updates; load_checkpoint
+    # restores those.
+    def state_dict(self):
+        return {"last_epoch": self.last_epoch}
+
+    def load_state_dict(self, state_dict):  # noqa: ARG002 - torch's signature
+        pass
 
     def step(self, *args, **kwargs):  # noqa: ARG002 - DeepSpeed's signature
         pass  # the engine moves the schedule with every applied update

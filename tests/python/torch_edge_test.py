@@ -315,7 +315,7 @@ class ClientOptimizerTest(unittest.TestCase):
         opt, sched = make(net)
         ref_opt, ref_sched = make(ref)
         with zeroshard.LocalFleet(2) as fleet:
-            engine, _, _, ours = zeroshard.initialize(
+            engine, zopt, _, ours = zeroshard.initialize(
                 model=net, optimizer=opt, lr_scheduler=sched, config=cfg,
                 servers=fleet.addresses)
             lrs = []
@@ -329,6 +329,10 @@ class ClientOptimizerTest(unittest.TestCase):
                                      ref.parameters()):
                     self.assertTrue(torch.equal(p, q), f"{n}, step {step}")
             self.assertEqual(ours.get_lr(), engine.get_lr())
+            # What trainers save beside the checkpoint (and load back).
+            self.assertEqual(ours.state_dict(), {"last_epoch": 8})
+            ours.load_state_dict(ours.state_dict())
+            zopt.load_state_dict(zopt.state_dict())
             engine.close()
         self.assertNotEqual(lrs[0], lrs[4])  # the schedule moved
 
