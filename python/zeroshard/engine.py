@@ -201,6 +201,12 @@ class _Optimizer:
         raise Error(_FAILED_PRECONDITION, "call engine.step(), not "
                     "optimizer.step(): the step is collective")
 
+    @property
+    def overflow(self):
+        """The last step was skipped (fp16 overflow), as DeepSpeed's fp16
+        optimizers say (accelerate's step_was_skipped reads it)."""
+        return not self._engine.was_step_applied()
+
     # Trainers save and load these beside the engine's checkpoint; the
     # state itself is the servers' (save_checkpoint / load_checkpoint).
     def state_dict(self):
@@ -480,6 +486,12 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
         leader computed it; None before the first step."""
         d = getattr(self, "last_decision", None)
         return None if d is None else d.grad_norm
+
+    def was_step_applied(self):
+        """DeepSpeed's: whether the last step updated the parameters (false
+        after an fp16 overflow skipped it; true before the first step)."""
+        d = getattr(self, "last_decision", None)
+        return d is None or not d.skipped
 
     def train_batch_size(self):
         return int(self.config.train_batch_size)

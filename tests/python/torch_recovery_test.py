@@ -31,7 +31,8 @@ def train(engine, steps, on_step=None, poison=()):
         scale = engine.loss_scale()
         engine.backward(loss)
         engine.step()
-        seen.append((step, scale, engine.last_decision.skipped))
+        # DeepSpeed's was_step_applied() (and the optimizer's overflow).
+        seen.append((step, scale, not engine.was_step_applied()))
         if on_step is not None:
             on_step(step)
     return seen
@@ -85,10 +86,11 @@ class LossScaleTest(unittest.TestCase):
         poison = {1, 2, 3, 7, 12}
         with zeroshard.LocalFleet(2) as fleet:
             net = tm.model()
-            engine, _, _, _ = zeroshard.initialize(
+            engine, zopt, _, _ = zeroshard.initialize(
                 model=net, config=config(2, fp16=fp16),
                 servers=fleet.addresses)
             seen = train(engine, 16, poison=poison)
+            self.assertEqual(zopt.overflow, seen[-1][2])
             engine.close()
         # DeepSpeed (runtime/fp16/loss_scaler.py, DynamicLossScaler):
         scale, hyst, it, last_overflow = 2.0 ** 6, 2, 0, -1
