@@ -619,8 +619,10 @@ size_t zs_config_describe(const zs_train_config* config, char* buf,
                           size_t size);
 /* *lr receives the learning rate of update number `step` (0-based: the
  * updates applied so far; a step skipped for fp16 overflow does not count)
- * under the config's schedule, as the engine computes it (DeepSpeed's
- * formulas, bit for bit); 0 for a negative step. */
+ * under the config's schedule, as the engine computes it: DeepSpeed's
+ * scheduler value at iteration step - 1, as DeepSpeed's engine applies it
+ * (the scheduler is made at iteration -1 and stepped after each update;
+ * worker/engine/lr_schedule.h), bit for bit. */
 int zs_config_lr(const zs_train_config* config, int64_t step, double* lr);
 /* The loss scaler of the config over four fields of *state: loss_scale,
  * loss_scale_hysteresis, loss_scale_iteration, loss_scale_last_overflow

@@ -313,6 +313,7 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
         self._micro = 0           # micro-batches done in this step
         self._backward_done = False
         self._micro_steps = 0     # DeepSpeed's micro_steps
+        self._boundary = None     # set_gradient_accumulation_boundary's
         self._skipped = 0
         self._params = self._make_params()
         self._behind = None  # a fetch in flight behind the forward
@@ -503,7 +504,35 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
         return self.gas
 
     def is_gradient_accumulation_boundary(self):
+        """Whether the coming micro-batch ends the step: the override of
+        set_gradient_accumulation_boundary, else every
+        gradient_accumulation_steps-th micro-batch."""
+        if self._boundary is not None:
+            return self._boundary
         return self._micro_steps % self.gas == self.gas - 1
+
+    def set_gradient_accumulation_boundary(self, is_boundary):
+        """DeepSpeed's: overrides whether the coming micro-batch ends the
+        step (accelerate sets it from its sync_gradients before every
+        backward); every rank must set the same. The gradients are still
+        averaged over gradient_accumulation_steps micro-batches, as in
+        DeepSpeed. None: back to counting micro-batches."""
+        self._boundary = None if is_boundary is None else bool(is_boundary)
+
+    def zero_optimization_stage(self):
+        return self.stage
+
+    def zero_optimization_partition_gradients(self):
+        return self.stage >= 2
+
+    def zero_optimization_partition_weights(self):
+        return self.stage == 3
+
+    def fp16_enabled(self):
+        return self.precision == "fp16"
+
+    def bfloat16_enabled(self):
+        return self.precision == "bf16"
 
     def loss_scale(self):
         return float(self._state["loss_scale"])

@@ -55,7 +55,7 @@ class MonitorTest(unittest.TestCase):
             engine, _, _, _ = zeroshard.initialize(
                 model=tm.model(), config=config, servers=fleet.addresses)
             self.assertIsNotNone(engine.monitor)
-            for step in range(4):
+            for step in range(5):
                 lr = engine.get_lr()[0]
                 losses = []
                 for micro in range(GAS):
@@ -67,7 +67,9 @@ class MonitorTest(unittest.TestCase):
                 records.append({"event": "step", "step": step + 1,
                                 "loss": sum(losses) / GAS, "lr": lr})
             engine.close()
-        self.assertEqual(len({r["lr"] for r in records}), 4)  # warming up
+        # Warming up as DeepSpeed's engine does: warmup_min_lr (0) for
+        # updates 0 and 1 (iterations -1 and 0), then 1/3, 2/3, 1 of it.
+        self.assertEqual(len({r["lr"] for r in records}), 4)
         expected = os.path.join(tmp, "expected.jsonl")
         with open(expected, "w") as f:
             for r in records:

@@ -383,3 +383,50 @@ class ClientOptimizerTest(unittest.TestCase):
                 zeroshard.initialize(model=net, servers="127.0.0.1:1",
                                      **kwargs)
             self.assertIn(words, str(e.exception))
+
+
+class AccumulationBoundaryTest(unittest.TestCase):
+    """set_gradient_accumulation_boundary (accelerate sets it before every
+    backward): overriding with the boundaries the engine would count gives
+    the same bits; a boundary on every micro-batch makes each a step whose
+    gradient is still averaged over gradient_accumulation_steps (2), as
+    DeepSpeed does: torch's AdamW on loss / 2."""
+
+    def run_engine(self, boundaries, micro_batches):
+        net = tm.model()
+        with zeroshard.LocalFleet(2) as fleet:
+            engine, _, _, _ = zeroshard.initialize(
+                model=net, config=config(2, gas=2), servers=fleet.addresses)
+            self.assertEqual(engine.zero_optimization_stage(), 2)
+            for i in range(micro_batches):
+                if boundaries is not None:
+                    engine.set_gradient_accumulation_boundary(boundaries(i))
+                    self.assertEqual(engine.is_gradient_accumulation_boundary(),
+                                     boundaries(i))
+                x, y = tm.batch(i, 0, 0)
+                engine.backward(tm.loss_of(engine, x, y, i))
+                engine.step()
+            steps = engine.global_steps
+            engine.wait_parameters()
+            engine.close()
+        return {n: p.detach().clone() for n, p in net.named_parameters()}, \
+            steps
+
+    def test_overridden_boundaries(self):
+        counted, steps = self.run_engine(None, 6)
+        self.assertEqual(steps, 3)
+        same, steps = self.run_engine(lambda i: i % 2 == 1, 6)
+        self.assertEqual(steps, 3)
+        for n in counted:
+            self.assertTrue(torch.equal(counted[n], same[n]), n)
+        every, steps = self.run_engine(lambda i: True, 3)
+        self.assertEqual(steps, 3)
+        ref = tm.model()
+        opt = torch.optim.AdamW(tm.torch_groups(ref, WD), lr=LR)
+        for i in range(3):
+            opt.zero_grad(set_to_none=False)
+            x, y = tm.batch(i, 0, 0)
+            (tm.loss_of(ref, x, y, i) / 2).backward()
+            opt.step()
+        for n, q in ref.named_parameters():
+            self.assertTrue(torch.equal(every[n], q), n)

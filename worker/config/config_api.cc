@@ -548,7 +548,7 @@ int zs_config_lr(const zs_train_config* c, int64_t step, double* lr) {
     ZS_RETURN_IF_ERROR(NotNull(lr, "lr"));
     ZS_ASSIGN_OR_RETURN(const config::EngineConfig e,
                         config::FromTrainConfig(*c));
-    *lr = engine::LearningRate(e.lr_schedule, step);
+    *lr = engine::UpdateLearningRate(e.lr_schedule, step);
     return absl::OkStatus();
   });
 }

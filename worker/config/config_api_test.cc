@@ -273,7 +273,7 @@ TEST(ConfigApiTest, LearningRatesAreTheSchedules) {
     for (int64_t step = -3; step < 1200; ++step) {
       double lr = -1;
       ASSERT_EQ(zs_config_lr(&c, step, &lr), ZS_OK) << LastError();
-      ASSERT_EQ(lr, engine::LearningRate(e->lr_schedule, step))
+      ASSERT_EQ(lr, engine::UpdateLearningRate(e->lr_schedule, step))
           << "step " << step;
     }
   }

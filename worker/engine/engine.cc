@@ -384,7 +384,8 @@ absl::Status ZeroEngine::OptimizerStep() {
   stats_.loss_scale = scaler_.scale();
   ZS_RETURN_IF_ERROR(scaler_.Update(d.skip));
   stats_.next_loss_scale = scaler_.scale();
-  const double lr = d.skip ? 0.0 : LearningRate(options_.lr_schedule, updates_);
+  const double lr =
+      d.skip ? 0.0 : UpdateLearningRate(options_.lr_schedule, updates_);
   stats_.grad_norm = d.grad_norm;
   // The clip coefficient alone (grad_scale also divides by the loss scale).
   stats_.clip_coef =

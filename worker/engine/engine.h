@@ -80,7 +80,7 @@
 // the update is skipped — stage 0 leaves its parameters and moments alone,
 // stages 1-3 push and commit the step with skip — and the learning-rate
 // schedule does not advance: update k (0-based, skipped steps not counted)
-// uses engine::LearningRate(options.lr_schedule, k).
+// uses engine::UpdateLearningRate(options.lr_schedule, k).
 //
 // Mixed precision (ZeroOptions::precision fp16 / bf16; engine/precision.h):
 // the model reads the master weights rounded to the type — stages 1-2

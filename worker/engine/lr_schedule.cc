@@ -39,7 +39,9 @@ int64_t EffectiveWarmupSteps(const LrSchedule& schedule) {
 
 double LearningRate(const LrSchedule& s, int64_t step) {
   if (s.type == LrScheduleType::kConstant) return s.lr;
-  if (step < 0) return 0.0;
+  if (step < 0) {  // get_lr() before the first step
+    return s.type == LrScheduleType::kWarmupCosineLR ? 0.0 : s.warmup_min_lr;
+  }
   const int64_t warmup = EffectiveWarmupSteps(s);
   if (s.type == LrScheduleType::kWarmupCosineLR) {
     return s.lr * WarmupCosineRatio(s, step, warmup);
@@ -55,6 +57,10 @@ double LearningRate(const LrSchedule& s, int64_t step) {
   }
   const double delta = s.warmup_max_lr - s.warmup_min_lr;
   return s.warmup_min_lr + delta * gamma;
+}
+
+double UpdateLearningRate(const LrSchedule& s, int64_t update) {
+  return LearningRate(s, update - 1);
 }
 
 }  // namespace zeroshard::engine

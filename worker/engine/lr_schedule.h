@@ -25,10 +25,17 @@
 // the same order, so the rates match DeepSpeed's to the last bit on the same
 // libm.
 //
-// Step convention (the engine's): `step` counts the optimizer updates
-// applied so far; update number k (0-based) uses LearningRate(s, k). As in
-// DeepSpeed, an update skipped for fp16 overflow does not advance the
-// schedule.
+// Step convention. LearningRate(s, i) is DeepSpeed's get_lr() at
+// last_batch_iteration = i. DeepSpeed's engine makes the scheduler at
+// iteration -1, whose constructor writes get_lr() of -1 into the optimizer
+// (warmup_min_lr for WarmupLR and WarmupDecayLR, 0 for WarmupCosineLR), and
+// steps it after every applied update (optimizer.step(), then
+// lr_scheduler.step()). So update number k (0-based) trains at iteration
+// k - 1's rate: UpdateLearningRate(s, k) = LearningRate(s, k - 1), which is
+// what the engine, the C API (zs_config_lr) and Python use. As in DeepSpeed,
+// an update skipped for fp16 overflow does not advance the schedule.
+// (DeepSpeed's WarmupCosineLR writes its -1 value, [0.0], into the first
+// parameter group only; zeroshard gives every group rate 0 at update 0.)
 //
 // Pure functions on value types; thread-safe.
 #ifndef ZEROSHARD_WORKER_ENGINE_LR_SCHEDULE_H_
@@ -69,11 +76,16 @@ struct LrSchedule {
 // DeepSpeed's effective warmup length: max(2, warmup_num_steps).
 int64_t EffectiveWarmupSteps(const LrSchedule& schedule);
 
-// The learning rate for `step` (see the file comment). A negative step gives
-// 0, as DeepSpeed's get_lr() before the first scheduler step. For
+// DeepSpeed's get_lr() at last_batch_iteration = `step` (see the file
+// comment). Before the first scheduler step (a negative step) that is
+// warmup_min_lr for WarmupLR and WarmupDecayLR and 0 for WarmupCosineLR. For
 // kWarmupCosineLR, T must differ from EffectiveWarmupSteps() (DeepSpeed
 // divides by T - W; ParseDeepSpeedConfig rejects that config).
 double LearningRate(const LrSchedule& schedule, int64_t step);
+
+// The rate update number `update` (0-based: the updates applied before it)
+// trains at under DeepSpeed's engine: LearningRate(schedule, update - 1).
+double UpdateLearningRate(const LrSchedule& schedule, int64_t update);
 
 }  // namespace zeroshard::engine
 

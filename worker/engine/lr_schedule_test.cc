@@ -24,7 +24,7 @@ TEST(LrScheduleTest, WarmupLinear) {
   s.warmup_max_lr = 0.01;
   s.warmup_num_steps = 10;
   s.warmup_type = WarmupType::kLinear;
-  EXPECT_EQ(LearningRate(s, -1), 0.0);  // before the first scheduler step
+  EXPECT_EQ(LearningRate(s, -1), 0.0);  // before the first step: min
   EXPECT_EQ(LearningRate(s, 0), 0.0);
   EXPECT_DOUBLE_EQ(LearningRate(s, 5), 0.005);  // 0.01 * 5/10
   EXPECT_DOUBLE_EQ(LearningRate(s, 9), 0.009);
@@ -122,6 +122,47 @@ TEST(LrScheduleTest, WarmupCosineLogWarmup) {
   EXPECT_DOUBLE_EQ(LearningRate(s, 0), 1e-4);
   // 0.1 + 0.9 * ln(4)/ln(10).
   EXPECT_DOUBLE_EQ(LearningRate(s, 3), 0.000641853992195166);
+}
+
+// DeepSpeed's engine trains update k at iteration k - 1's rate: its
+// scheduler is made at iteration -1, whose constructor writes get_lr() of
+// -1 into the optimizer (WarmupLR: warmup_min_lr; WarmupCosineLR: 0), and it
+// steps after each optimizer step (runtime/engine.py, _take_model_step).
+// The rates below are what it applies to updates 0, 1, 2, ...
+TEST(LrScheduleTest, UpdatesTrainAtTheIterationBefore) {
+  LrSchedule warm;
+  warm.type = LrScheduleType::kWarmupLR;
+  warm.warmup_min_lr = 1e-3;
+  warm.warmup_max_lr = 1e-2;
+  warm.warmup_num_steps = 4;
+  warm.warmup_type = WarmupType::kLinear;
+  const double warm_rates[] = {1e-3, 1e-3, 3.25e-3, 5.5e-3, 7.75e-3, 1e-2};
+  for (int k = 0; k < 6; ++k) {
+    EXPECT_DOUBLE_EQ(UpdateLearningRate(warm, k), warm_rates[k]) << k;
+  }
+  LrSchedule decay = warm;
+  decay.type = LrScheduleType::kWarmupDecayLR;
+  decay.warmup_min_lr = 0.0;
+  decay.warmup_max_lr = 1.0;
+  decay.total_num_steps = 8;
+  // Iterations -1, 0, ..., 6: min, then 0/4 .. 3/4, then (8 - i) / 4.
+  const double decay_rates[] = {0, 0, 0.25, 0.5, 0.75, 1.0, 0.75, 0.5};
+  for (int k = 0; k < 8; ++k) {
+    EXPECT_DOUBLE_EQ(UpdateLearningRate(decay, k), decay_rates[k]) << k;
+  }
+  LrSchedule cosine;
+  cosine.type = LrScheduleType::kWarmupCosineLR;
+  cosine.lr = 1e-2;
+  cosine.warmup_num_steps = 3;
+  cosine.warmup_type = WarmupType::kLinear;
+  cosine.warmup_min_ratio = 0.1;
+  cosine.total_num_steps = 8;
+  EXPECT_EQ(UpdateLearningRate(cosine, 0), 0.0);  // get_lr() at -1: [0.0]
+  EXPECT_DOUBLE_EQ(UpdateLearningRate(cosine, 1), 1e-3);  // ratio 0.1
+  EXPECT_DOUBLE_EQ(UpdateLearningRate(cosine, 2), 4e-3);  // 0.1 + 0.9/3
+  LrSchedule constant;
+  constant.lr = 3e-4;
+  EXPECT_EQ(UpdateLearningRate(constant, 0), 3e-4);
 }
 
 }  // namespace

@@ -119,7 +119,7 @@ void RunTorch(const train::TrainSpec& spec, int ranks, Torch* out) {
   std::vector<int> tokens(2 * bt * gas * spec.steps);
   std::vector<double> lrs;
   for (int s = 0; s < spec.steps; ++s) {
-    lrs.push_back(engine::LearningRate(spec.zero.lr_schedule, s));
+    lrs.push_back(engine::UpdateLearningRate(spec.zero.lr_schedule, s));
     for (int m = 0; m < gas; ++m) {
       int* at = tokens.data() + 2 * bt * (s * gas + m);
       ASSERT_TRUE(loader->Next(at, at + bt).ok());

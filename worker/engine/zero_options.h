@@ -24,7 +24,7 @@ struct ZeroOptions {
   // Global gradient-norm clipping (torch clip_grad_norm_); <= 0: off.
   double gradient_clipping = 0;
   // Learning rate of update k (0-based; updates skipped for non-finite
-  // gradients do not count): engine::LearningRate(lr_schedule, k).
+  // gradients do not count): engine::UpdateLearningRate(lr_schedule, k).
   // kConstant (the default): lr_schedule.lr throughout.
   engine::LrSchedule lr_schedule;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
