@@ -248,7 +248,13 @@ absl::StatusOr<v1::CheckpointResponse> ShardStore::Checkpoint(
     if (!s.ok()) return Reject(s);
     ZS_RETURN_IF_ERROR(ledger_->CheckNotCommitting());
     f = FactsLocked(req.step());
-    if (req.has_trainer_state()) f.trainer_state = req.trainer_state();
+    if (req.has_trainer_state()) {
+      f.trainer_state = req.trainer_state();
+    } else if (req.finalize() && checkpointed_state_.step() == req.step()) {
+      // The ledger may have moved past the step since phase 1.
+      f.trainer_state = checkpointed_state_;
+    }
+    if (!req.finalize()) checkpointed_state_ = f.trainer_state;
   }
   absl::StatusOr<v1::CheckpointResponse> r;
   if (req.finalize()) {

@@ -97,7 +97,10 @@ class ShardStore : private PushOwner {
 
   // Checkpoints (protocol in the proto's CheckpointRequest). Phase 1 needs
   // the committed steps to equal req.step() and reads p, m, v while they
-  // reflect it (commits wait); phase 2 writes the MANIFEST.
+  // reflect it (commits wait); phase 2 writes the MANIFEST, with the
+  // request's workers' state or, without one (zeroshard-ctl checkpoint),
+  // the one the server held at phase 1: the job may have committed more
+  // steps in between.
   absl::StatusOr<v1::CheckpointResponse> Checkpoint(
       const v1::CheckpointRequest& req) ABSL_LOCKS_EXCLUDED(mu_);
   // Restores checkpoint req.step() (0: the newest complete one that loads)
@@ -165,6 +168,8 @@ class ShardStore : private PushOwner {
   mutable absl::Mutex mu_;
   std::optional<StepLedger> ledger_ ABSL_GUARDED_BY(mu_);  // registered
   bool draining_ ABSL_GUARDED_BY(mu_) = false;             // Drain() called
+  // The workers' state of the step of the last phase 1, for its phase 2.
+  v1::TrainerState checkpointed_state_ ABSL_GUARDED_BY(mu_);
   // Set once at registration (under mu_), then read without it.
   std::unique_ptr<ShardState> state_;
 

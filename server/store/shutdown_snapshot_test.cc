@@ -190,6 +190,37 @@ TEST_F(ShutdownSnapshotTest, CheckpointNewerThanTheSnapshotWins) {
       env_.FileExists("/ckpt/step-0000000001/SNAPSHOT-00000-of-00001"));
 }
 
+// zeroshard-ctl checkpoint sends no workers' state, and the job may commit
+// between the two phases: the manifest still holds the state of the step
+// checkpointed (as the server held it at phase 1), so that a roll back to it
+// restores the data position and schedule of that step.
+TEST_F(ShutdownSnapshotTest, ACheckpointFromOutsideKeepsTheWorkersState) {
+  {
+    auto store = NewStore();
+    ASSERT_TRUE(store->RegisterModel(Spec()).ok());
+    Step(store.get(), 0);
+    Step(store.get(), 1);
+    v1::CheckpointRequest c;
+    c.set_job_id(kJob);
+    c.set_step(2);
+    absl::StatusOr<v1::CheckpointResponse> shard = store->Checkpoint(c);
+    ASSERT_TRUE(shard.ok()) << shard.status();
+    Step(store.get(), 2);  // the job goes on before the manifest
+    c.set_finalize(true);
+    *c.add_shards() = shard->shard();
+    ASSERT_TRUE(store->Checkpoint(c).ok());
+  }
+  auto store = NewStore();
+  v1::RestoreRequest r;
+  r.set_job_id(kJob);
+  r.set_step(2);
+  r.set_epoch(1);
+  absl::StatusOr<v1::RestoreResponse> restored = store->Restore(r);
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_EQ(restored->trainer_state().step(), 2u);
+  EXPECT_EQ(restored->trainer_state().data_offset(), 200u);  // CommitOf(1)
+}
+
 TEST_F(ShutdownSnapshotTest, DamagedSnapshotFallsBackToTheCheckpoints) {
   {
     auto store = NewStore();
