@@ -83,8 +83,8 @@ absl::Status CheckStartsFresh(ShardClient* client, const v1::ModelSpec& spec) {
       "the servers already hold job \"", spec.job_id(), "\" ", where,
       ", from an earlier run of it; this run starts at step 0 without "
       "recovery and would overwrite their parameters. For a new run, restart "
-      "the servers or use another job id; to continue that run, start it "
-      "with recovery (a checkpoint interval)"));
+      "the servers (a server holds one model at a time); to continue that "
+      "run, start it with recovery (a checkpoint interval)"));
 }
 
 }  // namespace

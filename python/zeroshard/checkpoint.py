@@ -4,8 +4,9 @@ The state itself lives on the shard servers: they checkpoint their ranges
 of the fp32 master weights and AdamW moments, with the workers' state,
 under their own --checkpoint_dir (docs/recovery.md). What this module
 writes in the caller's directory is the index DeepSpeed scripts expect:
-save_dir/<tag>/zeroshard.json (the step, the job, the model size and the
-caller's client_state), save_dir/<tag>/buffers.pt (the module's persistent
+save_dir/<tag>/zeroshard.json (the step, the job, the model size),
+save_dir/<tag>/client_state.pt (the caller's client_state, torch.save'd as
+DeepSpeed pickles it), save_dir/<tag>/buffers.pt (the module's persistent
 buffers, e.g. BatchNorm's running stats: the servers hold parameters and
 optimizer state only) and save_dir/latest (the newest tag). Rank 0 writes
 them (its buffers); every rank reads them on load.
@@ -15,6 +16,7 @@ any stage (at stage 3 each rank holds only what the next forward needs),
 from the servers' fp32 masters.
 """
 import collections
+import io
 import json
 import os
 import warnings
@@ -27,6 +29,7 @@ from ._lib import CODES
 
 INDEX = "zeroshard.json"
 BUFFERS = "buffers.pt"
+CLIENT_STATE = "client_state.pt"
 
 
 def _buffers(module):
@@ -98,22 +101,42 @@ def _check_boundary(engine, what):
                     "engine.step() at a gradient accumulation boundary)")
 
 
+def _pickled(client_state):
+    """client_state as torch.save writes it (DeepSpeed pickles it too:
+    tensors, tuples, any keys); ValueError naming the problem before
+    anything is written."""
+    buf = io.BytesIO()
+    try:
+        torch.save(client_state or {}, buf)
+    except Exception as e:  # noqa: BLE001 - whatever pickling raises
+        raise ValueError("save_checkpoint: client_state cannot be saved "
+                         f"with torch.save ({type(e).__name__}: {e})") from e
+    return buf.getvalue()
+
+
 def save(engine, save_dir, tag, client_state, save_latest):
     _check_boundary(engine, "save_checkpoint")
     step = engine.global_steps
     tag = str(tag) if tag is not None else f"global_step{step}"
     if not tag or "/" in tag or tag in (".", ".."):
         raise ValueError(f"save_checkpoint: tag {tag!r} is not a plain name")
+    # Every rank checks its own client_state before any collective, so a
+    # bad one fails each rank alike rather than leaving the others waiting.
+    pickled = _pickled(client_state)
     if engine.rank == 0:
         engine._client.checkpoint(step, engine._state, tag)
         folder = os.path.join(save_dir, tag)
         os.makedirs(folder, exist_ok=True)
-        # The buffers before the index that names them: a checkpoint whose
-        # index exists is whole.
+        # The buffers and the client state before the index that names
+        # them: a checkpoint whose index exists is whole.
         _write_buffers(engine, folder)
+        tmp = os.path.join(folder, CLIENT_STATE + ".tmp")
+        with open(tmp, "wb") as f:
+            f.write(pickled)
+        os.replace(tmp, os.path.join(folder, CLIENT_STATE))
         index = {"step": step, "tag": tag, "job_id": engine._client.job_id,
                  "model_elements": engine.numel, "buffers": BUFFERS,
-                 "client_state": client_state or {}}
+                 "client_state_file": CLIENT_STATE}
         tmp = os.path.join(folder, INDEX + ".tmp")
         with open(tmp, "w") as f:
             json.dump(index, f, indent=1)
@@ -148,6 +171,12 @@ def load(engine, load_dir, tag):
                          f"{index.get('model_elements')} elements, this one "
                          f"has {engine.numel}")
     buffers = _read_buffers(engine, os.path.join(load_dir, str(tag)))
+    if "client_state_file" in index:
+        with open(os.path.join(load_dir, str(tag),
+                               index["client_state_file"]), "rb") as f:
+            client_state = torch.load(f)
+    else:  # written before client states were pickled
+        client_state = index.get("client_state", {})
     epoch = engine._epoch + 1
     if engine.rank == 0:
         engine._client.restore(int(index["step"]), epoch)
@@ -157,7 +186,7 @@ def load(engine, load_dir, tag):
     with torch.no_grad():
         for b, value in buffers:
             b.copy_(value)
-    return os.path.join(load_dir, str(tag)), index.get("client_state", {})
+    return os.path.join(load_dir, str(tag)), client_state
 
 
 def consolidated_state_dict(engine, exclude_frozen=False):

@@ -433,8 +433,8 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
                 f"zeroshard: the servers hold job {self._client.job_id!r} at "
                 f"step {outcome.state['step']}: it continues from there "
                 "(the servers' parameters and optimizer state replace the "
-                "module's); restart the servers or use another job_id for "
-                "a new run", stacklevel=3)
+                "module's); for a new run, restart the servers (a server "
+                "holds one model at a time)", stacklevel=3)
         self._apply(outcome)
         self._fetch()
 
@@ -667,10 +667,16 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
             else:
                 decision, outcome = self._trainer.step(args, state)
         except Error as e:
+            message = e.message.replace(
+                "close it: a new trainer's zs_trainer_start resumes or rolls "
+                "back", "engine.load_checkpoint() restores one of the job's "
+                "checkpoints, or start the job again")
             cause = getattr(self, "_push_error", None)
-            if cause is None or cause.message in e.message:
+            if cause is not None and cause.message not in message:
+                message = f"{message}: {cause.message}"
+            if message == e.message:
                 raise
-            raise Error(e.code, f"{e.message}: {cause.message}") from e
+            raise Error(e.code, message) from e
         if outcome.kind == "ok" and decision.skipped:
             self._skipped += 1
         self.last_decision = decision
@@ -806,11 +812,36 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
         return checkpoint.save_16bit_model(self, save_dir, save_filename,
                                            exclude_frozen_parameters)
 
-    def load_checkpoint(self, load_dir, tag=None, **_ignored):
+    def load_checkpoint(self, load_dir, tag=None, load_module_strict=True,
+                        load_optimizer_states=True,
+                        load_lr_scheduler_states=True, load_module_only=False,
+                        custom_load_fn=None):
         """Restores the servers to the step recorded in load_dir/tag and
         reloads the module's parameters. Returns (load_dir/tag,
-        client_state). Collective."""
+        client_state). Collective.
+
+        DeepSpeed's options: the servers restore the weights, the AdamW
+        moments and the step (which sets the schedule) together, so
+        load_optimizer_states=False, load_lr_scheduler_states=False,
+        load_module_only=True and a custom_load_fn are refused (ValueError)
+        rather than ignored; load_module_strict has nothing to relax (every
+        parameter is restored)."""
         from . import checkpoint
+        del load_module_strict
+        for name, value, default in (
+                ("load_optimizer_states", load_optimizer_states, True),
+                ("load_lr_scheduler_states", load_lr_scheduler_states, True),
+                ("load_module_only", load_module_only, False)):
+            if bool(value) != default:
+                raise ValueError(
+                    f"load_checkpoint: {name}={value} is not supported: the "
+                    "servers restore the weights, the optimizer state and "
+                    "the step together (for the weights alone: "
+                    "consolidated_state_dict() of an engine at that step, or "
+                    "the file save_16bit_model() wrote)")
+        if custom_load_fn is not None:
+            raise ValueError("load_checkpoint: custom_load_fn is not "
+                             "supported (the servers load their own state)")
         self._check_open()
         self.wait_parameters()
         return checkpoint.load(self, load_dir, tag)

@@ -258,7 +258,8 @@ class CheckpointBuffersTest(unittest.TestCase):
                     self.assertLess((buffers(net)[name] - value).abs().max()
                                     .item(), 1e-5, name)
             self.assertEqual(sorted(os.listdir(os.path.join(save, "three"))),
-                             ["buffers.pt", "zeroshard.json"])
+                             ["buffers.pt", "client_state.pt",
+                              "zeroshard.json"])
             # A checkpoint written before buffers were saved: it loads,
             # with a warning, and leaves the buffers as they are.
             os.remove(os.path.join(save, "three", "buffers.pt"))

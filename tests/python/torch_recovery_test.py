@@ -127,15 +127,32 @@ class CheckpointTest(unittest.TestCase):
             engine, _, _, _ = zeroshard.initialize(
                 model=net, config=config(3), servers=fleet.addresses)
             train(engine, 4)
-            engine.save_checkpoint(save, "four", client_state={"k": 4})
+            # What DeepSpeed's pickled client_state carries: tensors,
+            # tuples, keys that are not strings.
+            state = {"k": 4, 7: (1, 2), "t": torch.arange(3.0)}
+            with self.assertRaisesRegex(ValueError, "client_state cannot be "
+                                        "saved with torch.save"):
+                engine.save_checkpoint(save, "bad",
+                                       client_state={"f": lambda: 0})
+            self.assertFalse(os.path.exists(os.path.join(save, "bad")))
+            engine.save_checkpoint(save, "four", client_state=state)
             engine._params.fetch()
             for u in engine._params.units:
                 engine._params._materialise(u)
             at_four = weights(net)
             train(engine, 7)
-            path, client_state = engine.load_checkpoint(save)
+            for kwargs in ({"load_optimizer_states": False},
+                           {"load_lr_scheduler_states": False},
+                           {"load_module_only": True}):
+                with self.assertRaisesRegex(ValueError, "not supported"):
+                    engine.load_checkpoint(save, **kwargs)
+            self.assertEqual(engine.global_steps, 7)  # nothing changed
+            path, client_state = engine.load_checkpoint(
+                save, load_module_strict=False)
             self.assertEqual(engine.global_steps, 4)
-            self.assertEqual(client_state, {"k": 4})
+            self.assertEqual(set(client_state), {"k", 7, "t"})
+            self.assertEqual(client_state[7], (1, 2))
+            self.assertTrue(torch.equal(client_state["t"], state["t"]))
             for u in engine._params.units:
                 engine._params._materialise(u)
             for name, value in at_four.items():
