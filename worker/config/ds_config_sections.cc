@@ -42,7 +42,9 @@ constexpr Unused kUnusedTopLevel[] = {
     {"comms_logger", "no DeepSpeed monitor"},
     {"checkpoint", "the shard servers checkpoint themselves"},
     {"elasticity", "workers join and leave without it"},
-    {"data_types", "gradients accumulate in fp32"},
+    {"data_types",
+     "zeroshard-worker accumulates gradients in fp32, Python in the "
+     "module's dtype"},
     // DeepSpeed training features zeroshard does not implement: the run
     // trains without them, which the warning says.
     {"curriculum_learning", "not implemented: the run trains without it"},

@@ -415,8 +415,9 @@ TEST(DsConfigTest, FeaturesNotImplementedSaySoByName) {
                                 1, &warnings);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_THAT(warnings,
-              ElementsAre("data_types: not used by zeroshard (gradients "
-                          "accumulate in fp32); ignored",
+              ElementsAre("data_types: not used by zeroshard "
+                          "(zeroshard-worker accumulates gradients in fp32, "
+                          "Python in the module's dtype); ignored",
                           "curriculum_learning: not used by zeroshard (not "
                           "implemented: the run trains without it); ignored",
                           "progressive_layer_drop: not used by zeroshard (not "
