@@ -30,7 +30,7 @@ from ._lib import CODES
 from .errors import Error
 
 
-def _config_dict(config):
+def config_dict(config):
     """The config as a dict (a copy), or None when it is not JSON this can
     read (Config then reports why)."""
     if isinstance(config, dict):
@@ -90,7 +90,7 @@ def adopt(optimizer, lr_scheduler, config):
                 "(optimizer=), or give the schedule in the config's "
                 "scheduler section")
         return config, None, None
-    cfg = _config_dict(config)
+    cfg = config_dict(config)
     if cfg is None:
         return config, None, None  # Config reports the config's problem
     if "optimizer" in cfg:

@@ -123,6 +123,13 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None,
                               is not None else model.parameters())
     config, groups, schedule = client_optim.adopt(optimizer, lr_scheduler,
                                                   config)
+    as_dict = client_optim.config_dict(config)
+    if optimizer is None and as_dict is not None and \
+            "optimizer" not in as_dict:
+        warnings.warn("zeroshard: the config has no optimizer section and no "
+                      "optimizer was passed: the servers run AdamW with "
+                      "lr 1e-3, betas (0.9, 0.999), eps 1e-8, no weight "
+                      "decay", stacklevel=2)
     if groups is not None:
         model_parameters = groups
     first = next(model.parameters(), None)
@@ -551,10 +558,21 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
             updates, [g["lr_scale"] for g in self.groups])
 
     def param_groups(self):
+        """torch's keys (lr, betas, eps, weight_decay, params) and the
+        servers' (beta1, beta2, lr_scale)."""
         lrs = self.get_lr()
-        return [dict(g, lr=lr, params=[e.param for e in self.entries
-                                       if e.group == i])
+        return [dict(g, lr=lr, betas=(g["beta1"], g["beta2"]),
+                     params=[e.param for e in self.entries if e.group == i])
                 for i, (g, lr) in enumerate(zip(self.groups, lrs))]
+
+    def get_mom(self):
+        """DeepSpeed's: each group's betas."""
+        return [(g["beta1"], g["beta2"]) for g in self.groups]
+
+    def module_state_dict(self, exclude_frozen_parameters=False):
+        """DeepSpeed's: the module's state_dict, whole at every stage
+        (consolidated_state_dict)."""
+        return self.consolidated_state_dict(exclude_frozen_parameters)
 
     def zero_grad(self):
         pass  # the engine zeroes its gradients at the start of each step

@@ -431,3 +431,26 @@ class AccumulationBoundaryTest(unittest.TestCase):
             opt.step()
         for n, q in ref.named_parameters():
             self.assertTrue(torch.equal(every[n], q), n)
+
+
+class DeepSpeedSurfaceTest(unittest.TestCase):
+    """Calls trainers make on DeepSpeed's engine and optimizer."""
+
+    def test_groups_moments_state_and_the_default_optimizer(self):
+        net = tm.model()
+        cfg = config(2)
+        del cfg["optimizer"]
+        with zeroshard.LocalFleet(2) as fleet, \
+                warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            engine, opt, _, _ = zeroshard.initialize(
+                model=net, config=cfg, servers=fleet.addresses)
+            self.assertTrue(any("no optimizer section" in str(w.message)
+                                for w in caught))
+            self.assertEqual(opt.param_groups[0]["betas"], (0.9, 0.999))
+            self.assertEqual(engine.get_mom(), [(0.9, 0.999)])
+            self.assertFalse(engine.fp16_enabled() or
+                             engine.bfloat16_enabled())
+            whole = engine.module_state_dict()
+            self.assertEqual(set(whole), set(net.state_dict()))
+            engine.close()
