@@ -5,8 +5,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <functional>
 #include <optional>
+#include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -317,20 +320,59 @@ absl::StatusOr<v1::CheckpointShard> WriteShardFile(
   return shard;
 }
 
-absl::Status RemoveCheckpoint(Env* env, const std::string& root,
-                              const v1::CheckpointManifest& manifest) {
-  const std::string dir = JoinPath(root, StepDirName(manifest.step()));
-  auto gone = [](const absl::Status& s) {
-    return s.ok() || absl::IsNotFound(s) ? absl::OkStatus() : s;
-  };
-  ZS_RETURN_IF_ERROR(gone(env->RemoveFile(JoinPath(dir, kManifestName))));
-  for (const v1::CheckpointShard& s : manifest.shards()) {
-    if (!IsPlainName(s.file())) continue;  // never outside the step dir
-    ZS_RETURN_IF_ERROR(gone(env->RemoveFile(JoinPath(dir, s.file()))));
+namespace {
+
+absl::Status Gone(const absl::Status& s) {
+  return s.ok() || absl::IsNotFound(s) ? absl::OkStatus() : s;
+}
+
+// A checkpoint writer's file: a shard file or the MANIFEST, or a temporary
+// file of one (WriteAtomically's "<name>.tmp-<pid>-<n>").
+bool CheckpointFileName(const std::string& name) {
+  return absl::StartsWith(name, "shard-") ||
+         absl::StartsWith(name, kManifestName);
+}
+
+// Removes the files of `dir` that `remove` selects, then `dir` if empty;
+// whether it is gone.
+absl::StatusOr<bool> RemoveFilesThenDir(
+    Env* env, const std::string& dir,
+    const std::function<bool(const std::string&)>& remove) {
+  absl::StatusOr<std::vector<std::string>> names = env->ListDir(dir);
+  if (absl::IsNotFound(names.status())) return true;
+  if (!names.ok()) return names.status();
+  for (const std::string& name : *names) {
+    if (IsPlainName(name) && remove(name)) {
+      ZS_RETURN_IF_ERROR(Gone(env->RemoveFile(JoinPath(dir, name))));
+    }
   }
   absl::Status removed = env->RemoveDir(dir);
-  if (absl::IsFailedPrecondition(removed)) return absl::OkStatus();  // kept
-  return gone(removed);
+  if (absl::IsFailedPrecondition(removed)) return false;  // kept: not empty
+  ZS_RETURN_IF_ERROR(Gone(removed));
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<bool> RemoveCheckpoint(Env* env, const std::string& root,
+                                      const v1::CheckpointManifest& manifest) {
+  const std::string dir = JoinPath(root, StepDirName(manifest.step()));
+  ZS_RETURN_IF_ERROR(Gone(env->RemoveFile(JoinPath(dir, kManifestName))));
+  std::set<std::string> named;
+  for (const v1::CheckpointShard& s : manifest.shards()) {
+    if (!IsPlainName(s.file())) continue;  // never outside the step dir
+    named.insert(s.file());
+  }
+  return RemoveFilesThenDir(env, dir, [&](const std::string& name) {
+    return named.count(name) > 0 || (CheckpointFileName(name) &&
+                                     name.find(".tmp-") != std::string::npos);
+  });
+}
+
+absl::StatusOr<bool> RemoveAbandoned(Env* env, const std::string& root,
+                                     uint64_t step) {
+  return RemoveFilesThenDir(env, JoinPath(root, StepDirName(step)),
+                            CheckpointFileName);
 }
 
 absl::Status WriteManifest(Env* env, const std::string& root,
@@ -470,6 +512,7 @@ absl::StatusOr<Listing> ListCheckpoints(Env* env, const std::string& root) {
       if (!snapshot) {
         listing.skipped.push_back(
             absl::StrCat(name, ": incomplete (no ", kManifestName, ")"));
+        listing.incomplete.push_back(*step);
       }
       continue;
     }

@@ -93,10 +93,20 @@ absl::Status WriteManifest(Env* env, const std::string& root,
 
 // Removes complete checkpoint `manifest` from root: its MANIFEST first (so
 // that it is no longer complete), then the shard files it names (some
-// may be gone: another server sharing the directory removed them), then
-// the step directory if nothing else (a snapshot) is left in it.
-absl::Status RemoveCheckpoint(Env* env, const std::string& root,
-                              const v1::CheckpointManifest& manifest);
+// may be gone: another server sharing the directory removed them) and the
+// temporary files a writer killed mid-write left of its files
+// ("<name>.tmp-<pid>-<n>"), then the step directory if nothing else (a
+// snapshot) is left in it. Returns whether the directory is gone.
+absl::StatusOr<bool> RemoveCheckpoint(Env* env, const std::string& root,
+                                      const v1::CheckpointManifest& manifest);
+
+// Removes an abandoned checkpoint attempt, step directory `step` without a
+// MANIFEST (its writers died or the step was never finalized): its shard
+// files and temporary files, then the directory if nothing else is left.
+// Only for a step older than a complete checkpoint: no server still
+// writes it. Returns whether the directory is gone.
+absl::StatusOr<bool> RemoveAbandoned(Env* env, const std::string& root,
+                                     uint64_t step);
 
 // Shutdown snapshots: what a server stopped gracefully (SIGTERM) writes
 // alone, without the other servers — shard k's state at its last committed
@@ -144,6 +154,7 @@ absl::StatusOr<v1::ShardCheckpointHeader> ReadShardHeader(
 struct Listing {
   std::vector<v1::CheckpointManifest> complete;  // newest first
   std::vector<std::string> skipped;              // "step-...: why", per dir
+  std::vector<uint64_t> incomplete;  // steps of dirs without a MANIFEST
   // The steps skipped for damage (not merely incomplete) and why.
   std::vector<std::pair<uint64_t, absl::Status>> damaged;
 };

@@ -95,7 +95,9 @@ TEST(CheckpointFiles, RemoveCheckpointLeavesTheOthersAndForeignFiles) {
                               "/ckpt/step-0000000005/SNAPSHOT-00000-of-00002",
                               "a snapshot's")
                   .ok());
-  ASSERT_TRUE(RemoveCheckpoint(&env, "/ckpt", five).ok());
+  absl::StatusOr<bool> gone = RemoveCheckpoint(&env, "/ckpt", five);
+  ASSERT_TRUE(gone.ok()) << gone.status();
+  EXPECT_FALSE(*gone);  // the snapshot keeps its directory
   auto listing = ListCheckpoints(&env, "/ckpt");
   ASSERT_TRUE(listing.ok()) << listing.status();
   ASSERT_EQ(listing->complete.size(), 1u);
@@ -105,9 +107,42 @@ TEST(CheckpointFiles, RemoveCheckpointLeavesTheOthersAndForeignFiles) {
             std::vector<std::string>{"SNAPSHOT-00000-of-00002"});
   // Twice (another server sharing the directory got there first): OK.
   EXPECT_TRUE(RemoveCheckpoint(&env, "/ckpt", five).ok());
-  ASSERT_TRUE(RemoveCheckpoint(&env, "/ckpt", ten).ok());
+  gone = RemoveCheckpoint(&env, "/ckpt", ten);
+  ASSERT_TRUE(gone.ok() && *gone);
   EXPECT_FALSE(env.ListDir("/ckpt/step-0000000010").ok());  // dir removed
   EXPECT_TRUE(ListCheckpoints(&env, "/ckpt")->complete.empty());
+}
+
+// A server killed while it wrote left "<file>.tmp-<pid>-<n>": removing the
+// checkpoint takes it too, and an abandoned attempt (no MANIFEST) goes
+// whole; other files stay.
+TEST(CheckpointFiles, TemporaryFilesOfKilledWritersAreRemoved) {
+  MemEnv env(false);
+  const v1::CheckpointManifest five = WriteCheckpoint(&env, 5, 50, 2);
+  ASSERT_TRUE(
+      WriteFileAtomic(&env,
+                      "/ckpt/step-0000000005/shard-00000-of-00002.ckpt.tmp-9-1",
+                      "half a shard")
+          .ok());
+  absl::StatusOr<bool> gone = RemoveCheckpoint(&env, "/ckpt", five);
+  ASSERT_TRUE(gone.ok()) << gone.status();
+  EXPECT_TRUE(*gone);
+  ASSERT_TRUE(env.CreateDir("/ckpt/step-0000000007").ok());
+  ASSERT_TRUE(
+      WriteFileAtomic(&env,
+                      "/ckpt/step-0000000007/shard-00001-of-00002.ckpt.tmp-9-2",
+                      "abandoned")
+          .ok());
+  ASSERT_TRUE(
+      WriteFileAtomic(&env, "/ckpt/step-0000000007/notes.txt", "mine").ok());
+  auto listing = ListCheckpoints(&env, "/ckpt");
+  ASSERT_TRUE(listing.ok());
+  EXPECT_EQ(listing->incomplete, std::vector<uint64_t>{7});
+  gone = RemoveAbandoned(&env, "/ckpt", 7);
+  ASSERT_TRUE(gone.ok()) << gone.status();
+  EXPECT_FALSE(*gone);  // notes.txt is not a checkpoint's
+  EXPECT_EQ(*env.ListDir("/ckpt/step-0000000007"),
+            std::vector<std::string>{"notes.txt"});
 }
 
 TEST(CheckpointFiles, BitFlipInABlockIsDataLossNamingFileAndBlock) {

@@ -240,7 +240,6 @@ uint64_t Checkpointer::RestoreSnapshot(uint64_t newest, const Apply& apply,
 }
 
 void Checkpointer::Prune() {
-  if (keep_ == 0) return;
   absl::StatusOr<checkpoint::Listing> listing =
       checkpoint::ListCheckpoints(env_, dir_);
   if (!listing.ok()) {
@@ -248,13 +247,29 @@ void Checkpointer::Prune() {
                       listing.status().message(), ")"));
     return;
   }
+  if (listing->complete.empty()) return;
+  auto said = [](const absl::StatusOr<bool>& gone) {
+    return !gone.ok() ? absl::StrCat(": ", gone.status().message())
+           : *gone    ? std::string()
+                      : std::string(" (the directory keeps other files)");
+  };
+  // Attempts a killed writer abandoned before the newest complete
+  // checkpoint: no server writes them any more.
+  const uint64_t newest = listing->complete.front().step();
+  for (uint64_t step : listing->incomplete) {
+    if (step >= newest) continue;
+    absl::StatusOr<bool> gone = checkpoint::RemoveAbandoned(env_, dir_, step);
+    log_(absl::StrCat(gone.ok() ? "removed" : "cannot remove",
+                      " the abandoned checkpoint attempt ", StepDir(step),
+                      " (no MANIFEST)", said(gone)));
+  }
+  if (keep_ == 0) return;
   for (size_t i = keep_; i < listing->complete.size(); ++i) {
     const v1::CheckpointManifest& m = listing->complete[i];
-    absl::Status s = checkpoint::RemoveCheckpoint(env_, dir_, m);
-    log_(s.ok() ? absl::StrCat("removed checkpoint ", StepDir(m.step()),
-                               " (--keep_checkpoints=", keep_, ")")
-                : absl::StrCat("cannot remove checkpoint ", StepDir(m.step()),
-                               ": ", s.message()));
+    absl::StatusOr<bool> gone = checkpoint::RemoveCheckpoint(env_, dir_, m);
+    log_(absl::StrCat(gone.ok() ? "removed" : "cannot remove", " checkpoint ",
+                      StepDir(m.step()), " (--keep_checkpoints=", keep_, ")",
+                      said(gone)));
   }
 }
 
