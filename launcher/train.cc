@@ -150,8 +150,9 @@ class Job {
   // does not end in a peer's UNAVAILABLE error, else the first.
   int FailWorkers(const std::vector<size_t>& failed);
   void StopAll();
-  // After a stop signal: the report up to the last step every rank wrote.
-  void WriteStoppedReport(int signo);
+  // After a stop signal or a failure: the report up to the last step every
+  // rank wrote, "stopped at step N of M by <stopped_by>".
+  void WriteStoppedReport(const std::string& stopped_by);
   void Say(const std::string& line) { progress_.Print(line); }
 
   Env* const env_ = DefaultEnv();
@@ -277,9 +278,9 @@ void Job::StopAll() {
   if (fleet_) (void)fleet_->Stop(kGrace);
 }
 
-void Job::WriteStoppedReport(int signo) {
+void Job::WriteStoppedReport(const std::string& stopped_by) {
   RunContext c = context_;
-  c.stopped_by = SignalName(signo);
+  c.stopped_by = stopped_by;
   const int world = static_cast<int>(workers_.size());
   absl::StatusOr<std::string> summary =
       world == static_cast<int>(o_.workers)
@@ -304,6 +305,8 @@ int Job::Fail(const std::string& what, const std::string& log) {
   StopAll();
   std::fprintf(stderr, "%s: %s; stopped the job. %s ends:\n%s", kProg,
                what.c_str(), log.c_str(), TailLines(log, 8).c_str());
+  // The metrics, loss curve and report of the steps done, as after Ctrl-C.
+  WriteStoppedReport("a failure (" + what + ")");
   if (!o_.checkpoint_dir.empty() && o_.num_servers > 0 &&
       o_.server_addresses.empty()) {
     std::fprintf(stderr,
@@ -343,7 +346,7 @@ std::optional<int> Job::Poll() {
     std::fprintf(stderr, "%s: got %s; stopping the job\n", kProg,
                  strsignal(g_signal.load()));
     StopAll();
-    WriteStoppedReport(g_signal.load());
+    WriteStoppedReport(SignalName(g_signal.load()));
     return 128 + g_signal.load();
   }
   std::vector<size_t> failed;

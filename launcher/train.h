@@ -16,8 +16,9 @@
 // P) failed with exit code N" and the end of its log. When peers fail too
 // (UNAVAILABLE: the rank is unreachable), the one whose log does not end
 // in that error is named first. SIGINT/SIGTERM to the launcher stop every
-// process the same way (exit 128 + signal) and still write the report up
-// to the last step every rank recorded ("stopped at step N of M").
+// process the same way (exit 128 + signal). Either way the launcher still
+// writes the report up to the last step every rank recorded ("stopped at
+// step N of M by SIGTERM" / "by a failure (worker rank R ...)").
 // report.md also records the version and source revision, the command
 // line and the resolved configuration. Children also get SIGTERM if the
 // launcher dies (common/subprocess.h), so no process outlives it.

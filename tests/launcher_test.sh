@@ -111,6 +111,8 @@ out=$(ZEROSHARD_TEST_FAIL_AT=1:2 "$LAUNCHER" train "${TINY[@]}" --steps=1000 \
 check "failing worker: exit 1 naming rank 1 and exit code 3 (rc $rc)" $?
 grep -q "checkpoints are in $T/failck: the same command again continues" <<<"$out"
 check "failing worker: the way to continue is named ($out)" $?
+grep -q "stopped at step [0-9]* of 1000 by a failure (worker rank 1" "$T/fail/report.md"
+check "failing worker: the report of the steps done is written" $?
 [ "$(left_of "$T/fail/")" -eq 0 ]; check "no process left after the failure" $?
 
 # SIGTERM to the launcher mid-job leaves no process behind.
