@@ -4,10 +4,31 @@ messages. Nothing here re-parses the JSON."""
 import ctypes
 import json
 import os
+import re
 
 from . import _lib
 from ._lib import check, enc
 from .errors import Error
+
+
+# The inputs, as zeroshard train's flags name them (auto_inputs.h).
+INPUTS = ("learning_rate", "per_device_train_batch_size",
+          "gradient_accumulation_steps", "adam_beta1", "adam_beta2",
+          "adam_epsilon", "weight_decay", "warmup_steps", "max_grad_norm",
+          "precision", "steps", "hidden_size")
+
+
+def _python_words(message):
+    """The library's message about an input, with the input named as a
+    Python caller gives it (a keyword, an auto_values key) instead of as
+    zeroshard train's flag."""
+    out = re.sub(r"unknown flag --(\w+)", r"unknown input \1", message)
+    out = re.sub(r"\bflag --(\w+)", r"input \1", out)
+    out = re.sub(r"--(%s)\b" % "|".join(INPUTS), r"\1", out)
+    if out == message:
+        return message
+    return (out + " (inputs are Config keywords, or initialize's "
+            "auto_values keys: {'steps': 1000, ...})")
 
 
 class Config:
@@ -65,7 +86,10 @@ class Config:
             if length.value < cap:
                 break
             cap = length.value + 1  # the report was cut: again, whole
-        check(code)
+        try:
+            check(code)
+        except Error as e:
+            raise Error(e.code, _python_words(e.message)) from None
         out = json.loads(report.value.decode("utf-8", "replace"))
         self.warnings = list(out.get("warnings", []))
         self.resolved = list(out.get("resolved", []))

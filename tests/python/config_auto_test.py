@@ -35,11 +35,19 @@ class ConfigAutoTest(unittest.TestCase):
             zeroshard.Config(HF_ZERO3, 2, precision="bf16",
                              per_device_train_batch_size=4, steps=500,
                              hidden_size=64)
+        # Named as a Python caller gives them, not as zeroshard train's
+        # flags.
         self.assertIn("optimizer.params.lr", str(e.exception))
-        self.assertIn("--learning_rate", str(e.exception))
+        self.assertIn("give learning_rate", str(e.exception))
+        self.assertNotIn("--", str(e.exception))
         with self.assertRaises(zeroshard.Error) as e:
             zeroshard.Config(HF_ZERO3, 2, learning_rat=1e-3)
-        self.assertIn("did you mean --learning_rate", str(e.exception))
+        self.assertIn("unknown input learning_rat (did you mean "
+                      "learning_rate?)", str(e.exception))
+        with self.assertRaises(zeroshard.Error) as e:
+            zeroshard.Config(HF_ZERO3, 2, steps=100.0)
+        self.assertIn("input steps", str(e.exception))
+        self.assertIn("auto_values", str(e.exception))
 
     def test_nvme_offload_names_the_server_flags(self):
         cfg = zeroshard.Config(NVME, 2)
@@ -84,7 +92,7 @@ class InitializeAutoTest(unittest.TestCase):
             zeroshard.initialize(model=self.model(), config=self.CONFIG,
                                  servers="127.0.0.1:1")
         self.assertIn("total_num_steps", str(e.exception))
-        self.assertIn("--steps", str(e.exception))
+        self.assertIn("give steps", str(e.exception))
         with self.assertRaises(ValueError):
             zeroshard.initialize(model=self.model(), config=self.CONFIG,
                                  auto_values=[("steps", 7)])
