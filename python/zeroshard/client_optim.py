@@ -22,6 +22,7 @@ The torch optimizer never steps: its groups only carry the rates.
 import copy
 import json
 import math
+import os
 import warnings
 
 import torch
@@ -30,11 +31,13 @@ from ._lib import CODES
 from .errors import Error
 
 
-def config_dict(config):
+def config_dict(config, errors=None):
     """The config as a dict (a copy), or None when it is not JSON this can
-    read (Config then reports why)."""
+    read (Config then reports why; `errors`, a list, gets the reason)."""
     if isinstance(config, dict):
         return copy.deepcopy(config)
+    if isinstance(config, os.PathLike):
+        config = os.fspath(config)
     if not isinstance(config, str):
         return None
     try:
@@ -42,7 +45,9 @@ def config_dict(config):
             return json.loads(config)
         with open(config) as f:
             return json.load(f)
-    except (OSError, ValueError):
+    except (OSError, ValueError) as e:
+        if errors is not None:
+            errors.append(str(e))
         return None
 
 
@@ -90,9 +95,13 @@ def adopt(optimizer, lr_scheduler, config):
                 "(optimizer=), or give the schedule in the config's "
                 "scheduler section")
         return config, None, None
-    cfg = config_dict(config)
+    why = []
+    cfg = config_dict(config, why)
     if cfg is None:
-        return config, None, None  # Config reports the config's problem
+        raise ValueError("initialize: with an optimizer object the config "
+                         "must be a dict, JSON text or a JSON file this can "
+                         "read, to take the optimizer's section ("
+                         f"{why[0] if why else type(config).__name__})")
     if "optimizer" in cfg:
         raise ValueError("initialize: give the optimizer either in the "
                          "config's optimizer section or as an object, not "

@@ -374,6 +374,8 @@ class ClientOptimizerTest(unittest.TestCase):
             (dict(optimizer=sgd, config=bare), "of type SGD"),
             (dict(optimizer=adam_l2, config=bare), "L2 regularization"),
             (dict(optimizer=adamw, config=cfg), "not both"),
+            (dict(optimizer=adamw, config="/nonexistent/ds.json"),
+             "must be a dict, JSON text or a JSON file"),
             (dict(lr_scheduler=sched, config=bare), "pass that optimizer"),
             (dict(optimizer=adamw, config=dict(bare, scheduler={
                 "type": "WarmupLR", "params": {}}), lr_scheduler=sched),
