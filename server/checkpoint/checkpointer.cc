@@ -87,7 +87,7 @@ absl::StatusOr<v1::CheckpointResponse> Checkpointer::Finalize(
     absl::MutexLock l(&mu_);
     ++written_;
   }
-  Prune();
+  Prune(req.step());
   Refresh();
   v1::CheckpointResponse resp;
   resp.set_step(req.step());
@@ -239,7 +239,7 @@ uint64_t Checkpointer::RestoreSnapshot(uint64_t newest, const Apply& apply,
   return restored;
 }
 
-void Checkpointer::Prune() {
+void Checkpointer::Prune(uint64_t finalized) {
   absl::StatusOr<checkpoint::Listing> listing =
       checkpoint::ListCheckpoints(env_, dir_);
   if (!listing.ok()) {
@@ -253,11 +253,12 @@ void Checkpointer::Prune() {
            : *gone    ? std::string()
                       : std::string(" (the directory keeps other files)");
   };
-  // Attempts a killed writer abandoned before the newest complete
-  // checkpoint: no server writes them any more.
-  const uint64_t newest = listing->complete.front().step();
+  // Attempts a killed writer abandoned before the step just finalized: no
+  // server writes them any more (every server wrote its shard of that step
+  // before any finalized it; a later step's attempt, after a restore to an
+  // older step, may be in progress and is left alone).
   for (uint64_t step : listing->incomplete) {
-    if (step >= newest) continue;
+    if (step >= finalized) continue;
     absl::StatusOr<bool> gone = checkpoint::RemoveAbandoned(env_, dir_, step);
     log_(absl::StrCat(gone.ok() ? "removed" : "cannot remove",
                       " the abandoned checkpoint attempt ", StepDir(step),

@@ -118,8 +118,10 @@ class Checkpointer {
   std::string StepDir(uint64_t step) const;
   // Rereads the listing of complete checkpoints.
   void Refresh() ABSL_LOCKS_EXCLUDED(mu_);
-  // Removes the complete checkpoints older than the newest keep_.
-  void Prune();
+  // After checkpoint `finalized` completed: removes the complete
+  // checkpoints older than the newest keep_ (keep_ > 0) and the abandoned
+  // attempts (no MANIFEST) older than `finalized`.
+  void Prune(uint64_t finalized);
   // Loads the newest snapshot newer than checkpoint `newest`; removes all.
   uint64_t RestoreSnapshot(uint64_t newest, const Apply& apply,
                            const Log& log) const;

@@ -221,6 +221,41 @@ TEST_F(ShutdownSnapshotTest, ACheckpointFromOutsideKeepsTheWorkersState) {
   EXPECT_EQ(restored->trainer_state().data_offset(), 200u);  // CommitOf(1)
 }
 
+// A server killed mid-checkpoint left a temporary shard file in an attempt
+// without a MANIFEST: the next completed checkpoint removes attempts older
+// than itself, and leaves a later one (it may be in progress after a
+// restore to an older step).
+TEST_F(ShutdownSnapshotTest, ACompletedCheckpointRemovesOlderAbandonedOnes) {
+  for (const char* dir :
+       {"/ckpt", "/ckpt/step-0000000001", "/ckpt/step-0000000009"}) {
+    ASSERT_TRUE(env_.CreateDir(dir).ok());
+  }
+  ASSERT_TRUE(
+      WriteFileAtomic(&env_,
+                      "/ckpt/step-0000000001/shard-00000-of-00001.ckpt.tmp-7-1",
+                      "half")
+          .ok());
+  ASSERT_TRUE(
+      WriteFileAtomic(&env_,
+                      "/ckpt/step-0000000009/shard-00000-of-00001.ckpt.tmp-8-1",
+                      "in progress")
+          .ok());
+  auto store = NewStore();
+  ASSERT_TRUE(store->RegisterModel(Spec()).ok());
+  Step(store.get(), 0);
+  Step(store.get(), 1);
+  v1::CheckpointRequest c;
+  c.set_job_id(kJob);
+  c.set_step(2);
+  absl::StatusOr<v1::CheckpointResponse> shard = store->Checkpoint(c);
+  ASSERT_TRUE(shard.ok()) << shard.status();
+  c.set_finalize(true);
+  *c.add_shards() = shard->shard();
+  ASSERT_TRUE(store->Checkpoint(c).ok());
+  EXPECT_FALSE(env_.ListDir("/ckpt/step-0000000001").ok());  // removed
+  EXPECT_EQ(env_.ListDir("/ckpt/step-0000000009")->size(), 1u);
+}
+
 TEST_F(ShutdownSnapshotTest, DamagedSnapshotFallsBackToTheCheckpoints) {
   {
     auto store = NewStore();
