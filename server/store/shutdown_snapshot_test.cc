@@ -7,6 +7,7 @@
 // the drain refuses like a prepare. The state lives on a MemEnv checkpoint
 // directory.
 #include <cmath>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -76,6 +77,22 @@ class ShutdownSnapshotTest : public ::testing::Test {
     absl::StatusOr<PrepareResult> p = store->Prepare(kJob, 0, step);
     ASSERT_TRUE(p.ok() && p->complete) << p.status();
     ASSERT_TRUE(store->Commit(CommitOf(step)).ok());
+  }
+
+  // Checkpoints step `step` in its two phases, calling `between` (the job
+  // going on, say) after the first.
+  static void Checkpoint(
+      ShardStore* store, uint64_t step,
+      const std::function<void()>& between = [] {}) {
+    v1::CheckpointRequest c;
+    c.set_job_id(kJob);
+    c.set_step(step);
+    absl::StatusOr<v1::CheckpointResponse> shard = store->Checkpoint(c);
+    ASSERT_TRUE(shard.ok()) << shard.status();
+    between();
+    c.set_finalize(true);
+    *c.add_shards() = shard->shard();
+    ASSERT_TRUE(store->Checkpoint(c).ok());
   }
 
   static v1::CommitStepRequest CommitOf(uint64_t step) {
@@ -168,14 +185,7 @@ TEST_F(ShutdownSnapshotTest, CheckpointNewerThanTheSnapshotWins) {
     Step(store.get(), 0);
     ASSERT_TRUE(store->WriteShutdownSnapshot().ok());
     Step(store.get(), 1);
-    v1::CheckpointRequest c;
-    c.set_job_id(kJob);
-    c.set_step(2);
-    absl::StatusOr<v1::CheckpointResponse> shard = store->Checkpoint(c);
-    ASSERT_TRUE(shard.ok()) << shard.status();
-    c.set_finalize(true);
-    *c.add_shards() = shard->shard();
-    ASSERT_TRUE(store->Checkpoint(c).ok());
+    Checkpoint(store.get(), 2);
   }
   auto store = NewStore();
   std::vector<std::string> log;
@@ -200,15 +210,8 @@ TEST_F(ShutdownSnapshotTest, ACheckpointFromOutsideKeepsTheWorkersState) {
     ASSERT_TRUE(store->RegisterModel(Spec()).ok());
     Step(store.get(), 0);
     Step(store.get(), 1);
-    v1::CheckpointRequest c;
-    c.set_job_id(kJob);
-    c.set_step(2);
-    absl::StatusOr<v1::CheckpointResponse> shard = store->Checkpoint(c);
-    ASSERT_TRUE(shard.ok()) << shard.status();
-    Step(store.get(), 2);  // the job goes on before the manifest
-    c.set_finalize(true);
-    *c.add_shards() = shard->shard();
-    ASSERT_TRUE(store->Checkpoint(c).ok());
+    // The job goes on before the manifest.
+    Checkpoint(store.get(), 2, [&] { Step(store.get(), 2); });
   }
   auto store = NewStore();
   v1::RestoreRequest r;
@@ -244,14 +247,7 @@ TEST_F(ShutdownSnapshotTest, ACompletedCheckpointRemovesOlderAbandonedOnes) {
   ASSERT_TRUE(store->RegisterModel(Spec()).ok());
   Step(store.get(), 0);
   Step(store.get(), 1);
-  v1::CheckpointRequest c;
-  c.set_job_id(kJob);
-  c.set_step(2);
-  absl::StatusOr<v1::CheckpointResponse> shard = store->Checkpoint(c);
-  ASSERT_TRUE(shard.ok()) << shard.status();
-  c.set_finalize(true);
-  *c.add_shards() = shard->shard();
-  ASSERT_TRUE(store->Checkpoint(c).ok());
+  Checkpoint(store.get(), 2);
   EXPECT_FALSE(env_.ListDir("/ckpt/step-0000000001").ok());  // removed
   EXPECT_EQ(env_.ListDir("/ckpt/step-0000000009")->size(), 1u);
 }
