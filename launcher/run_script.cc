@@ -30,6 +30,7 @@
 #include "common/subprocess.h"
 #include "fleet/local_fleet.h"
 #include "launcher/log_tail.h"
+#include "launcher/server_watch.h"
 #include "launcher/train_options.h"
 
 namespace zeroshard {
@@ -38,7 +39,6 @@ namespace {
 constexpr std::chrono::milliseconds kGrace{3000};
 const char kProg[] = "zeroshard run";
 constexpr uint32_t kMaxWorkers = 1024;
-constexpr int kMaxServerRestarts = 10;
 
 std::atomic<int> g_signal{0};
 void OnSignal(int signo) { g_signal = signo; }
@@ -239,26 +239,13 @@ std::optional<int> ScriptJob::Poll() {
                              ") failed with ", DescribeWaitStatus(status)),
                 logs_[*failed].path());
   }
-  for (uint32_t k = 0; fleet_ && k < o_.servers; ++k) {
-    auto st = fleet_->server(k).Poll();
-    if (!st) continue;
-    const std::string log = absl::StrCat(o_.work_dir, "/server-", k, ".log");
-    if (o_.checkpoint_dir.empty() || restarts_ >= kMaxServerRestarts) {
-      return Fail(absl::StrCat("shard server ", k, " exited with ",
-                               DescribeWaitStatus(*st)),
-                  log);
-    }
-    ++restarts_;
-    std::printf(
-        "%s: shard server %u exited with %s; restarting it from its "
-        "newest checkpoint\n",
-        kProg, k, DescribeWaitStatus(*st).c_str());
-    absl::Status restarted = fleet_->Restart(k);
-    if (!restarted.ok()) {
-      return Fail(absl::StrCat("shard server ", k, " could not be restarted: ",
-                               restarted.message()),
-                  log);
-    }
+  if (fleet_) {
+    std::optional<ServerFailure> down =
+        WatchServers(*fleet_, o_.servers, !o_.checkpoint_dir.empty(),
+                     o_.work_dir, &restarts_, [](const std::string& line) {
+                       std::printf("%s: %s\n", kProg, line.c_str());
+                     });
+    if (down) return Fail(down->what, down->log);
   }
   EchoLogs();
   for (bool d : done_) {

@@ -29,6 +29,7 @@
 #include "launcher/log_tail.h"
 #include "launcher/progress.h"
 #include "launcher/report.h"
+#include "launcher/server_watch.h"
 #include "launcher/train_options.h"
 #include "worker/config/resolved_table.h"
 #include "worker/train/eval_loss.h"
@@ -171,7 +172,6 @@ class Job {
   Clock::time_point start_ = Clock::now(), last_stats_{};
   int64_t server_step_ = -1;
   int restarts_ = 0;  // servers restarted (with --checkpoint_dir)
-  static constexpr int kMaxServerRestarts = 10;
   double tokens_ = 0;
 };
 
@@ -365,25 +365,11 @@ std::optional<int> Job::Poll() {
     if (round == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
   }
   if (!failed.empty()) return FailWorkers(failed);
-  for (uint32_t k = 0; fleet_ && k < o_.num_servers; ++k) {
-    auto st = fleet_->server(k).Poll();
-    if (st && !o_.checkpoint_dir.empty() && restarts_ < kMaxServerRestarts) {
-      // The workers roll back to the newest checkpoint it restores.
-      ++restarts_;
-      Say(absl::StrCat("shard server ", k, " exited with ",
-                       DescribeWaitStatus(*st),
-                       "; restarting it from its newest checkpoint"));
-      absl::Status restarted = fleet_->Restart(k);
-      if (restarted.ok()) continue;
-      return Fail(absl::StrCat("shard server ", k, " could not be restarted: ",
-                               restarted.message()),
-                  absl::StrCat(o_.work_dir, "/server-", k, ".log"));
-    }
-    if (st) {
-      return Fail(absl::StrCat("shard server ", k, " exited with ",
-                               DescribeWaitStatus(*st)),
-                  absl::StrCat(o_.work_dir, "/server-", k, ".log"));
-    }
+  if (fleet_) {
+    std::optional<ServerFailure> down = WatchServers(
+        *fleet_, o_.num_servers, !o_.checkpoint_dir.empty(), o_.work_dir,
+        &restarts_, [this](const std::string& line) { Say(line); });
+    if (down) return Fail(down->what, down->log);
   }
   EchoLogs();
   UpdateProgress();
