@@ -289,19 +289,17 @@ TEST(ReportTest, WritesMergedMetricsSvgAndSummary) {
   EXPECT_FALSE(WriteRunReport(dir, 3).ok());  // no rank-2 file
 }
 
-// Steps redone after a server restart (their records appear twice) count
-// once in the run's steps, and the report says how many were redone.
-TEST(ReportTest, RedoneStepsCountOnce) {
-  const std::string dir = TempDir() + "/report_redone";
-  std::system(("mkdir -p " + dir).c_str());
+// Rank 0's metrics file of a one-rank run with these step records.
+void WriteAttempt(const std::string& dir, std::initializer_list<int> steps,
+                  int params = 1000) {
   std::ofstream out(dir + "/metrics-rank0.jsonl");
   train::RunInfo info;
   info.world = 1;
   info.stage = 2;
-  info.params = 1000;
+  info.params = params;
   info.steps = 4;
   out << train::StartRecord(info) << "\n";
-  for (int step : {1, 2, 3, 2, 3, 4}) {
+  for (int step : steps) {
     engine::StepStats s;
     s.step = step;
     s.global_loss = 5.0 / step;
@@ -309,11 +307,66 @@ TEST(ReportTest, RedoneStepsCountOnce) {
     s.step_seconds = 0.1;
     out << train::StepRecord(s) << "\n";
   }
-  out.close();
+}
+
+// Steps redone after a server restart (their records appear twice) count
+// once in the run's steps, and the report says how many were redone.
+TEST(ReportTest, RedoneStepsCountOnce) {
+  const std::string dir = TempDir() + "/report_redone";
+  std::system(("mkdir -p " + dir).c_str());
+  WriteAttempt(dir, {1, 2, 3, 2, 3, 4});
   auto summary = WriteRunReport(dir, 1);
   ASSERT_TRUE(summary.ok()) << summary.status();
   EXPECT_TRUE(
       absl::StrContains(*summary, "1000 parameters, 4 steps (2 redone after"))
+      << *summary;
+}
+
+// A job stopped at step 3 (checkpoint at 2) and continued in the same
+// work dir: the report covers steps 1-4, step 3 redone. A fresh job
+// (starting at step 1) drops the earlier job's records.
+TEST(ReportTest, ContinuedJobKeepsTheEarlierAttemptsSteps) {
+  const std::string dir = TempDir() + "/report_continued";
+  std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str());
+  ASSERT_TRUE(KeepEarlierMetrics(dir, 0).ok());  // nothing there yet
+  WriteAttempt(dir, {1, 2, 3});
+  ASSERT_TRUE(WriteRunReport(dir, 1).ok());
+  ASSERT_TRUE(KeepEarlierMetrics(dir, 0).ok());  // the launcher, on rerun
+  EXPECT_FALSE(std::ifstream(dir + "/metrics-rank0.jsonl").good());
+  WriteAttempt(dir, {3, 4});
+  auto summary = WriteRunReport(dir, 1);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_TRUE(
+      absl::StrContains(*summary, "1000 parameters, 4 steps (1 redone after"))
+      << *summary;
+  EXPECT_TRUE(absl::StrContains(*summary, "5.0000 → 1.2500")) << *summary;
+  const std::string merged = ReadAll(dir + "/metrics.jsonl");
+  EXPECT_EQ(CountOf(merged, "\"step\":"), 5) << merged;
+  EXPECT_EQ(merged.find("{\"step\":1,"), 0u) << merged;
+
+  // A third attempt continues both.
+  ASSERT_TRUE(KeepEarlierMetrics(dir, 0).ok());
+  WriteAttempt(dir, {4});
+  summary = WriteRunReport(dir, 1);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_TRUE(absl::StrContains(*summary, "4 steps (2 redone after"))
+      << *summary;
+
+  // A new job in the same dir starts at step 1: the earlier ones are gone.
+  ASSERT_TRUE(KeepEarlierMetrics(dir, 0).ok());
+  WriteAttempt(dir, {1, 2});
+  summary = WriteRunReport(dir, 1);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_TRUE(absl::StrContains(*summary, "1000 parameters, 2 steps |"))
+      << *summary;
+  EXPECT_FALSE(std::ifstream(EarlierMetricsPath(dir, 0)).good());
+
+  // Nor does a continuation of a differently sized model take them.
+  ASSERT_TRUE(KeepEarlierMetrics(dir, 0).ok());
+  WriteAttempt(dir, {3, 4}, 2000);
+  summary = WriteRunReport(dir, 1);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_TRUE(absl::StrContains(*summary, "2000 parameters, 2 steps |"))
       << *summary;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -32,15 +33,9 @@ struct RankRecords {
 // bound.
 constexpr size_t kMaxMetricsBytes = size_t{1} << 30;
 
-absl::StatusOr<RankRecords> ReadRank(Env* env, const std::string& path) {
-  absl::StatusOr<std::string> text = ReadSmallFile(env, path, kMaxMetricsBytes);
-  if (!text.ok()) {
-    return absl::Status(
-        text.status().code(),
-        absl::StrCat("cannot read metrics file: ", text.status().message()));
-  }
+RankRecords ParseRank(absl::string_view text) {
   RankRecords r;
-  for (absl::string_view view : absl::StrSplit(*text, '\n')) {
+  for (absl::string_view view : absl::StrSplit(text, '\n')) {
     const std::string line(view);
     // A line cut short (a worker killed while writing it) is skipped.
     if (line.empty() || line.back() != '}') continue;
@@ -50,14 +45,58 @@ absl::StatusOr<RankRecords> ReadRank(Env* env, const std::string& path) {
     if (event == "step") r.steps.push_back(line);
     if (event == "eval") r.evals.push_back(line);
   }
+  return r;
+}
+
+absl::StatusOr<RankRecords> ReadRank(Env* env, const std::string& path) {
+  absl::StatusOr<std::string> text = ReadSmallFile(env, path, kMaxMetricsBytes);
+  if (!text.ok()) {
+    return absl::Status(
+        text.status().code(),
+        absl::StrCat("cannot read metrics file: ", text.status().message()));
+  }
+  RankRecords r = ParseRank(*text);
   if (r.start.empty() || r.steps.empty()) {
     return absl::DataLossError(path + ": no start or step records");
   }
   return r;
 }
 
+std::string RankPath(const std::string& dir, int rank) {
+  return absl::StrCat(dir, "/metrics-rank", rank, ".jsonl");
+}
+
 double Num(const std::string& line, const char* key) {
   return JsonNumber(line, key).value_or(std::nan(""));
+}
+
+// Puts the records of the attempts before this one (KeepEarlierMetrics)
+// in front of this run's when this run continues them: it starts after
+// step 1 and trains a model of the same size. Otherwise they are another
+// job's and their file is removed.
+void JoinEarlier(Env* env, const std::string& dir,
+                 std::vector<RankRecords>* ranks) {
+  std::vector<RankRecords> earlier;
+  for (size_t r = 0; r < ranks->size(); ++r) {
+    absl::StatusOr<std::string> text = ReadSmallFile(
+        env, EarlierMetricsPath(dir, static_cast<int>(r)), kMaxMetricsBytes);
+    earlier.push_back(text.ok() ? ParseRank(*text) : RankRecords{});
+  }
+  const RankRecords& now = (*ranks)[0];
+  const bool continues =
+      !earlier[0].steps.empty() && Num(now.steps.front(), "step") > 1 &&
+      Num(earlier[0].start, "params") == Num(now.start, "params");
+  for (size_t r = 0; r < ranks->size(); ++r) {
+    if (!continues) {
+      (void)env->RemoveFile(EarlierMetricsPath(dir, static_cast<int>(r)));
+      continue;
+    }
+    RankRecords& rank = (*ranks)[r];
+    rank.steps.insert(rank.steps.begin(), earlier[r].steps.begin(),
+                      earlier[r].steps.end());
+    rank.evals.insert(rank.evals.begin(), earlier[r].evals.begin(),
+                      earlier[r].evals.end());
+  }
 }
 
 std::string Bytes(double b) {
@@ -376,10 +415,11 @@ absl::StatusOr<std::string> WriteRunReport(const std::string& dir, int world,
                                            Env* env) {
   std::vector<RankRecords> ranks;
   for (int r = 0; r < world; ++r) {
-    auto rr = ReadRank(env, absl::StrCat(dir, "/metrics-rank", r, ".jsonl"));
+    auto rr = ReadRank(env, RankPath(dir, r));
     if (!rr.ok()) return rr.status();
     ranks.push_back(*std::move(rr));
   }
+  JoinEarlier(env, dir, &ranks);
   const RankRecords& r0 = ranks[0];
   ZS_ASSIGN_OR_RETURN(AtomicFileWriter jsonl,
                       AtomicFileWriter::Create(env, dir + "/metrics.jsonl"));
@@ -443,6 +483,30 @@ absl::StatusOr<std::string> WriteRunReport(const std::string& dir, int world,
                       absl::StrCat(head, "![loss](loss.svg)\n\n", summary,
                                    ContextMarkdown(context, last_step))));
   return summary;
+}
+
+std::string EarlierMetricsPath(const std::string& dir, int rank) {
+  return absl::StrCat(dir, "/metrics-rank", rank, ".earlier.jsonl");
+}
+
+absl::Status KeepEarlierMetrics(const std::string& dir, int rank, Env* env) {
+  const std::string path = RankPath(dir, rank);
+  absl::StatusOr<std::string> text = ReadSmallFile(env, path, kMaxMetricsBytes);
+  if (absl::IsNotFound(text.status())) return absl::OkStatus();
+  if (!text.ok()) return text.status();
+  if (!text->empty()) {
+    OpenOptions append;
+    append.create = true;
+    ZS_ASSIGN_OR_RETURN(std::unique_ptr<File> f,
+                        env->OpenFile(EarlierMetricsPath(dir, rank), append));
+    ZS_ASSIGN_OR_RETURN(uint64_t size, f->Size());
+    std::string records = *std::move(text);
+    // A last line cut short would join the next attempt's first.
+    if (records.back() != '\n') records.push_back('\n');
+    ZS_RETURN_IF_ERROR(f->Write(size, records.data(), records.size()));
+    ZS_RETURN_IF_ERROR(f->Sync());
+  }
+  return env->RemoveFile(path);
 }
 
 }  // namespace zeroshard

@@ -17,7 +17,14 @@
 //                  the command line, the resolved configuration).
 //
 // A run stopped early (Ctrl-C, SIGTERM) gets the same files up to the
-// last step every rank file holds.
+// last step every rank file holds. A job continued from its checkpoints in
+// the same directory keeps its history: the launcher moves each rank's
+// records of the attempts before onto metrics-rank<r>.earlier.jsonl before
+// it starts (KeepEarlierMetrics), and the report puts them in front of this
+// run's when this run continues them (its first step is after step 1, the
+// model the same size); a step run in two attempts counts as redone, as one
+// redone after a restart within a run. Earlier records of another job (this
+// run starts at step 1) are removed.
 //
 // Thread-compatible pure file work, through a Env (DefaultEnv()
 // unless a test passes one); each output is replaced atomically.
@@ -68,6 +75,13 @@ absl::StatusOr<std::string> WriteRunReport(const std::string& dir, int world,
                                            Env* env = DefaultEnv());
 absl::StatusOr<std::string> WriteRunReport(const std::string& dir, int world,
                                            Env* env = DefaultEnv());
+
+// Moves `dir`/metrics-rank<rank>.jsonl, if there, onto the end of
+// EarlierMetricsPath(dir, rank) (created if missing). The Env's error
+// naming the path when it cannot.
+absl::Status KeepEarlierMetrics(const std::string& dir, int rank,
+                                Env* env = DefaultEnv());
+std::string EarlierMetricsPath(const std::string& dir, int rank);
 
 }  // namespace zeroshard
 

@@ -397,7 +397,15 @@ int Job::Run() {
   const std::string port_file = o_.work_dir + "/rank0.port";
   RemoveStale(env_, port_file);
   for (uint32_t r = 0; r < o_.workers; ++r) {
-    RemoveStale(env_, absl::StrCat(o_.work_dir, "/metrics-rank", r, ".jsonl"));
+    // The history of an earlier attempt, for the report of a continued job.
+    absl::Status kept =
+        KeepEarlierMetrics(o_.work_dir, static_cast<int>(r), env_);
+    if (!kept.ok()) {
+      std::fprintf(stderr, "%s: %s\n", kProg,
+                   std::string(kept.message()).c_str());
+      RemoveStale(env_,
+                  absl::StrCat(o_.work_dir, "/metrics-rank", r, ".jsonl"));
+    }
   }
   s = SpawnWorker(0, "127.0.0.1:0");
   std::string port;

@@ -142,11 +142,15 @@ check "6 steps with checkpoints" $?
 [ -f "$T/ckpt/step-0000000006/MANIFEST" ] && [ -f "$T/ckpt/step-0000000006/shard-00001-of-00002.ckpt" ]
 check "step 6 checkpoint: manifest and shard files" $?
 out=$("$LAUNCHER" train "${TINY[@]}" --steps=12 --checkpoint-dir="$T/ckpt" \
-  --checkpoint-interval=3 --save="$T/res12.bin" --work-dir="$T/c12" 2>&1)
+  --checkpoint-interval=3 --save="$T/res12.bin" --work-dir="$T/c6" 2>&1)
 check "resumed run exits 0" $?
-grep -q "restored step 6" "$T/c12/server-0.log"; check "servers restored step 6" $?
+grep -q "restored step 6" "$T/c6/server-0.log"; check "servers restored step 6" $?
 grep -q "continuing the job at step 7 of 12" <<<"$out"; check "the resumed run says where it continues ($out)" $?
 cmp -s "$T/ref12.bin" "$T/res12.bin"; check "resumed run saves the same bits" $?
+# The same work dir: the report and metrics.jsonl cover the whole job.
+[ "$(wc -l <"$T/c6/metrics.jsonl")" -eq 12 ] && grep -q '^{"step":1,' "$T/c6/metrics.jsonl" &&
+  grep -q "parameters, 12 steps |" "$T/c6/report.md"
+check "the continued job's metrics and report cover steps 1-12" $?
 
 "$LAUNCHER" train "${TINY[@]}" --steps=40 --save="$T/ref40.bin" \
   --work-dir="$T/ref40" >/dev/null 2>&1
