@@ -40,11 +40,16 @@ void Progress::Update(const ProgressPoint& p) {
     Clear();
     line_ = text;
     std::fputs(line_.c_str(), out_);
-  } else if (p.step / every_ > last_printed_ / every_ || p.step == total_) {
+  } else if (Keeps(p.step)) {
     last_printed_ = p.step;
     std::fprintf(out_, "%s\n", text.c_str());
   }
   std::fflush(out_);
+}
+
+bool Progress::Keeps(int64_t step) const {
+  if (step == total_) return true;
+  return !live_ && step / every_ > last_printed_ / every_;
 }
 
 void Progress::Print(const std::string& line) {

@@ -33,6 +33,9 @@ class Progress {
   Progress(FILE* out, bool live, int64_t total_steps, int64_t print_every);
 
   void Update(const ProgressPoint& p);
+  // Whether Update(step) would write a line that stays: a plain line, or
+  // the last step's.
+  bool Keeps(int64_t step) const;
   // Prints one line of other output.
   void Print(const std::string& line);
   // Ends the live line (a newline) so that later output starts clean.

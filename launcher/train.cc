@@ -146,6 +146,9 @@ class Job {
   std::optional<int> Poll();
   void EchoLogs();
   void UpdateProgress();
+  // The servers' step for the progress line: asked at most every 0.5 s,
+  // or `now`.
+  void RefreshServerStep(bool now);
   int Fail(const std::string& what, const std::string& log);
   // Names the worker that failed first: the first of `failed` whose log
   // does not end in a peer's UNAVAILABLE error, else the first.
@@ -246,8 +249,9 @@ void Job::EchoLogs() {
   }
 }
 
-void Job::UpdateProgress() {
-  if (client_ && Clock::now() - last_stats_ > std::chrono::milliseconds(500)) {
+void Job::RefreshServerStep(bool now) {
+  if (client_ &&
+      (now || Clock::now() - last_stats_ > std::chrono::milliseconds(500))) {
     last_stats_ = Clock::now();
     auto stats = client_->Stats();
     if (stats.ok() && !stats->empty()) {
@@ -257,17 +261,26 @@ void Job::UpdateProgress() {
       client_.reset();  // stats need an admin token; a worker's is not one
     }
   }
+}
+
+void Job::UpdateProgress() {
+  RefreshServerStep(false);
   for (const std::string& line : metrics_.ReadNewLines()) {
     if (train::JsonEvent(line) != "step") continue;
     ProgressPoint p;
     p.step = static_cast<int64_t>(train::JsonNumber(line, "step").value_or(0));
+    // A line that stays on the screen shows the servers' step of now, not
+    // of up to half a second ago (hundreds of steps of a small model).
+    if (progress_.Keeps(p.step)) RefreshServerStep(true);
     p.loss = train::JsonNumber(line, "loss").value_or(std::nan(""));  // null
     tokens_ += train::JsonNumber(line, "tokens").value_or(0);
     const double secs =
         std::chrono::duration<double>(Clock::now() - start_).count();
     p.tokens_per_s = secs > 0 ? tokens_ / secs : 0;
     if (p.step > 0) p.eta_seconds = secs / p.step * (o_.train.steps - p.step);
-    p.server_step = client_ ? server_step_ : -1;
+    // Lines read late (a fast job) would show the servers ahead of them:
+    // when rank 0 wrote step N, the servers had committed at most N.
+    p.server_step = client_ ? std::min(server_step_, p.step) : -1;
     progress_.Update(p);
   }
 }

@@ -81,7 +81,7 @@ out=$("$LAUNCHER" train "${TINY[@]}" --servers=2 --workers=2 --steps=6 \
   --save="$T/final.bin" --work-dir="$W" --print_every=2 2>&1); rc=$?
 echo "$out" | sed 's/^/    | /'
 [ $rc -eq 0 ]; check "train exits 0 (rc $rc)" $?
-grep -q "^step 6/6  loss" <<<"$out"; check "plain progress lines" $?
+grep -q "^step 6/6  loss.*  server step 6$" <<<"$out"; check "plain progress lines; the last shows the servers' step 6" $?
 grep -q "model-state memory per worker" <<<"$out"; check "summary table printed" $?
 [ "$(wc -l <"$W/metrics.jsonl")" -eq 6 ]; check "metrics.jsonl has 6 steps" $?
 for key in step loss lr grad_norm loss_scale tokens_per_s bytes_moved model_state_bytes_per_worker; do
