@@ -83,8 +83,10 @@ absl::Status CheckStartsFresh(ShardClient* client, const v1::ModelSpec& spec) {
       "the servers already hold job \"", spec.job_id(), "\" ", where,
       ", from an earlier run of it; this run starts at step 0 without "
       "recovery and would overwrite their parameters. For a new run, restart "
-      "the servers (a server holds one model at a time); to continue that "
-      "run, start it with recovery (a checkpoint interval)"));
+      "the servers without that state (a server holds one model at a time; "
+      "servers given a --checkpoint_dir restore its newest checkpoint, so "
+      "use another or an empty one); to continue that run, start it with "
+      "recovery (a checkpoint interval) or load one of its checkpoints"));
 }
 
 }  // namespace

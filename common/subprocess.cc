@@ -144,7 +144,7 @@ int Subprocess::Stop(std::chrono::milliseconds grace) {
 std::string DescribeWaitStatus(int status) {
   if (WIFEXITED(status)) return absl::StrCat("exit code ", WEXITSTATUS(status));
   if (WIFSIGNALED(status)) {
-    return absl::StrCat("killed by signal ", WTERMSIG(status), " (",
+    return absl::StrCat("signal ", WTERMSIG(status), " (",
                         strsignal(WTERMSIG(status)), ")");
   }
   return absl::StrCat("wait status ", status);

@@ -56,7 +56,7 @@ class Subprocess {
   std::optional<int> status_;
 };
 
-// "exit code N" or "killed by signal S (NAME)".
+// "exit code N" or "signal S (NAME)": what ended a process ("failed with ...").
 std::string DescribeWaitStatus(int status);
 
 // Directory containing the running executable.

@@ -134,6 +134,11 @@ TEST(LogTailTest, FollowerReturnsCompleteLinesOnce) {
             (std::vector<std::string>{"two", "three"}));
   EXPECT_TRUE(follower.ReadNewLines().empty());
   EXPECT_EQ(TailLines(path, 2), "    two\n    three\n");
+  // The writer's last words without a newline: only once it has ended.
+  out << "four\nfi" << std::flush;
+  EXPECT_EQ(follower.ReadNewLines(), std::vector<std::string>{"four"});
+  EXPECT_EQ(follower.ReadNewLines(true), std::vector<std::string>{"fi"});
+  EXPECT_TRUE(follower.ReadNewLines(true).empty());
 }
 
 TEST(RunMetricsTest, RecordsReadBack) {

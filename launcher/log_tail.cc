@@ -32,7 +32,7 @@ std::string TailLines(const std::string& path, int lines, Env* env) {
   return out;
 }
 
-std::vector<std::string> LogFollower::ReadNewLines() {
+std::vector<std::string> LogFollower::ReadNewLines(bool to_end) {
   std::vector<std::string> lines;
   absl::StatusOr<std::string> data =
       ReadFileFrom(env_, path_, offset_, kFollowChunk);
@@ -42,8 +42,9 @@ std::vector<std::string> LogFollower::ReadNewLines() {
        begin = nl + 1) {
     lines.push_back(data->substr(begin, nl - begin));
   }
-  if (begin == 0 && data->size() == kFollowChunk) {
-    lines.push_back(*data);
+  if ((begin == 0 && data->size() == kFollowChunk) ||
+      (to_end && begin < data->size() && data->size() < kFollowChunk)) {
+    lines.push_back(data->substr(begin));
     begin = data->size();
   }
   offset_ += static_cast<int64_t>(begin);

@@ -28,7 +28,9 @@ class LogFollower {
  public:
   explicit LogFollower(std::string path, Env* env = DefaultEnv())
       : path_(std::move(path)), env_(env) {}
-  std::vector<std::string> ReadNewLines();
+  // With `to_end` (the writer has exited) a last line without its newline
+  // is returned too.
+  std::vector<std::string> ReadNewLines(bool to_end = false);
   const std::string& path() const { return path_; }
 
  private:

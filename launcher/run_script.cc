@@ -183,7 +183,9 @@ absl::Status ScriptJob::SpawnRanks() {
 
 void ScriptJob::EchoLogs() {
   for (size_t r = 0; r < logs_.size(); ++r) {
-    for (const std::string& line : logs_[r].ReadNewLines()) {
+    // A rank that has exited wrote its whole log: its last line may lack
+    // the newline (print(..., end="")).
+    for (const std::string& line : logs_[r].ReadNewLines(done_[r])) {
       if (o_.workers == 1) {
         std::printf("%s\n", line.c_str());
       } else {
@@ -208,7 +210,9 @@ int ScriptJob::Fail(const std::string& what, const std::string& log) {
   if (!o_.checkpoint_dir.empty()) {
     std::fprintf(stderr,
                  "%s: the servers' checkpoints are in %s: the same command "
-                 "again starts them from the newest\n",
+                 "again starts them from the newest, where the program "
+                 "continues with recovery on (zeroshard.checkpoint_interval) "
+                 "or by loading one (engine.load_checkpoint)\n",
                  kProg, o_.checkpoint_dir.c_str());
   }
   return 1;

@@ -184,7 +184,7 @@ fi
 wait $lpid; rc=$?
 sed 's/^/    | /' "$T/kill40.log" | grep -v '^    | step \|collective: ' | tail -5
 [ $rc -eq 0 ]; check "job with a killed server exits 0 (rc $rc)" $?
-grep -q "shard server 1 exited with killed by signal 9.*restarting it" "$T/kill40.log"
+grep -q "shard server 1 exited with signal 9.*restarting it" "$T/kill40.log"
 check "launcher says it restarted shard 1" $?
 cmp -s "$T/ref40.bin" "$T/kill40.bin"; check "killed-server run saves the same bits" $?
 [ "$(left_of "$T/kill40/")" -eq 0 ]; check "no process left" $?

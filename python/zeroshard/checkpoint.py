@@ -155,7 +155,12 @@ def load(engine, load_dir, tag):
     if tag is None:
         latest = os.path.join(load_dir, "latest")
         if not os.path.exists(latest):
-            raise ValueError(f"load_checkpoint: no tag given and no {latest}")
+            # DeepSpeed's answer, which "resume if there is a checkpoint"
+            # scripts rely on: a warning and (None, None), nothing changed.
+            warnings.warn(f"zeroshard: load_checkpoint: no {latest}: no "
+                          "checkpoint loaded (give a tag to load one "
+                          "without it)", stacklevel=3)
+            return None, None
         with open(latest) as f:
             tag = f.read().strip()
     path = os.path.join(load_dir, str(tag), INDEX)

@@ -17,12 +17,20 @@ updates go back (a server restarted from a checkpoint, load_checkpoint),
 the scheduler is reset to its state at initialize() and stepped forward
 again, which gives torch's schedulers the same rates.
 
+Without a scheduler the groups' rates are read the same way before each
+step, so a script that sets them (`g["lr"] = ...`) changes the next
+update's rate, as with torch. Betas, eps and weight decay stay as they
+were at initialize(): the servers hold them; a change is an error, and a
+scheduler that would cycle the betas (OneCycleLR, CyclicLR with
+cycle_momentum) or needs a metric (ReduceLROnPlateau) is refused.
+
 The torch optimizer never steps: its groups only carry the rates.
 """
 import copy
 import json
 import math
 import os
+import re
 import warnings
 
 import torch
@@ -69,6 +77,11 @@ def _check_groups(optimizer):
             "give the config an optimizer section, not an optimizer object "
             f"of type {name}")
     for i, g in enumerate(optimizer.param_groups):
+        if not g["eps"] > 0:
+            raise ValueError(f"initialize: the optimizer's group {i} has eps "
+                             f"{g['eps']}; the servers' AdamW needs eps > 0 "
+                             "(with 0 a parameter whose gradients were all 0 "
+                             "updates by 0/0)")
         for key in ("amsgrad", "maximize"):
             if g.get(key, False):
                 raise ValueError(f"initialize: the optimizer's group {i} has "
@@ -129,20 +142,44 @@ def adopt(optimizer, lr_scheduler, config):
             raise ValueError("initialize: give the schedule either in the "
                              "config's scheduler section or as an "
                              "lr_scheduler object, not both")
-        schedule = ClientSchedule(optimizer, lr_scheduler)
-    return cfg, out, schedule
+        _check_scheduler(lr_scheduler)
+    return cfg, out, ClientSchedule(optimizer, lr_scheduler)
+
+
+def _check_scheduler(scheduler):
+    name = type(scheduler).__name__
+    if isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
+        raise ValueError(
+            "initialize: lr_scheduler ReduceLROnPlateau steps on a metric; "
+            "zeroshard steps the scheduler with the servers' updates "
+            "(replayed after a rollback), so it needs one that depends on "
+            "the step count only")
+    if getattr(scheduler, "cycle_momentum", False):
+        raise ValueError(
+            f"initialize: lr_scheduler {name} cycles the optimizer's betas "
+            "(cycle_momentum=True); the servers keep each group's betas "
+            "fixed: make it with cycle_momentum=False")
+
+
+_TORCH_ORDER_WARNING = re.escape("Detected call of `lr_scheduler.step()` "
+                                 "before")
 
 
 class ClientSchedule:
-    """A torch scheduler stepped to the servers' applied updates."""
+    """The torch optimizer's rates, its scheduler (if any) stepped to the
+    servers' applied updates."""
 
     def __init__(self, optimizer, scheduler):
         self.optimizer, self.scheduler = optimizer, scheduler
-        self._start = (copy.deepcopy(scheduler.state_dict()),
+        self._start = (copy.deepcopy(scheduler.state_dict())
+                       if scheduler is not None else None,
                        [g["lr"] for g in optimizer.param_groups])
+        self._fixed = [_fixed(g) for g in optimizer.param_groups]
         self._at = 0  # scheduler steps taken since the start
 
     def _seek(self, updates):
+        if self.scheduler is None:
+            return
         if updates < self._at:
             state, lrs = self._start
             self.scheduler.load_state_dict(copy.deepcopy(state))
@@ -152,8 +189,7 @@ class ClientSchedule:
         with warnings.catch_warnings():
             # Torch warns of a scheduler stepped before its optimizer: this
             # one's optimizer never steps (the servers do).
-            warnings.filterwarnings("ignore", message="Detected call of "
-                                    "`lr_scheduler.step()` before")
+            warnings.filterwarnings("ignore", message=_TORCH_ORDER_WARNING)
             while self._at < updates:
                 self.scheduler.step()
                 self._at += 1
@@ -161,17 +197,37 @@ class ClientSchedule:
     def lrs(self, updates):
         """The groups' rates for the update after `updates` applied ones."""
         self._seek(int(updates))
-        return [float(g["lr"]) for g in self.optimizer.param_groups]
+        groups = self.optimizer.param_groups
+        for i, (g, fixed) in enumerate(zip(groups, self._fixed)):
+            if _fixed(g) != fixed:
+                raise Error(CODES["FAILED_PRECONDITION"],
+                            f"optimizer: group {i}'s betas, eps or "
+                            f"weight_decay changed ({fixed} at initialize, "
+                            f"now {_fixed(g)}); the servers hold them fixed: "
+                            "only the groups' lr may change")
+        return [float(g["lr"]) for g in groups]
 
     def base_lr(self, updates, scales):
         """The step's rate for group scale 1; Error when a group's rate is
         not its scale times the first's."""
-        lrs = self.lrs(updates)
-        base = next((lr / s for lr, s in zip(lrs, scales) if s > 0), 0.0)
-        for i, (lr, s) in enumerate(zip(lrs, scales)):
-            if not math.isclose(lr, base * s, rel_tol=1e-6, abs_tol=1e-30):
-                raise Error(CODES["FAILED_PRECONDITION"],
-                            f"lr_scheduler: group {i}'s rate {lr:g} is no "
-                            f"longer {s:g} times the first group's; the "
-                            "servers keep the groups' ratios fixed")
-        return base
+        return common_rate(self.lrs(updates), scales)
+
+
+def common_rate(lrs, scales):
+    """The rate for group scale 1 that gives each group its lr; Error when
+    the groups' rates are not in their scales' ratios."""
+    base = next((lr / s for lr, s in zip(lrs, scales) if s > 0), 0.0)
+    for i, (lr, s) in enumerate(zip(lrs, scales)):
+        if not math.isclose(lr, base * s, rel_tol=1e-6, abs_tol=1e-30):
+            raise Error(CODES["FAILED_PRECONDITION"],
+                        f"optimizer: group {i}'s lr {lr:g} is not {s:g} "
+                        "times the first group's, as it was at initialize; "
+                        "the servers keep the groups' ratios fixed: scale "
+                        "every group's lr alike")
+    return base
+
+
+def _fixed(group):
+    """What the servers hold of a group: betas, eps, weight decay."""
+    return (tuple(float(b) for b in group["betas"]), float(group["eps"]),
+            float(group["weight_decay"]))

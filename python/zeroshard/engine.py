@@ -24,6 +24,7 @@ on the engine's own threads. Errors: zeroshard.Error (the servers', the
 library's), ValueError (bad use, bad config).
 """
 import concurrent.futures
+import contextlib
 import os
 import threading
 import time
@@ -263,6 +264,13 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
         self.module = model
         self.config = cfg
         self._client_schedule = client_schedule
+        # optimizer.param_groups as the script sees and edits it (built on
+        # first use), the lrs last written into it, and a rate the script
+        # set that holds until it sets another (no schedule to overwrite it).
+        self._view, self._written, self._lr_override = None, None, None
+        self._scheduled = cfg._c.lr_schedule != 0 or (  # ZS_LR_CONSTANT
+            client_schedule is not None and
+            client_schedule.scheduler is not None)
         self.rank, self.world = rank, world
         self.local_rank, self.local_world = local_rank, local_world
         self.stage = cfg.stage
@@ -320,6 +328,7 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
         self._micro = 0           # micro-batches done in this step
         self._backward_done = False
         self._micro_steps = 0     # DeepSpeed's micro_steps
+        self._no_sync = False     # inside no_sync()
         self._boundary = None     # set_gradient_accumulation_boundary's
         self._skipped = 0
         self._params = self._make_params()
@@ -545,25 +554,76 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
         return float(self._state["loss_scale"])
 
     def get_lr(self):
+        view = self._view
+        if view is not None and any(
+                g.get("lr") != w for g, w in zip(view, self._written)):
+            return [float(g["lr"]) for g in view]  # an edit for the next
         lr = self._base_lr(self._state["updates"])
         return [lr * g["lr_scale"] for g in self.groups]
 
     def _base_lr(self, updates):
         """The rate of the update after `updates` applied ones, for group
-        scale 1: the config's schedule, or the client scheduler's
-        (client_optim.py)."""
+        scale 1: a rate the script set in param_groups, else the config's
+        schedule, or the client optimizer's (client_optim.py)."""
+        if self._lr_override is not None:
+            return self._lr_override
         if self._client_schedule is None:
             return self.config.lr(updates)
         return self._client_schedule.base_lr(
             updates, [g["lr_scale"] for g in self.groups])
 
+    def _edited_rate(self):
+        """The rate for group scale 1 a script's edit of
+        optimizer.param_groups' lr asks for, or None without an edit. Error,
+        changing nothing, for betas, eps or weight decay edited, or rates
+        out of the groups' ratios."""
+        view, written = self._view, self._written
+        if view is None:
+            return None
+        for i, (g, held) in enumerate(zip(view, self.groups)):
+            now = (tuple(g["betas"]), g["eps"], g["weight_decay"])
+            was = ((held["beta1"], held["beta2"]), held["eps"],
+                   held["weight_decay"])
+            if now != was:
+                raise Error(_FAILED_PRECONDITION,
+                            f"optimizer.param_groups[{i}]: betas, eps or "
+                            f"weight_decay changed ({was} at initialize, now "
+                            f"{now}); the servers hold them fixed: only lr "
+                            "may change")
+        if all(g["lr"] == w for g, w in zip(view, written)):
+            return None
+        return client_optim.common_rate([float(g["lr"]) for g in view],
+                                        [g["lr_scale"] for g in self.groups])
+
+    def _step_lr(self, updates):
+        """This update's rate for group scale 1. A script's edit of
+        optimizer.param_groups' lr (as DeepSpeed's optimizer takes it) is
+        this update's rate; a schedule overwrites it for the next (as
+        DeepSpeed's scheduler.step() does), else it holds."""
+        base = self._edited_rate()
+        if base is None:
+            return self._base_lr(updates)
+        self._written = [g["lr"] for g in self._view]
+        if not self._scheduled:
+            self._lr_override = base
+        return base
+
     def param_groups(self):
         """torch's keys (lr, betas, eps, weight_decay, params) and the
-        servers' (beta1, beta2, lr_scale)."""
-        lrs = self.get_lr()
-        return [dict(g, lr=lr, betas=(g["beta1"], g["beta2"]),
+        servers' (beta1, beta2, lr_scale); the same dicts each time, so a
+        script's `g["lr"] = ...` takes effect at the next update."""
+        if self._view is None:
+            self._view = [
+                dict(g, betas=(g["beta1"], g["beta2"]),
                      params=[e.param for e in self.entries if e.group == i])
-                for i, (g, lr) in enumerate(zip(self.groups, lrs))]
+                for i, g in enumerate(self.groups)]
+            self._written = [None] * len(self._view)
+        if all(g.get("lr") == w for g, w in zip(self._view, self._written)):
+            # No edit waiting: the rates of the next update.
+            self._written = self.get_lr()
+            for g, lr in zip(self._view, self._written):
+                g["lr"] = lr
+        return self._view
 
     def get_mom(self):
         """DeepSpeed's: each group's betas."""
@@ -577,9 +637,39 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
     def zero_grad(self):
         pass  # the engine zeroes its gradients at the start of each step
 
-    def backward(self, loss, retain_graph=False):
+    @property
+    def micro_steps(self):
+        """DeepSpeed's: micro-batches stepped (step() calls) so far."""
+        return self._micro_steps
+
+    def gradient_clipping(self):
+        return self.clipping
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """DeepSpeed's: backward inside does not scale the loss by the
+        accumulation steps. (The gradients are reduced at the accumulation
+        boundary only, inside or not.) Stages 0-1, as in DeepSpeed."""
+        if self.stage >= 2:
+            raise Error(_FAILED_PRECONDITION, "no_sync() is incompatible "
+                        f"with ZeRO stage {self.stage}'s gradient "
+                        "partitioning (stages 0 and 1 only, as DeepSpeed's)")
+        if self._no_sync:
+            raise Error(_FAILED_PRECONDITION, "no_sync() entered twice")
+        self._no_sync = True
+        try:
+            yield
+        finally:
+            self._no_sync = False
+
+    def backward(self, loss, release_loss=False, retain_graph=False,
+                 scale_wrt_gas=True):  # noqa: ARG002 - DeepSpeed's signature
         """(loss x loss scale).backward() for this micro-batch, reducing and
-        pushing the gradients on the step's last one."""
+        pushing the gradients on the step's last one. The step's gradient is
+        the mean over its micro-batches (DeepSpeed's loss / gas); with
+        scale_wrt_gas=False (or inside no_sync()) this micro-batch's is not
+        divided by the accumulation steps. Returns the loss as DeepSpeed
+        does: divided by the accumulation steps when it scaled it."""
         self._check_not_held()
         if not torch.is_tensor(loss) or loss.numel() != 1:
             raise ValueError("backward: loss must be a one-element tensor")
@@ -600,6 +690,9 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
         self._sumsq, self._nonfinite = 0.0, False
         self._params.before_backward()
         scale = self.loss_scale()
+        by_gas = scale_wrt_gas and not self._no_sync
+        if not by_gas and self.gas > 1:
+            scale *= self.gas  # the gradients are divided by gas at the push
         try:
             (loss * scale if scale != 1 else loss).backward(
                 retain_graph=retain_graph)
@@ -619,17 +712,22 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
         self._micro += 1
         self._backward_done = True
         self.timings["backward"] += time.perf_counter() - start
-        return loss
+        return loss.float() / self.gas if by_gas and self.gas > 1 else loss
 
-    def step(self):
+    def step(self, lr_kwargs=None):  # noqa: ARG002 - DeepSpeed's signature
         """At the gradient accumulation boundary: the optimizer step on the
-        servers and the parameter fetch; otherwise the next micro-batch."""
+        servers and the parameter fetch; otherwise the next micro-batch.
+        lr_kwargs (DeepSpeed's, for its scheduler's step) is ignored: the
+        schedule follows the servers' applied updates."""
         self._check_open()
         if not self._backward_done:
             raise Error(_FAILED_PRECONDITION, "step() before backward(): "
                         "call engine.backward(loss) first")
-        self._backward_done = False
         boundary = self.is_gradient_accumulation_boundary()
+        if boundary:  # refused edits change nothing
+            self._edited_rate()
+            self._base_lr(self._state["updates"])
+        self._backward_done = False
         self._micro_steps += 1
         if not boundary:
             return
@@ -675,7 +773,7 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
                 "norm_from_servers": 1 if self.aggregation else 0,
                 "sum_squares": self._sumsq, "nonfinite": int(self._nonfinite),
                 "loss_scale": state["loss_scale"], "max_norm": self.clipping,
-                "lr": self._base_lr(state["updates"])}
+                "lr": self._step_lr(state["updates"])}
         try:
             if self.precision == "fp16" and self.config.loss_scale_dynamic:
                 decision, outcome = self._trainer.decide(args)

@@ -57,6 +57,9 @@ def build(module, model_parameters, cfg):
                 spec["weight_decay"] = float(g["weight_decay"])
             if "eps" in g:
                 spec["eps"] = float(g["eps"])
+                if not spec["eps"] > 0:
+                    raise ValueError(f"model_parameters[{i}]: eps must be > "
+                                     f"0, got {g['eps']!r}")
             if "bias_correction" in g:
                 if not isinstance(g["bias_correction"], bool):
                     raise ValueError(f"model_parameters[{i}]: bias_correction "

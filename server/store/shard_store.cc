@@ -55,7 +55,10 @@ absl::StatusOr<RegisterResult> ShardStore::RegisterModel(
     if (diff.empty()) return state_->Registration(false, ledger_->step());
     return Reject(absl::FailedPreconditionError(
         absl::StrCat("a different model is already registered (", diff,
-                     ", registered vs requested)")));
+                     ", registered vs requested); a shard server holds one "
+                     "model at a time: a second model needs servers of its "
+                     "own, a new run of this one servers restarted without "
+                     "its state")));
   }
   ShardState::Options so{&pool_, options_.make_tier, options_.grad_slot_dir,
                          options_.env};

@@ -46,6 +46,7 @@ SCRIPT = textwrap.dedent('''
     engine.close()
     if len(sys.argv) > 2 and sys.argv[2] == "sleep":
         time.sleep(600)
+    print("last words", end="")  # no newline: echoed all the same
 ''')
 
 
@@ -91,6 +92,8 @@ class RunLauncherTest(unittest.TestCase):
                 if " done 4 2 " in line]
         self.assertEqual(len(done), 2, p.stdout)
         self.assertEqual(done[0], done[1])  # the ranks hold the same weights
+        for r in (0, 1):
+            self.assertIn(f"[rank {r}] last words\n", p.stdout)
         self.assertEqual(self.left(work), [])
 
     def test_a_failing_rank_stops_the_job(self):

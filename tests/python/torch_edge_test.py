@@ -370,6 +370,12 @@ class ClientOptimizerTest(unittest.TestCase):
         adam_l2 = torch.optim.Adam(net.parameters(), lr=LR, weight_decay=0.1)
         adamw = torch.optim.AdamW(net.parameters(), lr=LR)
         sched = torch.optim.lr_scheduler.StepLR(adamw, 2)
+        one_cycle = torch.optim.lr_scheduler.OneCycleLR(adamw, 0.1,
+                                                        total_steps=10)
+        one_cycle_fixed = torch.optim.lr_scheduler.OneCycleLR(
+            adamw, 0.1, total_steps=10, cycle_momentum=False)
+        plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(adamw)
+        no_eps = torch.optim.AdamW(net.parameters(), lr=LR, eps=0.0)
         cases = [
             (dict(optimizer=sgd, config=bare), "of type SGD"),
             (dict(optimizer=adam_l2, config=bare), "L2 regularization"),
@@ -380,7 +386,17 @@ class ClientOptimizerTest(unittest.TestCase):
             (dict(optimizer=adamw, config=dict(bare, scheduler={
                 "type": "WarmupLR", "params": {}}), lr_scheduler=sched),
              "not both"),
+            (dict(optimizer=adamw, config=bare, lr_scheduler=one_cycle),
+             "OneCycleLR cycles the optimizer's betas"),
+            (dict(optimizer=adamw, config=bare, lr_scheduler=plateau),
+             "ReduceLROnPlateau steps on a metric"),
+            (dict(optimizer=no_eps, config=bare), "needs eps > 0"),
+            (dict(config=cfg, model_parameters=[
+                {"params": list(net.parameters()), "eps": 0}]),
+             "model_parameters[0]: eps must be > 0"),
         ]
+        # The same scheduler without momentum cycling is taken.
+        zeroshard.client_optim.adopt(adamw, one_cycle_fixed, bare)
         for kwargs, words in cases:
             with self.assertRaises(ValueError) as e:
                 zeroshard.initialize(model=net, servers="127.0.0.1:1",
@@ -455,4 +471,138 @@ class DeepSpeedSurfaceTest(unittest.TestCase):
                              engine.bfloat16_enabled())
             whole = engine.module_state_dict()
             self.assertEqual(set(whole), set(net.state_dict()))
+            engine.close()
+
+    def test_calls_scripts_make(self):
+        """backward's DeepSpeed signature and return value, step(lr_kwargs),
+        micro_steps, gradient_clipping(), no_sync() refused at stage 2, and
+        load_checkpoint without a `latest` (DeepSpeed: (None, None))."""
+        net = tm.model()
+        with tempfile.TemporaryDirectory() as d, \
+                zeroshard.LocalFleet(2, checkpoint_dir=d + "/srv") as fleet:
+            engine, _, _, _ = zeroshard.initialize(
+                model=net, config=config(2, gas=2, gradient_clipping=0.5),
+                servers=fleet.addresses)
+            self.assertEqual(engine.gradient_clipping(), 0.5)
+            x, y = tm.batch(0, 0, 0)
+            loss = tm.loss_of(engine, x, y, 0)
+            out = engine.backward(loss, retain_graph=False, scale_wrt_gas=True)
+            self.assertEqual(float(out), float(loss) / 2)
+            engine.step(lr_kwargs={})
+            self.assertEqual(engine.micro_steps, 1)
+            with self.assertRaises(zeroshard.Error) as e:
+                with engine.no_sync():
+                    pass
+            self.assertIn("stage 2", e.exception.message)
+            x, y = tm.batch(1, 0, 0)
+            engine.backward(tm.loss_of(engine, x, y, 1))
+            engine.step()  # the accumulation boundary
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                self.assertEqual(engine.load_checkpoint(d + "/none"),
+                                 (None, None))
+            self.assertTrue(any("no checkpoint loaded" in str(w.message)
+                                for w in caught))
+            engine.close()
+
+    def test_no_sync_and_scale_wrt_gas_as_deepspeed(self):
+        """Stage 1, 2 micro-batches a step: the first inside no_sync() (its
+        loss not divided by the accumulation steps, as DeepSpeed's backward
+        does there), the second with scale_wrt_gas=False in the second
+        step; torch's AdamW on the same sums of losses."""
+        net, ref = tm.model(), tm.model()
+        opt = torch.optim.AdamW(tm.torch_groups(ref, WD), lr=LR)
+        with zeroshard.LocalFleet(2) as fleet:
+            engine, _, _, _ = zeroshard.initialize(
+                model=net, config=config(1, gas=2), servers=fleet.addresses)
+            for step in range(2):
+                opt.zero_grad(set_to_none=False)
+                for micro in range(2):
+                    i = 2 * step + micro
+                    x, y = tm.batch(i, 0, 0)
+                    unscaled = (step, micro) in ((0, 0), (1, 1))
+                    loss = tm.loss_of(engine, x, y, i)
+                    if (step, micro) == (0, 0):
+                        with engine.no_sync():
+                            engine.backward(loss)
+                    else:
+                        engine.backward(loss, scale_wrt_gas=not unscaled)
+                    engine.step()
+                    ref_loss = tm.loss_of(ref, x, y, i)
+                    (ref_loss if unscaled else ref_loss / 2).backward()
+                opt.step()
+            engine.wait_parameters()
+            for (n, p), q in zip(net.named_parameters(), ref.parameters()):
+                self.assertTrue(torch.allclose(p, q, rtol=0, atol=1e-6), n)
+            engine.close()
+
+
+class LrEditTest(unittest.TestCase):
+    """`for g in optimizer.param_groups: g["lr"] = x`, as scripts do with
+    DeepSpeed's optimizer: without a schedule the rate holds (torch's AdamW
+    with the same edit, bit for bit); with one, the next update takes the
+    edit and the schedule's rate comes back after it; betas edited are an
+    error at step() that changes nothing."""
+
+    def test_without_a_schedule_the_rate_holds(self):
+        for client in (False, True):
+            net, ref = tm.model(), tm.model()
+            ref_opt = torch.optim.AdamW(tm.torch_groups(ref, WD), lr=LR)
+            cfg = config(2)
+            kwargs = {}
+            if client:  # the script edits its own torch optimizer
+                del cfg["optimizer"]
+                kwargs["optimizer"] = torch.optim.AdamW(
+                    tm.torch_groups(net, WD), lr=LR)
+            with zeroshard.LocalFleet(2) as fleet:
+                engine, opt, _, _ = zeroshard.initialize(
+                    model=net, config=cfg, servers=fleet.addresses, **kwargs)
+                edited = kwargs.get("optimizer", opt)
+                for step in range(5):
+                    if step == 2:
+                        for g in edited.param_groups + ref_opt.param_groups:
+                            g["lr"] = LR / 4
+                        self.assertEqual(engine.get_lr(), [LR / 4])
+                    step_both(engine, ref, ref_opt, step)
+                engine.wait_parameters()
+                self.assertEqual(engine.get_lr(), [LR / 4])
+                for (n, p), q in zip(net.named_parameters(), ref.parameters()):
+                    self.assertTrue(torch.equal(p, q), f"{n}, client {client}")
+                if not client:
+                    opt.param_groups[0]["betas"] = (0.5, 0.999)
+                    x, y = tm.batch(5, 0, 0)
+                    engine.backward(tm.loss_of(engine, x, y, 5))
+                    with self.assertRaises(zeroshard.Error) as e:
+                        engine.step()
+                    self.assertIn("betas, eps or weight_decay changed",
+                                  e.exception.message)
+                    opt.param_groups[0]["betas"] = (0.9, 0.999)
+                    engine.step()  # the same step, now taken
+                    self.assertEqual(engine.global_steps, 6)
+                engine.close()
+
+    def test_a_schedule_takes_over_after_the_edited_update(self):
+        net = tm.model()
+        cfg = config(2, scheduler={"type": "WarmupLR", "params": {
+            "warmup_min_lr": 0, "warmup_max_lr": LR, "warmup_num_steps": 4,
+            "warmup_type": "linear"}})
+        with zeroshard.LocalFleet(2) as fleet:
+            engine, opt, _, _ = zeroshard.initialize(
+                model=net, config=cfg, servers=fleet.addresses)
+            scheduled = [engine.config.lr(k) for k in range(4)]
+            for step in range(4):
+                if step == 1:
+                    opt.param_groups[0]["lr"] = 0.0
+                    self.assertEqual(engine.get_lr(), [0.0])
+                    params = [p.detach().clone() for p in net.parameters()]
+                else:
+                    self.assertEqual(engine.get_lr(), [scheduled[step]])
+                x, y = tm.batch(step, 0, 0)
+                engine.backward(tm.loss_of(engine, x, y, step))
+                engine.step()
+                if step == 1:  # lr 0: nothing moved
+                    engine.wait_parameters()
+                    for p, q in zip(net.parameters(), params):
+                        self.assertTrue(torch.equal(p, q))
+            self.assertEqual(opt.param_groups[0]["lr"], engine.config.lr(4))
             engine.close()

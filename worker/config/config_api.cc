@@ -132,7 +132,8 @@ absl::Status ToOptimizer(const zs_train_config& t, AdamWConfig* out) {
        {std::make_pair("beta1", t.beta1), std::make_pair("beta2", t.beta2)}) {
     if (!(beta >= 0 && beta < 1)) return Bad(field, "in [0, 1)", beta);
   }
-  ZS_RETURN_IF_ERROR(NonNegative("eps", t.eps));
+  // > 0: with eps 0 a parameter whose gradients were all 0 updates by 0/0.
+  ZS_RETURN_IF_ERROR(Positive("eps", t.eps));
   ZS_RETURN_IF_ERROR(NonNegative("weight_decay", t.weight_decay));
   out->lr = t.lr;
   out->beta1 = t.beta1;

@@ -523,6 +523,8 @@ TEST(ConfigApiTest, BadArgumentsChangeNothing) {
        "config.optimizer_type must be NUL-terminated"},
       {[](zs_train_config* c) { c->beta2 = 1; },
        "config.beta2 must be in [0, 1)"},
+      {[](zs_train_config* c) { c->eps = 0; },
+       "config.eps must be finite and > 0"},
       {[](zs_train_config* c) { c->lr_schedule = 7; },
        "config.lr_schedule must be in [0, 3], got 7"},
       {[](zs_train_config* c) { c->warmup_linear = 2; },

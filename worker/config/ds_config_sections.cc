@@ -352,8 +352,7 @@ absl::Status ParseOptimizer(ObjectReader& root, AdamWConfig* out) {
   }
   out->beta1 = betas[0];
   out->beta2 = betas[1];
-  ZS_ASSIGN_OR_RETURN(out->eps,
-                      params.Number("eps", 1e-8, Bound::kNonNegative));
+  ZS_ASSIGN_OR_RETURN(out->eps, params.Number("eps", 1e-8, Bound::kPositive));
   ZS_ASSIGN_OR_RETURN(out->weight_decay,
                       params.Number("weight_decay", 0.0, Bound::kNonNegative));
   ZS_ASSIGN_OR_RETURN(bool adam_w_mode, params.Bool("adam_w_mode", true));

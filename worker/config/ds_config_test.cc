@@ -317,6 +317,8 @@ TEST(DsConfigTest, ErrorsNameTheirKey) {
       {R"("optimizer": {"params": {"betas": [0.9, 1.5]}})",
        "optimizer.params.betas: must be two numbers in [0, 1), got [0.9, "
        "1.5]"},
+      {R"("optimizer": {"params": {"eps": 0}})",
+       "optimizer.params.eps: must be a positive number, got 0"},
       {R"("optimizer": {"params": {"amsgrad": true}})",
        "optimizer.params.amsgrad: only false is supported"},
       {R"("optimizer": {"type": "OneBitAdam", "params": {"freeze_step": 2}})",
