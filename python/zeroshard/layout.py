@@ -3,8 +3,13 @@ parameter groups, and the gradient buckets over it.
 
 Parameters are registered in `module.named_parameters()` order (a tied
 weight once, under its first name), concatenated without padding; frozen
-ones (requires_grad False) stay out and train nowhere. Pure functions.
+ones (requires_grad False) stay out and train nowhere. Pure functions (build warns when DeepSpeed's schedule overrides the
+groups' lr).
 """
+import warnings
+
+# The config's WarmupLR and WarmupDecayLR (zeroshard.h's ZS_LR_*).
+_SAME_RATE_SCHEDULES = {1: "WarmupLR", 2: "WarmupDecayLR"}
 
 
 class Entry:
@@ -99,6 +104,20 @@ def build(module, model_parameters, cfg):
         groups = [dict(base)]
         for _, p in named:
             group_of[id(p)] = 0
+    schedule = _SAME_RATE_SCHEDULES.get(int(cfg._c.lr_schedule))
+    if schedule is not None:
+        # DeepSpeed's WarmupLR (and WarmupDecayLR) set every group's lr to
+        # the scheduled value: a group's own lr is not used.
+        own = [i for i, g in enumerate(groups) if g["lr_scale"] != 1.0]
+        if own:
+            warnings.warn(
+                f"zeroshard: scheduler {schedule} gives every parameter "
+                "group the same rate, as DeepSpeed's does: the lr of "
+                f"model_parameters group(s) {own} is not used (give the "
+                "groups no lr, or use WarmupCosineLR, which scales each "
+                "group's lr)", stacklevel=4)
+        for g in groups:
+            g["lr_scale"] = 1.0
     entries, offset = [], 0
     for n, p in named:
         entries.append(Entry(n, p, offset, group_of[id(p)]))

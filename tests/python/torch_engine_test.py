@@ -294,7 +294,9 @@ class SingleRankTest(unittest.TestCase):
     def test_user_param_groups_and_a_schedule(self):
         """torch-style groups (their own lr, betas, eps, weight decay) and
         a WarmupLR schedule: bit-identical to torch.optim.AdamW driven by
-        the same rates (engine.get_lr())."""
+        the same rates (engine.get_lr()), which are the same for every
+        group, as DeepSpeed's WarmupLR sets them (with a warning that the
+        first group's own lr is not used)."""
         ref = tm.model()
         net = copy.deepcopy(ref)
 
@@ -309,13 +311,17 @@ class SingleRankTest(unittest.TestCase):
             "warmup_min_lr": 0.0, "warmup_max_lr": LR,
             "warmup_num_steps": 5}})
         with zeroshard.LocalFleet(2) as fleet:
-            engine, _, _, sched = zeroshard.initialize(
-                model=net, model_parameters=groups(net), config=cfg,
-                servers=fleet.addresses)
+            with self.assertWarnsRegex(UserWarning, r"WarmupLR gives every "
+                                       r"parameter group the same rate.*"
+                                       r"group\(s\) \[0\]"):
+                engine, _, _, sched = zeroshard.initialize(
+                    model=net, model_parameters=groups(net), config=cfg,
+                    servers=fleet.addresses)
             opt = torch.optim.AdamW(groups(ref), lr=LR)
             for step in range(8):
                 lrs = engine.get_lr()
                 self.assertEqual(lrs, sched.get_lr())
+                self.assertEqual(lrs[0], lrs[1])
                 for group, lr in zip(opt.param_groups, lrs):
                     group["lr"] = lr
                 step_both(engine, ref, opt, step)
