@@ -202,7 +202,7 @@ class _Optimizer:
     def param_groups(self):
         return self._engine.param_groups()
 
-    def zero_grad(self, set_to_none=False):  # noqa: ARG002 - torch's signature
+    def zero_grad(self, set_to_none=True):  # noqa: ARG002 - torch's signature
         self._engine.zero_grad()
 
     def step(self):
@@ -634,8 +634,13 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
         (consolidated_state_dict)."""
         return self.consolidated_state_dict(exclude_frozen_parameters)
 
-    def zero_grad(self):
-        pass  # the engine zeroes its gradients at the start of each step
+    def zero_grad(self, set_to_none=True):  # noqa: ARG002
+        """DeepSpeed's: the parameters' .grad to None. (The engine keeps the
+        step's gradients in its own buffer, which it zeroes at the start of
+        each step: this loses no accumulated gradient.)"""
+        if self._params.grads_in_views:
+            for e in self.entries:
+                e.param.grad = None
 
     @property
     def micro_steps(self):
@@ -733,6 +738,7 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
             return
         start = time.perf_counter()
         self._micro = 0
+        self.zero_grad()  # as DeepSpeed's step: no stale .grad after it
         if self._elastic is None:
             self._optimizer_step(start)
             return

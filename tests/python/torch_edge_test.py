@@ -475,8 +475,9 @@ class DeepSpeedSurfaceTest(unittest.TestCase):
 
     def test_calls_scripts_make(self):
         """backward's DeepSpeed signature and return value, step(lr_kwargs),
-        micro_steps, gradient_clipping(), no_sync() refused at stage 2, and
-        load_checkpoint without a `latest` (DeepSpeed: (None, None))."""
+        micro_steps, gradient_clipping(), no_sync() refused at stage 2, the
+        .grad set to None by the step, and load_checkpoint without a
+        `latest` (DeepSpeed: (None, None))."""
         net = tm.model()
         with tempfile.TemporaryDirectory() as d, \
                 zeroshard.LocalFleet(2, checkpoint_dir=d + "/srv") as fleet:
@@ -490,6 +491,7 @@ class DeepSpeedSurfaceTest(unittest.TestCase):
             self.assertEqual(float(out), float(loss) / 2)
             engine.step(lr_kwargs={})
             self.assertEqual(engine.micro_steps, 1)
+            self.assertTrue(all(p.grad is not None for p in net.parameters()))
             with self.assertRaises(zeroshard.Error) as e:
                 with engine.no_sync():
                     pass
@@ -497,6 +499,8 @@ class DeepSpeedSurfaceTest(unittest.TestCase):
             x, y = tm.batch(1, 0, 0)
             engine.backward(tm.loss_of(engine, x, y, 1))
             engine.step()  # the accumulation boundary
+            # As DeepSpeed's step: no stale gradients after it.
+            self.assertTrue(all(p.grad is None for p in net.parameters()))
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 self.assertEqual(engine.load_checkpoint(d + "/none"),
