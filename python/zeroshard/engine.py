@@ -124,13 +124,8 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None,
                               is not None else model.parameters())
     config, groups, schedule = client_optim.adopt(optimizer, lr_scheduler,
                                                   config)
-    as_dict = client_optim.config_dict(config)
-    if optimizer is None and as_dict is not None and \
-            "optimizer" not in as_dict:
-        warnings.warn("zeroshard: the config has no optimizer section and no "
-                      "optimizer was passed: the servers run AdamW with "
-                      "lr 1e-3, betas (0.9, 0.999), eps 1e-8, no weight "
-                      "decay", stacklevel=2)
+    # A config without an optimizer section (and no optimizer passed) draws
+    # the parser's warning naming the AdamW that runs.
     if groups is not None:
         model_parameters = groups
     first = next(model.parameters(), None)

@@ -359,8 +359,10 @@ std::vector<bool> Steps(const std::string& pattern) {
 TEST(ConfigApiTest, LossScalerMovesAsTheEngines) {
   const std::string pattern =
       "0001000110000000100000011100000000000000001111000000010101010000";
+  // Stage 1: DeepSpeed's hysteresis (stage 0's optimizer has none).
   const std::string fp16 =
-      R"({"train_batch_size": 8, "fp16": {"enabled": true)";
+      R"({"train_batch_size": 8, "zero_optimization": {"stage": 1},
+          "fp16": {"enabled": true)";
   struct Case {
     std::string fp16_keys;
     bool errors;  // reaches the minimum scale with the hysteresis spent
@@ -434,7 +436,7 @@ TEST(ConfigApiTest, LossScalerRecordsWhatTheEngineRecords) {
   s.loss_scale = 1;
   ASSERT_EQ(zs_loss_scaler_update(&c, &s, 0), ZS_OK);
   EXPECT_EQ(s.loss_scale, 65536);
-  EXPECT_EQ(s.loss_scale_hysteresis, 2);
+  EXPECT_EQ(s.loss_scale_hysteresis, 1);  // stage 0: none
   EXPECT_EQ(s.loss_scale_iteration, 1);
   EXPECT_EQ(s.loss_scale_last_overflow, -1);
   // A state Restore rejects: INVALID_ARGUMENT, unchanged.

@@ -204,6 +204,159 @@ void AddFills(const AutoInputs& in, ReadLog* log) {
   }
 }
 
+// Sets the resolved table's row of `path` (added if missing).
+void Resolve(ReadLog* log, const std::string& path, std::string value,
+             std::string source) {
+  for (ResolvedKey& r : log->resolved) {
+    if (r.key == path) {
+      r.value = std::move(value);
+      r.source = std::move(source);
+      return;
+    }
+  }
+  log->resolved.push_back({path, std::move(value), std::move(source)});
+}
+
+// DeepSpeed's dynamic fp16 loss scaler depends on the stage and on whether
+// the fp16 section names a scaler key (runtime/config.py,
+// get_dynamic_loss_scale_args): at ZeRO stages 1-3 without one it is
+// DynamicLossScaler() with its own defaults, 2^32 and no hysteresis
+// (fp16/loss_scaler.py); at stage 0 its FP16_Optimizer halves the scale at
+// every overflow, no hysteresis (fp16/fused_optimizer.py; it also stays at
+// the minimum scale where zeroshard's scaler stops the run, as stages 1-3
+// do).
+void MatchDeepSpeedScaler(const google::protobuf::Struct& root,
+                          EngineConfig* config, ReadLog* log) {
+  engine::LossScalerOptions& scaler = config->loss_scaler;
+  if (config->precision != engine::Precision::kFp16 || !scaler.dynamic) return;
+  bool named = false;
+  auto fp16 = root.fields().find("fp16");
+  if (fp16 != root.fields().end() && fp16->second.has_struct_value()) {
+    for (const char* key :
+         {"initial_scale_power", "loss_scale_window", "min_loss_scale",
+          "hysteresis", "consecutive_hysteresis"}) {
+      named = named || fp16->second.struct_value().fields().count(key) != 0;
+    }
+  }
+  if (config->zero.stage == 0) {
+    if (scaler.hysteresis > 1 && fp16 != root.fields().end() &&
+        fp16->second.struct_value().fields().count("hysteresis") != 0) {
+      log->warnings.push_back(absl::StrCat(
+          "fp16.hysteresis (", scaler.hysteresis,
+          ") is not used at zero_optimization.stage 0: DeepSpeed's stage-0 "
+          "fp16 optimizer halves the loss scale at every overflow"));
+    }
+    scaler.hysteresis = 1;
+    Resolve(log, "fp16.hysteresis", "1",
+            "stage 0 (DeepSpeed's FP16_Optimizer has none)");
+  } else if (!named) {
+    scaler.initial_scale = std::ldexp(1.0, 32);
+    scaler.hysteresis = 1;
+    const std::string why =
+        "default (DeepSpeed's DynamicLossScaler at stages 1-3 when fp16 "
+        "names no scaler key)";
+    Resolve(log, "fp16.initial_scale_power", "32", why);
+    Resolve(log, "fp16.hysteresis", "1", why);
+  }
+}
+
+// A config without an optimizer section (DeepSpeed-Chat's, Hugging Face's
+// autotuning ones: their scripts pass an optimizer object). DeepSpeed has
+// no default optimizer; Hugging Face's Trainer then makes AdamW from its
+// arguments: so here the optimizer flags given fill its keys, and a
+// warning says what runs. Returns whether the section was missing.
+bool DefaultOptimizer(const AutoInputs& in, google::protobuf::Struct* root) {
+  auto it = root->fields().find("optimizer");
+  if (it != root->fields().end() &&
+      it->second.kind_case() != google::protobuf::Value::kNullValue) {
+    return false;
+  }
+  google::protobuf::Struct& params = *(*(*root->mutable_fields())["optimizer"]
+                                            .mutable_struct_value()
+                                            ->mutable_fields())["params"]
+                                          .mutable_struct_value();
+  const std::pair<const char*, bool> keys[] = {
+      {"lr", !std::isnan(in.learning_rate)},
+      {"betas", !std::isnan(in.adam_beta1) || !std::isnan(in.adam_beta2)},
+      {"eps", !std::isnan(in.adam_epsilon)},
+      {"weight_decay", !std::isnan(in.weight_decay)},
+  };
+  for (const auto& [key, given] : keys) {
+    if (given) (*params.mutable_fields())[key].set_string_value("auto");
+  }
+  return true;
+}
+
+// DeepSpeed's legacy spellings, rewritten in `root` with a warning each:
+// "zero_optimization": true / false (stage 1 / 0; zero/config.py,
+// read_zero_config_deprecated) and zero_optimization.cpu_offload_param
+// (offload_param.device "cpu").
+void ReadLegacyZero(google::protobuf::Struct* root,
+                    std::vector<std::string>* warnings) {
+  auto* fields = root->mutable_fields();
+  auto it = fields->find("zero_optimization");
+  if (it == fields->end()) return;
+  google::protobuf::Value& zero = it->second;
+  if (zero.kind_case() == google::protobuf::Value::kBoolValue) {
+    const int stage = zero.bool_value() ? 1 : 0;
+    warnings->push_back(absl::StrCat(
+        "zero_optimization: ", zero.bool_value() ? "true" : "false",
+        " is DeepSpeed's legacy form of {\"stage\": ", stage,
+        "}; read as that"));
+    (*zero.mutable_struct_value()->mutable_fields())["stage"].set_number_value(
+        stage);
+    return;
+  }
+  if (!zero.has_struct_value()) return;
+  auto* z = zero.mutable_struct_value()->mutable_fields();
+  auto legacy = z->find("cpu_offload_param");
+  if (legacy == z->end()) return;
+  if (legacy->second.kind_case() == google::protobuf::Value::kBoolValue) {
+    if (legacy->second.bool_value() && z->count("offload_param") == 0) {
+      (*(*z)["offload_param"]
+            .mutable_struct_value()
+            ->mutable_fields())["device"]
+          .set_string_value("cpu");
+      warnings->push_back(
+          "zero_optimization.cpu_offload_param: deprecated; read as "
+          "offload_param.device \"cpu\", as DeepSpeed reads it");
+    } else if (legacy->second.bool_value()) {
+      warnings->push_back(
+          "zero_optimization.cpu_offload_param: deprecated; offload_param "
+          "decides");
+    }
+    z->erase("cpu_offload_param");
+  }
+}
+
+// The source of a resolved key ("" when it was not read).
+std::string SourceOf(const ReadLog& log, absl::string_view key) {
+  for (const ResolvedKey& r : log.resolved) {
+    if (r.key == key) return r.source;
+  }
+  return "";
+}
+
+// --learning_rate filling an "auto" warmup_max_lr while the file gives
+// optimizer.params.lr another number: the schedule peaks at the flag's.
+void WarnPeakFromFlag(const EngineConfig& config, ReadLog& log) {
+  const engine::LrSchedule& s = config.lr_schedule;
+  if ((s.type != engine::LrScheduleType::kWarmupLR &&
+       s.type != engine::LrScheduleType::kWarmupDecayLR) ||
+      s.warmup_max_lr == config.optimizer.lr ||
+      SourceOf(log, "optimizer.params.lr") != "file" ||
+      !absl::StartsWith(SourceOf(log, "scheduler.params.warmup_max_lr"),
+                        "auto←--learning_rate")) {
+    return;
+  }
+  log.warnings.push_back(absl::StrCat(
+      "scheduler.params.warmup_max_lr is \"auto\", filled by --learning_rate "
+      "(",
+      s.warmup_max_lr, "), while optimizer.params.lr is ", config.optimizer.lr,
+      " in the file: the schedule peaks at ", s.warmup_max_lr,
+      " (write one number in both, or \"auto\" in both)"));
+}
+
 // A warning for each flag that was given but filled no "auto".
 void WarnUnusedFlags(const ReadLog& log, std::vector<std::string>* warnings) {
   std::set<std::string> given, used;
@@ -225,7 +378,9 @@ void WarnUnusedFlags(const ReadLog& log, std::vector<std::string>* warnings) {
     }
     warnings->push_back(absl::StrCat(
         "--", flag, " is not used: it fills only \"auto\" values of ",
-        absl::StrJoin(keys, ", "), ", and the config gives none"));
+        absl::StrJoin(keys, ", "),
+        ", and the config has none of them as \"auto\" (its own values, or "
+        "the defaults, stand)"));
   }
 }
 
@@ -237,12 +392,28 @@ absl::StatusOr<EngineConfig> Parse(absl::string_view json, int world_size,
   AddFills(inputs, log);
   log->steps = inputs.steps;
   EngineConfig config;
+  const bool no_optimizer = DefaultOptimizer(inputs, &root_struct);
+  ReadLegacyZero(&root_struct, &log->warnings);
   ObjectReader root(&root_struct, "", log);
   ZS_RETURN_IF_ERROR(ParseBatch(root, world_size, &config.batch));
   ZS_ASSIGN_OR_RETURN(
       config.gradient_clipping,
       root.Number("gradient_clipping", 0.0, ObjectReader::Bound::kNonNegative));
   ZS_RETURN_IF_ERROR(internal::ParseOptimizer(root, &config.optimizer));
+  if (no_optimizer) {
+    const AdamWConfig& o = config.optimizer;
+    log->warnings.push_back(absl::StrCat(
+        "the config has no optimizer section (DeepSpeed has no default): the "
+        "servers run AdamW with lr ",
+        o.lr,
+        std::isnan(inputs.learning_rate) ? " (the default; --learning_rate "
+                                           "sets it)"
+                                         : " (--learning_rate)",
+        ", betas (", o.beta1, ", ", o.beta2, "), eps ", o.eps,
+        ", weight decay ", o.weight_decay,
+        "; give the config an optimizer section (or Python's initialize an "
+        "optimizer) to choose"));
+  }
   if (std::isnan(inputs.learning_rate)) {
     AutoFill& max_lr = log->fills["scheduler.params.warmup_max_lr"];
     max_lr.missing.clear();
@@ -251,8 +422,10 @@ absl::StatusOr<EngineConfig> Parse(absl::string_view json, int world_size,
   }
   ZS_RETURN_IF_ERROR(internal::ParseScheduler(root, config.optimizer.lr,
                                               &config.lr_schedule, log));
+  WarnPeakFromFlag(config, *log);
   ZS_RETURN_IF_ERROR(internal::ParsePrecision(root, &config));
   ZS_RETURN_IF_ERROR(internal::ParseZero(root, &config.zero, log));
+  MatchDeepSpeedScaler(root_struct, &config, log);
   ZS_RETURN_IF_ERROR(internal::ParseAio(root, &config.zero.nvme, log));
   ZS_RETURN_IF_ERROR(internal::ParseZeroShard(root, &config.zeroshard));
   ZS_RETURN_IF_ERROR(internal::ParseMonitors(root, &config.monitor, log));
@@ -432,6 +605,12 @@ std::string DescribeEngineConfig(const EngineConfig& c) {
                   " wd ", c.optimizer.weight_decay,
                   c.optimizer.bias_correction ? "" : " (no bias correction)",
                   ", ", kSchedules[static_cast<int>(c.lr_schedule.type)]);
+  if (c.lr_schedule.type == engine::LrScheduleType::kWarmupLR ||
+      c.lr_schedule.type == engine::LrScheduleType::kWarmupDecayLR) {
+    // Their rate is warmup_min_lr to warmup_max_lr, not the optimizer's lr.
+    absl::StrAppend(&out, " ", c.lr_schedule.warmup_min_lr, " to ",
+                    c.lr_schedule.warmup_max_lr);
+  }
   if (c.gradient_clipping > 0) {
     absl::StrAppend(&out, ", clip ", c.gradient_clipping);
   }

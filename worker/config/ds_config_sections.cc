@@ -9,6 +9,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "common/hostname.h"
 #include "common/status_macros.h"
 #include "google/protobuf/struct.pb.h"
@@ -34,6 +35,8 @@ constexpr Unused kUnusedTopLevel[] = {
     {"prescale_gradients", "gradients are averaged once, in fp32"},
     {"gradient_predivide_factor", "gradients are averaged once, in fp32"},
     {"communication_data_type", "gradients travel in the training dtype"},
+    {"seq_parallel_communication_data_type", "no sequence parallelism"},
+    {"fp32_allreduce", "gradients are reduced in fp32 always"},
     {"sparse_gradients", "gradients are dense"},
     {"amp", "use fp16 or bf16"},
     {"activation_checkpointing",
@@ -186,8 +189,10 @@ absl::Status UseNvme(ObjectReader& offload, ZeroConfig* out) {
   if (nvme.enabled && nvme.nvme_path != path) {
     return offload.Error(
         "nvme_path",
-        absl::StrCat("\"", path, "\" differs from \"", nvme.nvme_path, "\" of ",
-                     nvme.requested_by, " (the servers have one NVMe path)"));
+        absl::StrCat(
+            "\"", path, "\" differs from \"", nvme.nvme_path, "\" of ",
+            absl::StrReplaceAll(nvme.requested_by, {{".device", ".nvme_path"}}),
+            " (the servers have one NVMe path)"));
   }
   if (!nvme.enabled) nvme.requested_by = offload.PathOf("device");
   nvme.enabled = true;
@@ -353,9 +358,16 @@ absl::Status ParseOptimizer(ObjectReader& root, AdamWConfig* out) {
   out->beta1 = betas[0];
   out->beta2 = betas[1];
   ZS_ASSIGN_OR_RETURN(out->eps, params.Number("eps", 1e-8, Bound::kPositive));
-  ZS_ASSIGN_OR_RETURN(out->weight_decay,
-                      params.Number("weight_decay", 0.0, Bound::kNonNegative));
   ZS_ASSIGN_OR_RETURN(bool adam_w_mode, params.Bool("adam_w_mode", true));
+  ZS_ASSIGN_OR_RETURN(bool torch_adam, params.Bool("torch_adam", false));
+  // With torch_adam DeepSpeed builds torch.optim.AdamW (engine.py,
+  // _configure_basic_optimizer), whose weight_decay defaults to 0.01; its
+  // own FusedAdam and CPUAdam default to 0.
+  const bool adamw = type == "adamw" || adam_w_mode;
+  ZS_ASSIGN_OR_RETURN(
+      out->weight_decay,
+      params.Number("weight_decay", torch_adam && adamw ? 0.01 : 0.0,
+                    Bound::kNonNegative));
   if (type == "adam" && !adam_w_mode && out->weight_decay != 0) {
     return params.Error(
         "adam_w_mode",
@@ -366,9 +378,13 @@ absl::Status ParseOptimizer(ObjectReader& root, AdamWConfig* out) {
                       params.Bool("bias_correction", true));
   ZS_ASSIGN_OR_RETURN(bool amsgrad, params.Bool("amsgrad", false));
   if (amsgrad) return params.Error("amsgrad", "only false is supported");
-  ZS_RETURN_IF_ERROR(params.Bool("torch_adam", false).status());
-  params.Ignore("max_grad_norm", "use the top-level gradient_clipping");
+  if (params.Raw("max_grad_norm") != nullptr) {
+    return params.Error("max_grad_norm",
+                        "not an optimizer parameter (DeepSpeed refuses it "
+                        "too): give the top-level gradient_clipping");
+  }
   params.WarnUnknown();
+  opt.Ignore("legacy_fusion", "a DeepSpeed implementation detail");
   opt.WarnUnknown();
   return absl::OkStatus();
 }
@@ -439,7 +455,13 @@ absl::Status ParsePrecision(ObjectReader& root, EngineConfig* out) {
       root.Has("bf16") || !root.Has("bfloat16") ? "bf16" : "bfloat16";
   ZS_ASSIGN_OR_RETURN(ObjectReader bf16, root.Object(bf16_key));
   ZS_ASSIGN_OR_RETURN(bool bf16_enabled, bf16.Bool("enabled", false));
+  bf16.Ignore("immediate_grad_update", "a DeepSpeed implementation detail");
   bf16.WarnUnknown();
+  if (root.Has("bf16") && root.Has("bfloat16")) {
+    root.Ignore("bfloat16",
+                "DeepSpeed's old name of the bf16 section, which "
+                "the config also has and which decides");
+  }
   if (fp16_enabled && bf16_enabled) {
     return bf16.Error("enabled", "fp16 and bf16 cannot both be enabled");
   }

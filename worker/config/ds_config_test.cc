@@ -5,6 +5,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -124,7 +125,11 @@ TEST(DsConfigTest, Defaults) {
   std::vector<std::string> warnings;
   auto c = ParseDeepSpeedConfigFile(TestData("minimal.json"), 3, &warnings);
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_THAT(warnings, IsEmpty());
+  // DeepSpeed has no default optimizer: the one that runs is named.
+  EXPECT_THAT(warnings,
+              ElementsAre(HasSubstr("the config has no optimizer section "
+                                    "(DeepSpeed has no default): the servers "
+                                    "run AdamW with lr 0.001 (the default")));
   EXPECT_EQ(c->batch.train_batch_size, 12);
   EXPECT_EQ(c->batch.gradient_accumulation_steps, 1);
   EXPECT_EQ(c->gradient_clipping, 0.0);
@@ -155,16 +160,46 @@ TEST(DsConfigTest, Defaults) {
   EXPECT_EQ(c->zeroshard.alignment, 64u);
 }
 
+// DeepSpeed's scaler by stage (runtime/config.py
+// get_dynamic_loss_scale_args, fp16/loss_scaler.py, fp16/fused_optimizer.py):
+// at stages 1-3 an fp16 section naming no scaler key gets
+// DynamicLossScaler()'s 2^32 and no hysteresis, one naming any gets the
+// config's defaults (2^16, hysteresis 2); stage 0's optimizer has no
+// hysteresis.
 TEST(DsConfigTest, Fp16Defaults) {
+  std::vector<std::string> warnings;
   auto c = ParseDeepSpeedConfig(
-      R"({"train_batch_size": 8, "fp16": {"enabled": true}})", 1, nullptr);
+      R"({"train_batch_size": 8, "fp16": {"enabled": true},
+          "zero_optimization": {"stage": 1}})",
+      1, nullptr);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_TRUE(c->loss_scaler.dynamic);
-  EXPECT_EQ(c->loss_scaler.initial_scale, 65536.0);  // 2^16
+  EXPECT_EQ(c->loss_scaler.initial_scale, 4294967296.0);  // 2^32
   EXPECT_EQ(c->loss_scaler.scale_window, 1000);
-  EXPECT_EQ(c->loss_scaler.hysteresis, 2);
+  EXPECT_EQ(c->loss_scaler.hysteresis, 1);
   EXPECT_FALSE(c->loss_scaler.consecutive_hysteresis);
   EXPECT_EQ(c->loss_scaler.min_scale, 1.0);
+  EXPECT_TRUE(c->loss_scaler.raise_error_at_min_scale);
+  EXPECT_THAT(RenderResolvedTable(c->resolved, false),
+              HasSubstr("DeepSpeed's DynamicLossScaler at stages 1-3"));
+
+  c = ParseDeepSpeedConfig(
+      R"({"train_batch_size": 8, "fp16": {"enabled": true,
+          "loss_scale_window": 500}, "zero_optimization": {"stage": 3}})",
+      1, nullptr);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->loss_scaler.initial_scale, 65536.0);  // 2^16
+  EXPECT_EQ(c->loss_scaler.hysteresis, 2);
+
+  c = ParseDeepSpeedConfig(
+      R"({"train_batch_size": 8, "fp16": {"enabled": true, "hysteresis": 4}})",
+      1, &warnings);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->loss_scaler.initial_scale, 65536.0);
+  EXPECT_EQ(c->loss_scaler.hysteresis, 1);
+  EXPECT_THAT(absl::StrJoin(warnings, "\n"),
+              HasSubstr("fp16.hysteresis (4) is not used at "
+                        "zero_optimization.stage 0"));
 
   c = ParseDeepSpeedConfig(
       R"({"train_batch_size": 8, "fp16": {"enabled": true, "loss_scale": 128}})",
@@ -280,8 +315,11 @@ TEST(DsConfigTest, ErrorsNameTheirKey) {
        "zero_optimization.stage: must be an integer in [0, 3], got 4"},
       {R"("zero_optimization": {"stage": 3, "overlap_comm": "yes"})",
        "zero_optimization.overlap_comm: must be true or false, got \"yes\""},
-      {R"("zero_optimization": true)",
-       "zero_optimization: must be an object, got true"},
+      {R"("zero_optimization": 2)",
+       "zero_optimization: must be an object, got 2"},
+      {R"("optimizer": {"params": {"max_grad_norm": 1.0}})",
+       "optimizer.params.max_grad_norm: not an optimizer parameter (DeepSpeed "
+       "refuses it too): give the top-level gradient_clipping"},
       {R"("zero_optimization": {"stage": 3,
           "offload_param": {"device": "nvme"}})",
        "zero_optimization.offload_param.nvme_path: required with "
@@ -410,7 +448,7 @@ TEST(DsConfigTest, FeaturesNotImplementedSaySoByName) {
   // Megatron-DeepSpeed and DeepSpeedExamples configs carry these.
   std::vector<std::string> warnings;
   auto c = ParseDeepSpeedConfig(R"({
-      "train_micro_batch_size_per_gpu": 1,
+      "train_micro_batch_size_per_gpu": 1, "optimizer": {"type": "AdamW"},
       "data_types": {"grad_accum_dtype": "fp32"},
       "curriculum_learning": {"enabled": true, "curriculum_type": "seqlen"},
       "progressive_layer_drop": {"enabled": true, "theta": 0.5}})",
@@ -454,6 +492,7 @@ TEST(DsConfigTest, DeepSpeedWarningsAndAliases) {
   std::vector<std::string> warnings;
   auto c = ParseDeepSpeedConfig(R"({
       "train_batch_size": 4, "bfloat16": {"enabled": true},
+      "optimizer": {"type": "AdamW"},
       "scheduler": {"type": "WarmupDecayLR",
                     "params": {"warmup_num_steps": 100, "total_num_steps": 50}},
       "zero_optimization": {"stage": 3, "offload_param": {"device": "cpu",
@@ -535,4 +574,64 @@ TEST(DsConfigTest, AcceptsIntegralFloatsAndAdamWithoutWeightDecay) {
 }
 
 }  // namespace
+// What DeepSpeed reads from older or partial configs (DeepSpeedExamples,
+// DeepSpeed-Chat): the legacy "zero_optimization": true (stage 1) and
+// cpu_offload_param, torch_adam's weight decay default (torch's AdamW:
+// 0.01), no optimizer section with --learning_rate (Hugging Face's AdamW
+// from its arguments), and an "auto" warmup_max_lr filled by a flag that
+// disagrees with the file's lr.
+TEST(DsConfigTest, WhatDeepSpeedReadsOfOlderAndPartialConfigs) {
+  std::vector<std::string> warnings;
+  auto c = ParseDeepSpeedConfig(
+      R"({"train_batch_size": 8, "optimizer": {"type": "AdamW"},
+          "zero_optimization": true})",
+      1, &warnings);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->zero.stage, 1);
+  EXPECT_THAT(absl::StrJoin(warnings, "\n"),
+              HasSubstr("legacy form of {\"stage\": 1}"));
+
+  warnings.clear();
+  c = ParseDeepSpeedConfig(
+      R"({"train_batch_size": 8, "optimizer": {"type": "AdamW"},
+          "zero_optimization": {"stage": 3, "cpu_offload_param": true}})",
+      1, &warnings);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->zero.offload_param, OffloadDevice::kServer);
+
+  c = ParseDeepSpeedConfig(
+      R"({"train_batch_size": 8,
+          "optimizer": {"type": "AdamW", "params": {"torch_adam": true}}})",
+      1, nullptr);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->optimizer.weight_decay, 0.01);
+  c = ParseDeepSpeedConfig(
+      R"({"train_batch_size": 8, "optimizer": {"type": "AdamW"}})", 1, nullptr);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->optimizer.weight_decay, 0.0);  // FusedAdam's default
+
+  AutoInputs in;
+  in.learning_rate = 1e-4;
+  in.weight_decay = 0.05;
+  warnings.clear();
+  c = ParseDeepSpeedConfig(R"({"train_batch_size": 8})", 1, in, &warnings);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->optimizer.lr, 1e-4);
+  EXPECT_EQ(c->optimizer.weight_decay, 0.05);
+  EXPECT_THAT(absl::StrJoin(warnings, "\n"),
+              HasSubstr("AdamW with lr 0.0001 (--learning_rate)"));
+
+  warnings.clear();
+  c = ParseDeepSpeedConfig(
+      R"({"train_batch_size": 8, "optimizer": {"params": {"lr": 1e-3}},
+          "scheduler": {"type": "WarmupLR",
+                        "params": {"warmup_max_lr": "auto"}}})",
+      1, in, &warnings);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->lr_schedule.warmup_max_lr, 1e-4);
+  EXPECT_THAT(absl::StrJoin(warnings, "\n"),
+              HasSubstr("the schedule peaks at 0.0001"));
+  EXPECT_THAT(DescribeEngineConfig(*c), HasSubstr("WarmupLR 0 to 0.0001"));
+}
+
 }  // namespace zeroshard::config

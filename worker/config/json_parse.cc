@@ -23,9 +23,10 @@ class Parser {
   explicit Parser(absl::string_view text) : s_(text) {}
 
   absl::Status Document(Value* out) {
-    SkipSpace();
+    if (s_.substr(0, 3) == "\xEF\xBB\xBF") i_ = 3;  // a UTF-8 byte-order mark
+    ZS_RETURN_IF_ERROR(SkipSpace());
     ZS_RETURN_IF_ERROR(ParseValue(out, 0));
-    SkipSpace();
+    ZS_RETURN_IF_ERROR(SkipSpace());
     if (i_ != s_.size()) return Error("Extra data", i_);
     return absl::OkStatus();
   }
@@ -41,11 +42,27 @@ class Parser {
         "invalid JSON at line ", line, ", column ", column, ": ", what));
   }
 
-  void SkipSpace() {
-    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' ||
-                              s_[i_] == '\n' || s_[i_] == '\r')) {
-      ++i_;
+  // White space and comments (hjson's, as DeepSpeed reads config files:
+  // "#" and "//" to the end of the line, "/* ... */").
+  absl::Status SkipSpace() {
+    while (i_ < s_.size()) {
+      const char c = s_[i_];
+      if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+        ++i_;
+      } else if (c == '#' || s_.substr(i_, 2) == "//") {
+        const size_t end = s_.find('\n', i_);
+        i_ = end == absl::string_view::npos ? s_.size() : end + 1;
+      } else if (s_.substr(i_, 2) == "/*") {
+        const size_t end = s_.find("*/", i_ + 2);
+        if (end == absl::string_view::npos) {
+          return Error("a /* comment without its */", i_);
+        }
+        i_ = end + 2;
+      } else {
+        break;
+      }
     }
+    return absl::OkStatus();
   }
 
   bool Literal(absl::string_view word) {
@@ -202,7 +219,7 @@ class Parser {
   // At '{'.
   absl::Status ParseObject(google::protobuf::Struct* out, int depth) {
     ++i_;
-    SkipSpace();
+    ZS_RETURN_IF_ERROR(SkipSpace());
     if (i_ < s_.size() && s_[i_] == '}') {
       ++i_;
       return absl::OkStatus();
@@ -217,12 +234,12 @@ class Parser {
       if (out->fields().count(key) != 0) {
         return Error(absl::StrCat("duplicate key \"", key, "\""), key_at);
       }
-      SkipSpace();
+      ZS_RETURN_IF_ERROR(SkipSpace());
       if (i_ >= s_.size() || s_[i_] != ':') {
         return Error("Expecting ':' delimiter", i_);
       }
       ++i_;
-      SkipSpace();
+      ZS_RETURN_IF_ERROR(SkipSpace());
       ZS_RETURN_IF_ERROR(ParseValue(&(*out->mutable_fields())[key], depth + 1));
       bool closed = false;
       ZS_RETURN_IF_ERROR(AfterItem('}', &closed));
@@ -234,7 +251,7 @@ class Parser {
   absl::Status ParseArray(Value* out, int depth) {
     ++i_;
     google::protobuf::ListValue* list = out->mutable_list_value();
-    SkipSpace();
+    ZS_RETURN_IF_ERROR(SkipSpace());
     if (i_ < s_.size() && s_[i_] == ']') {
       ++i_;
       return absl::OkStatus();
@@ -248,24 +265,19 @@ class Parser {
   }
 
   // After an object member or an array element: `close` ends the
-  // container (*closed = true), or a ',' must be followed by another item
-  // (a trailing comma is an error, as json.load has it).
+  // container (*closed = true), or a ',' comes first; a ',' before `close`
+  // (a trailing comma) is fine, as hjson has it.
   absl::Status AfterItem(char close, bool* closed) {
-    SkipSpace();
+    ZS_RETURN_IF_ERROR(SkipSpace());
+    if (i_ < s_.size() && s_[i_] == ',') {
+      ++i_;
+      ZS_RETURN_IF_ERROR(SkipSpace());
+    } else if (i_ >= s_.size() || s_[i_] != close) {
+      return Error("Expecting ',' delimiter", i_);
+    }
     if (i_ < s_.size() && s_[i_] == close) {
       ++i_;
       *closed = true;
-      return absl::OkStatus();
-    }
-    if (i_ >= s_.size() || s_[i_] != ',') {
-      return Error("Expecting ',' delimiter", i_);
-    }
-    ++i_;
-    SkipSpace();
-    if (i_ < s_.size() && s_[i_] == close) {
-      return Error(
-          absl::StrCat("trailing comma before '", std::string(1, close), "'"),
-          i_ - 1);
     }
     return absl::OkStatus();
   }

@@ -1,9 +1,11 @@
-// A strict JSON parser for configs: exactly what Python's json.load reads
-// (RFC 8259 plus NaN, Infinity and -Infinity), so a config that zeroshard
-// accepts is one DeepSpeed's json.load accepts too. Trailing commas,
-// comments, single quotes, leading '+' or '.', hex numbers and control
-// characters inside strings are errors. One difference: a repeated key in
-// an object is an error (json.load keeps the last value silently).
+// The parser for configs: JSON as Python's json.load reads it (RFC 8259
+// plus NaN, Infinity and -Infinity), with what DeepSpeed's hjson.load also
+// takes in config files and configs carry: comments ("#" and "//" to the
+// end of the line, "/* ... */"), trailing commas and a UTF-8 byte-order
+// mark. hjson's quoteless keys and strings, single quotes, leading '+' or
+// '.', hex numbers and control characters inside strings are errors. A
+// repeated key in an object is an error, as DeepSpeed's
+// dict_raise_error_on_duplicate_keys has it.
 //
 // Errors are INVALID_ARGUMENT with the 1-based line and column and
 // json.load's wording: "invalid JSON at line 3, column 5: Expecting ','
