@@ -495,7 +495,8 @@ static void members(zs_client* c) {
  * scale; no server needed. */
 static void configuration(void) {
   const char* json =
-      "{\"train_batch_size\": 8, \"foo\": 1, \"fp16\": {\"enabled\": true,"
+      "{\"train_batch_size\": 8, \"foo\": 1, \"optimizer\": {\"type\": "
+      "\"AdamW\"}, \"fp16\": {\"enabled\": true,"
       " \"initial_scale_power\": 1, \"hysteresis\": 1}}";
   zs_train_config c, bad, untouched;
   zs_trainer_state s;

@@ -57,9 +57,16 @@ class ConfigAutoTest(unittest.TestCase):
                         cfg.warnings)
 
     def test_plain_configs_still_parse(self):
-        cfg = zeroshard.Config({"train_batch_size": 4}, 2)
+        cfg = zeroshard.Config({"train_batch_size": 4,
+                                "optimizer": {"type": "AdamW"}}, 2)
         self.assertEqual(cfg.micro_batch_per_worker, 2)
         self.assertEqual(cfg.warnings, [])
+        # Without an optimizer section: the AdamW that runs is named, and
+        # a learning rate given fills it (as Hugging Face's Trainer).
+        cfg = zeroshard.Config({"train_batch_size": 4}, 2,
+                               learning_rate=3e-4)
+        self.assertIn("no optimizer section", cfg.warnings[0])
+        self.assertEqual(cfg.base_lr, 3e-4)
 
 
 class InitializeAutoTest(unittest.TestCase):

@@ -46,7 +46,8 @@ TEST(MonitorConfigTest, DeepSpeedKeysAndDefaults) {
           "csv_monitor": {"enabled": true},
           "wandb": {"enabled": true, "team": "t", "group": null,
                     "project": "p"},
-          "comet": {"enabled": false, "project": "x"}})",
+          "comet": {"enabled": false, "project": "x"},
+          "optimizer": {"type": "AdamW"}})",
       1, &warnings);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_TRUE(c->monitor.tensorboard.enabled);
