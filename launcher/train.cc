@@ -142,6 +142,16 @@ class Job {
  private:
   absl::Status StartServers();
   absl::Status SpawnWorker(int rank, const std::string& coord);
+  // Rank 0, then (once it has written its port) the others. A status, or
+  // the exit code Poll() gave while waiting.
+  absl::Status SpawnWorkers(std::optional<int>* code);
+  // Whether the job can start its workers again after one failed.
+  bool CanRestartWorkers() const {
+    return !o_.checkpoint_dir.empty() && fleet_ != nullptr &&
+           worker_restarts_ < static_cast<int>(o_.max_restarts);
+  }
+  // Stops the workers, keeps their logs and metrics, starts them again.
+  std::optional<int> RestartWorkers(const std::vector<size_t>& failed);
   // Polls everything once; returns an exit code when the job is over.
   std::optional<int> Poll();
   void EchoLogs();
@@ -175,6 +185,7 @@ class Job {
   Clock::time_point start_ = Clock::now(), last_stats_{};
   int64_t server_step_ = -1;
   int restarts_ = 0;  // servers restarted (with --checkpoint_dir)
+  int worker_restarts_ = 0;
   double tokens_ = 0;
 };
 
@@ -209,6 +220,36 @@ absl::Status Job::StartServers() {
                             " optimizer threads each): ", servers_)
              : absl::StrCat("servers: ", servers_));
   return absl::OkStatus();
+}
+
+absl::Status Job::SpawnWorkers(std::optional<int>* code) {
+  const std::string port_file = o_.work_dir + "/rank0.port";
+  RemoveStale(env_, port_file);
+  for (uint32_t r = 0; r < o_.workers; ++r) {
+    // The history of an earlier attempt, for the report of a continued job.
+    absl::Status kept =
+        KeepEarlierMetrics(o_.work_dir, static_cast<int>(r), env_);
+    if (!kept.ok()) {
+      std::fprintf(stderr, "%s: %s\n", kProg,
+                   std::string(kept.message()).c_str());
+      RemoveStale(env_,
+                  absl::StrCat(o_.work_dir, "/metrics-rank", r, ".jsonl"));
+    }
+  }
+  absl::Status s = SpawnWorker(0, "127.0.0.1:0");
+  std::string port;
+  while (s.ok() && port.empty() && o_.workers > 1) {
+    if (*code = Poll(); code->has_value()) return absl::OkStatus();
+    // The worker writes it atomically (write, then rename).
+    auto text = ReadSmallFile(env_, port_file);
+    if (text.ok()) port = std::string(absl::StripAsciiWhitespace(*text));
+    if (port.empty())
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  for (uint32_t r = 1; s.ok() && r < o_.workers; ++r) {
+    s = SpawnWorker(static_cast<int>(r), "127.0.0.1:" + port);
+  }
+  return s;
 }
 
 absl::Status Job::SpawnWorker(int r, const std::string& coord) {
@@ -330,11 +371,16 @@ int Job::Fail(const std::string& what, const std::string& log) {
   return 1;
 }
 
-int Job::FailWorkers(const std::vector<size_t>& failed) {
+// "worker rank R (pid P) failed with ..." for the first of `failed` whose log
+// does not end in a peer's UNAVAILABLE error (else the first); *first is it.
+std::string DescribeFailedWorkers(const std::vector<size_t>& failed,
+                                  const std::vector<Subprocess>& workers,
+                                  const std::vector<LogFollower>& logs,
+                                  const std::vector<int>& status,
+                                  size_t* first_out) {
   size_t first = failed[0];
   for (size_t r : failed) {
-    if (TailLines(logs_[r].path(), 1).find("UNAVAILABLE") ==
-        std::string::npos) {
+    if (TailLines(logs[r].path(), 1).find("UNAVAILABLE") == std::string::npos) {
       first = r;
       break;
     }
@@ -343,14 +389,56 @@ int Job::FailWorkers(const std::vector<size_t>& failed) {
   for (size_t r : failed) {
     if (r != first) {
       absl::StrAppend(&also, also.empty() ? " (then " : ", ", "rank ", r,
-                      " with ", DescribeWaitStatus(status_[r]));
+                      " with ", DescribeWaitStatus(status[r]));
     }
   }
   if (!also.empty()) also += ")";
-  return Fail(
-      absl::StrCat("worker rank ", first, " (pid ", workers_[first].pid(),
-                   ") failed with ", DescribeWaitStatus(status_[first]), also),
-      logs_[first].path());
+  *first_out = first;
+  return absl::StrCat("worker rank ", first, " (pid ", workers[first].pid(),
+                      ") failed with ", DescribeWaitStatus(status[first]),
+                      also);
+}
+
+int Job::FailWorkers(const std::vector<size_t>& failed) {
+  size_t first = 0;
+  const std::string what =
+      DescribeFailedWorkers(failed, workers_, logs_, status_, &first);
+  return Fail(what, logs_[first].path());
+}
+
+std::optional<int> Job::RestartWorkers(const std::vector<size_t>& failed) {
+  size_t first = 0;
+  const std::string what =
+      DescribeFailedWorkers(failed, workers_, logs_, status_, &first);
+  EchoLogs();
+  ++worker_restarts_;
+  Say(absl::StrCat(what, "; starting the workers again (", worker_restarts_,
+                   " of ", o_.max_restarts,
+                   "): they continue from the servers' state"));
+  for (Subprocess& w : workers_) w.Signal(SIGTERM);
+  for (Subprocess& w : workers_) w.Stop(kGrace);
+  EchoLogs();
+  for (size_t r = 0; r < workers_.size(); ++r) {
+    // This attempt's log beside the next one's.
+    const std::string log = logs_[r].path();
+    (void)env_->RenameFile(log,
+                           absl::StrCat(o_.work_dir, "/rank-", r, ".attempt-",
+                                        worker_restarts_, ".log"));
+  }
+  workers_.clear();
+  logs_.clear();
+  done_.clear();
+  status_.clear();
+  metrics_ = LogFollower(o_.work_dir + "/metrics-rank0.jsonl");
+  std::optional<int> code;
+  absl::Status s = SpawnWorkers(&code);
+  if (code.has_value()) return code;
+  if (!s.ok()) {
+    StopAll();
+    std::fprintf(stderr, "%s: %s\n", kProg, std::string(s.message()).c_str());
+    return 1;
+  }
+  return std::nullopt;
 }
 
 std::optional<int> Job::Poll() {
@@ -377,7 +465,9 @@ std::optional<int> Job::Poll() {
     if (failed.empty()) break;
     if (round == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
   }
-  if (!failed.empty()) return FailWorkers(failed);
+  if (!failed.empty()) {
+    return CanRestartWorkers() ? RestartWorkers(failed) : FailWorkers(failed);
+  }
   if (fleet_) {
     std::optional<ServerFailure> down = WatchServers(
         *fleet_, o_.num_servers, !o_.checkpoint_dir.empty(), o_.work_dir,
@@ -407,38 +497,14 @@ int Job::Run() {
     std::fprintf(stderr, "%s: %s\n", kProg, std::string(s.message()).c_str());
     return 1;
   }
-  const std::string port_file = o_.work_dir + "/rank0.port";
-  RemoveStale(env_, port_file);
-  for (uint32_t r = 0; r < o_.workers; ++r) {
-    // The history of an earlier attempt, for the report of a continued job.
-    absl::Status kept =
-        KeepEarlierMetrics(o_.work_dir, static_cast<int>(r), env_);
-    if (!kept.ok()) {
-      std::fprintf(stderr, "%s: %s\n", kProg,
-                   std::string(kept.message()).c_str());
-      RemoveStale(env_,
-                  absl::StrCat(o_.work_dir, "/metrics-rank", r, ".jsonl"));
-    }
-  }
-  s = SpawnWorker(0, "127.0.0.1:0");
-  std::string port;
-  while (s.ok() && port.empty() && o_.workers > 1) {
-    if (auto code = Poll(); code.has_value()) return *code;
-    // The worker writes it atomically (write, then rename).
-    auto text = ReadSmallFile(env_, port_file);
-    if (text.ok()) port = std::string(absl::StripAsciiWhitespace(*text));
-    if (port.empty())
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  for (uint32_t r = 1; s.ok() && r < o_.workers; ++r) {
-    s = SpawnWorker(static_cast<int>(r), "127.0.0.1:" + port);
-  }
+  std::optional<int> code;
+  s = SpawnWorkers(&code);
+  if (code.has_value()) return *code;
   if (!s.ok()) {
     StopAll();
     std::fprintf(stderr, "%s: %s\n", kProg, std::string(s.message()).c_str());
     return 1;
   }
-  std::optional<int> code;
   while (!(code = Poll()).has_value()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }

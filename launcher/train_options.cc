@@ -246,6 +246,10 @@ absl::StatusOr<TrainOptions> ParseTrainOptions(int argc, char** argv) {
                "run started again with the same directory resumes from the "
                "newest complete checkpoint, and a server that dies is "
                "restarted from it while the workers roll back");
+  flags.Uint32("max_restarts", &o.max_restarts,
+               "with --checkpoint_dir (servers started here): times the "
+               "workers are started again after one fails, continuing from "
+               "the servers' state; then the job stops");
   flags.String("work_dir", &o.work_dir,
                "logs, metrics.jsonl, loss.svg and report.md go here");
   flags.Int64("print_every", &o.print_every,

@@ -102,11 +102,12 @@ out=$("$LAUNCHER" train "${TINY[@]}" --servers=1 --workers=1 --steps=2 \
   grep -q "\[rank 0\] config: .*, 1 servers" <<<"$out"
 check "--servers overrides the config's count, said and reported (rc $rc)" $?
 
-# A worker that fails stops the job, naming its rank and status.
-# With checkpoints, it says that the same command continues the job.
+# A worker that fails stops the job, naming its rank and status (here
+# with no restarts left). With checkpoints, it says that the same command
+# continues the job.
 out=$(ZEROSHARD_TEST_FAIL_AT=1:2 "$LAUNCHER" train "${TINY[@]}" --steps=1000 \
   --worker_binary="$TEST_WORKER" --work_dir="$T/fail" \
-  --checkpoint_dir="$T/failck" 2>&1); rc=$?
+  --checkpoint_dir="$T/failck" --max_restarts=0 2>&1); rc=$?
 [ $rc -eq 1 ] && grep -q "worker rank 1 (pid [0-9]*) failed with exit code 3" <<<"$out"
 check "failing worker: exit 1 naming rank 1 and exit code 3 (rc $rc)" $?
 grep -q "checkpoints are in $T/failck: the same command again continues" <<<"$out"
@@ -147,6 +148,19 @@ check "resumed run exits 0" $?
 grep -q "restored step 6" "$T/c6/server-0.log"; check "servers restored step 6" $?
 grep -q "continuing the job at step 7 of 12" <<<"$out"; check "the resumed run says where it continues ($out)" $?
 cmp -s "$T/ref12.bin" "$T/res12.bin"; check "resumed run saves the same bits" $?
+# A worker that fails mid-job, with checkpoints: the launcher starts the
+# workers again (torchrun's --max_restarts), they continue from the
+# servers' state, and the job ends with the uninterrupted run's bits; the
+# failed attempt's logs stay and the report covers every step.
+out=$(ZEROSHARD_TEST_FAIL_AT=1:5 "$LAUNCHER" train "${TINY[@]}" --steps=12 \
+  --worker_binary="$TEST_WORKER" --checkpoint-dir="$T/ckre" \
+  --checkpoint-interval=3 --save="$T/re12.bin" --work-dir="$T/re12" 2>&1); rc=$?
+[ $rc -eq 0 ] && grep -q "worker rank 1 (pid [0-9]*) failed with exit code 3.*; starting the workers again (1 of 3)" <<<"$out"
+check "a failed worker: the workers start again and the job ends (rc $rc)" $?
+cmp -s "$T/ref12.bin" "$T/re12.bin"; check "restarted workers save the same bits" $?
+[ -f "$T/re12/rank-1.attempt-1.log" ] && grep -q "ZEROSHARD_TEST_FAIL_AT" "$T/re12/rank-1.attempt-1.log" &&
+  grep -q "parameters, 12 steps" "$T/re12/report.md"
+check "the failed attempt's log is kept and the report covers 12 steps" $?
 # The same work dir: the report and metrics.jsonl cover the whole job.
 [ "$(wc -l <"$T/c6/metrics.jsonl")" -eq 12 ] && grep -q '^{"step":1,' "$T/c6/metrics.jsonl" &&
   grep -q "parameters, 12 steps |" "$T/c6/report.md"
