@@ -51,8 +51,8 @@ absl::Status Invalid(const std::string& message) {
 // "--name=value"): where the program's own arguments start depends on it.
 const std::set<std::string>& ValueFlags() {
   static const auto* names = new std::set<std::string>{
-      "workers",        "servers",  "server_addrs", "server_threads",
-      "checkpoint_dir", "work_dir", "job_id",       "python"};
+      "workers",  "servers", "server_addrs", "server_threads", "checkpoint_dir",
+      "work_dir", "job_id",  "python",       "max_restarts"};
   return *names;
 }
 
@@ -116,7 +116,8 @@ class ScriptJob {
   std::vector<Subprocess> ranks_;
   std::vector<LogFollower> logs_;
   std::vector<bool> done_;
-  int restarts_ = 0;
+  int restarts_ = 0;       // servers restarted
+  int rank_restarts_ = 0;  // times every rank started again
 };
 
 absl::Status ScriptJob::StartServers() {
@@ -239,9 +240,32 @@ std::optional<int> ScriptJob::Poll() {
     }
   }
   if (failed) {
-    return Fail(absl::StrCat("rank ", *failed, " (pid ", ranks_[*failed].pid(),
-                             ") failed with ", DescribeWaitStatus(status)),
-                logs_[*failed].path());
+    const std::string what =
+        absl::StrCat("rank ", *failed, " (pid ", ranks_[*failed].pid(),
+                     ") failed with ", DescribeWaitStatus(status));
+    if (rank_restarts_ >= static_cast<int>(o_.max_restarts)) {
+      return Fail(what, logs_[*failed].path());
+    }
+    ++rank_restarts_;
+    EchoLogs();
+    std::printf("%s: %s; starting every rank again (%d of %u)\n", kProg,
+                what.c_str(), rank_restarts_, o_.max_restarts);
+    for (Subprocess& p : ranks_) p.Signal(SIGTERM);
+    for (Subprocess& p : ranks_) p.Stop(kGrace);
+    EchoLogs();
+    for (size_t r = 0; r < logs_.size(); ++r) {
+      (void)DefaultEnv()->RenameFile(
+          logs_[r].path(), absl::StrCat(o_.work_dir, "/rank-", r, ".attempt-",
+                                        rank_restarts_, ".log"));
+    }
+    ranks_.clear();
+    logs_.clear();
+    done_.clear();
+    absl::Status s = SpawnRanks();
+    if (!s.ok()) {
+      return Fail(std::string(s.message()), o_.work_dir + "/rank-0.log");
+    }
+    return std::nullopt;
   }
   if (fleet_) {
     std::optional<ServerFailure> down =
@@ -302,6 +326,10 @@ absl::StatusOr<RunOptions> ParseRunOptions(int argc, char** argv) {
                "the program asks (save_checkpoint), a server that dies is "
                "restarted from its newest checkpoint, and a run started "
                "again with it resumes there");
+  flags.Uint32("max_restarts", &o.max_restarts,
+               "times every rank starts again after one fails (torchrun's; "
+               "the program must continue on its own: recovery on, or "
+               "load_checkpoint)");
   flags.String("work_dir", &o.work_dir, "server and rank logs go here");
   flags.String("job_id", &o.job_id,
                "ZEROSHARD_JOB_ID for the program (its default otherwise)");

@@ -18,11 +18,14 @@
 // before the lines of a single rank).
 //
 // Failure handling is `zeroshard train`'s (train.h): a rank that exits
-// non-zero stops the others (SIGTERM, SIGKILL after a grace period) and the
-// launcher exits 1 naming it and the end of its log; a server that exits is
-// restarted from its newest checkpoint with --checkpoint_dir (the ranks roll
-// back), else stops the job; SIGINT/SIGTERM stop everything (exit 128 +
-// signal). Children get SIGTERM if the launcher dies.
+// non-zero stops the others (SIGTERM, SIGKILL after a grace period); with
+// --max_restarts=N all ranks start again, up to N times (the program
+// continues as it would when started again: with recovery on, from the
+// servers' state; each attempt's logs kept as rank-<r>.attempt-<k>.log),
+// else the launcher exits 1 naming it and the end of its log; a server that
+// exits is restarted from its newest checkpoint with --checkpoint_dir (the
+// ranks roll back), else stops the job; SIGINT/SIGTERM stop everything (exit
+// 128 + signal). Children get SIGTERM if the launcher dies.
 #ifndef ZEROSHARD_LAUNCHER_RUN_SCRIPT_H_
 #define ZEROSHARD_LAUNCHER_RUN_SCRIPT_H_
 
@@ -41,6 +44,9 @@ struct RunOptions {
   std::string checkpoint_dir;
   std::string work_dir = "/tmp/zeroshard-run";
   std::string job_id;
+  // A rank that fails stops the others and all start again, this many
+  // times at most (torchrun's --max_restarts; 0: the job stops).
+  uint32_t max_restarts = 0;
   std::string python = "python3";    // what runs a .py PROGRAM
   std::vector<std::string> program;  // PROGRAM ARGS...
 };

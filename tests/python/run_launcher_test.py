@@ -27,6 +27,11 @@ SCRIPT = textwrap.dedent('''
           "args", " ".join(sys.argv[1:]), flush=True)
     if os.environ["RANK"] == sys.argv[1]:
         sys.exit(3)
+    if sys.argv[1].startswith("once:") and os.environ["RANK"] == "1":
+        marker = sys.argv[1][5:]
+        if not os.path.exists(marker):  # the first attempt only
+            open(marker, "w").close()
+            sys.exit(3)
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(),
                               torch.nn.Linear(16, 4))
@@ -104,6 +109,20 @@ class RunLauncherTest(unittest.TestCase):
         self.assertRegex(p.stderr, r"rank 1 \(pid \d+\) failed with exit "
                          r"code 3; stopped the job")
         time.sleep(0.2)
+        self.assertEqual(self.left(work), [])
+
+    def test_max_restarts_starts_every_rank_again(self):
+        work = os.path.join(self.dir, "again")
+        marker = os.path.join(self.dir, "failed-once")
+        p = self.run_launcher("--workers=2", "--max_restarts=1",
+                              f"--work_dir={work}", self.script,
+                              f"once:{marker}")
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertRegex(p.stdout, r"rank 1 \(pid \d+\) failed with exit "
+                         r"code 3; starting every rank again \(1 of 1\)")
+        done = [line for line in p.stdout.splitlines() if " done 4 2 " in line]
+        self.assertEqual(len(done), 2, p.stdout)
+        self.assertTrue(os.path.exists(f"{work}/rank-1.attempt-1.log"))
         self.assertEqual(self.left(work), [])
 
     def test_sigterm_stops_every_process(self):
