@@ -86,7 +86,7 @@ absl::Status CheckStartsFresh(ShardClient* client, const v1::ModelSpec& spec) {
       "the servers without that state (a server holds one model at a time; "
       "servers given a --checkpoint_dir restore its newest checkpoint, so "
       "use another or an empty one); to continue that run, start it with "
-      "recovery (a checkpoint interval) or load one of its checkpoints"));
+      "recovery (a checkpoint interval)"));
 }
 
 }  // namespace

@@ -136,7 +136,10 @@ def save(engine, save_dir, tag, client_state, save_latest):
         os.replace(tmp, os.path.join(folder, CLIENT_STATE))
         index = {"step": step, "tag": tag, "job_id": engine._client.job_id,
                  "model_elements": engine.numel, "buffers": BUFFERS,
-                 "client_state_file": CLIENT_STATE}
+                 "client_state_file": CLIENT_STATE,
+                 # A rate the script set in param_groups (no schedule), as
+                 # DeepSpeed's optimizer state_dict keeps the groups' lr.
+                 "lr_override": engine._lr_override}
         tmp = os.path.join(folder, INDEX + ".tmp")
         with open(tmp, "w") as f:
             json.dump(index, f, indent=1)
@@ -187,7 +190,9 @@ def load(engine, load_dir, tag):
         engine._client.restore(int(index["step"]), epoch)
     _barrier(engine)
     engine._epoch = epoch
+    engine._lr_override = index.get("lr_override")
     engine._start(resume=True)
+    engine._refresh_view()
     with torch.no_grad():
         for b, value in buffers:
             b.copy_(value)

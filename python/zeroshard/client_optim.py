@@ -50,13 +50,60 @@ def config_dict(config, errors=None):
         return None
     try:
         if config.lstrip().startswith("{"):
-            return json.loads(config)
-        with open(config) as f:
-            return json.load(f)
+            return loads(config)
+        with open(config, encoding="utf-8") as f:
+            return loads(f.read())
     except (OSError, ValueError) as e:
         if errors is not None:
             errors.append(str(e))
         return None
+
+
+def loads(text):
+    """JSON as the library's config parser reads it (worker/config/
+    json_parse.h): also with comments ("#", "//", "/* */"), trailing commas
+    and a byte-order mark, as DeepSpeed's hjson.load takes config files.
+    ValueError (json's) otherwise."""
+    out, i, n = [], 0, len(text)
+    if text.startswith("\ufeff"):
+        i = 1
+    pending = None  # a comma not yet known not to be trailing
+    while i < n:
+        c = text[i]
+        if c == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            if pending is not None:
+                out.append(pending)
+                pending = None
+            out.append(text[i:j + 1])
+            i = j + 1
+        elif c == "#" or text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            if j < 0:
+                raise ValueError("a /* comment without its */")
+            i = j + 2
+        elif c == ",":
+            if pending is not None:
+                out.append(pending)
+            pending = c
+            i += 1
+        elif c in " \t\r\n":
+            out.append(c)
+            i += 1
+        else:
+            if pending is not None and c not in "}]":
+                out.append(pending)
+            pending = None
+            out.append(c)
+            i += 1
+    if pending is not None:
+        out.append(pending)
+    return json.loads("".join(out))
 
 
 def _check_groups(optimizer):

@@ -197,6 +197,18 @@ class _Optimizer:
     def param_groups(self):
         return self._engine.param_groups()
 
+    @property
+    def defaults(self):
+        """torch.optim.Optimizer's: the config's hyperparameters."""
+        c = self._engine.config
+        return {"lr": c.base_lr, "betas": (c.beta1, c.beta2), "eps": c.eps,
+                "weight_decay": c.weight_decay}
+
+    @property
+    def state(self):
+        """Empty: the servers hold the moments (checkpoints save them)."""
+        return {}
+
     def zero_grad(self, set_to_none=True):  # noqa: ARG002 - torch's signature
         self._engine.zero_grad()
 
@@ -323,6 +335,7 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
         self._micro = 0           # micro-batches done in this step
         self._backward_done = False
         self._micro_steps = 0     # DeepSpeed's micro_steps
+        self._backward_boundary = False  # the last backward's: pushed?
         self._no_sync = False     # inside no_sync()
         self._boundary = None     # set_gradient_accumulation_boundary's
         self._skipped = 0
@@ -614,11 +627,19 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
                 for i, g in enumerate(self.groups)]
             self._written = [None] * len(self._view)
         if all(g.get("lr") == w for g, w in zip(self._view, self._written)):
-            # No edit waiting: the rates of the next update.
-            self._written = self.get_lr()
-            for g, lr in zip(self._view, self._written):
-                g["lr"] = lr
+            self._refresh_view()  # no edit waiting
         return self._view
+
+    def _refresh_view(self):
+        """The next update's rates into param_groups' dicts (after a step,
+        as DeepSpeed's scheduler.step() writes them), so that a script
+        holding the dicts sees them and its next edit, even of the same
+        value as before, counts."""
+        if self._view is None:
+            return
+        self._written = self.get_lr()
+        for g, lr in zip(self._view, self._written):
+            g["lr"] = lr
 
     def get_mom(self):
         """DeepSpeed's: each group's betas."""
@@ -647,13 +668,18 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
 
     @contextlib.contextmanager
     def no_sync(self):
-        """DeepSpeed's: backward inside does not scale the loss by the
-        accumulation steps. (The gradients are reduced at the accumulation
-        boundary only, inside or not.) Stages 0-1, as in DeepSpeed."""
+        """DeepSpeed's: a backward inside reduces nothing and leaves its loss
+        undivided by the accumulation steps; the gradients go out with the
+        next backward outside it, after which step() (not allowed inside)
+        takes the step. Stages 0-1, as in DeepSpeed."""
         if self.stage >= 2:
             raise Error(_FAILED_PRECONDITION, "no_sync() is incompatible "
                         f"with ZeRO stage {self.stage}'s gradient "
                         "partitioning (stages 0 and 1 only, as DeepSpeed's)")
+        if self.aggregation:
+            raise Error(_FAILED_PRECONDITION, "no_sync() with "
+                        "zeroshard.server_aggregation, which pushes every "
+                        "micro-batch")
         if self._no_sync:
             raise Error(_FAILED_PRECONDITION, "no_sync() entered twice")
         self._no_sync = True
@@ -674,11 +700,22 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
         if not torch.is_tensor(loss) or loss.numel() != 1:
             raise ValueError("backward: loss must be a one-element tensor")
         if self._backward_done:
-            raise Error(_FAILED_PRECONDITION, "backward called twice for one "
-                        "micro-batch: call step() after each backward()")
+            if self._backward_boundary:
+                raise Error(_FAILED_PRECONDITION, "backward called twice at "
+                            "the gradient accumulation boundary: call step() "
+                            "after the step's last backward()")
+            # DeepSpeed's set_gradient_accumulation_boundary and no_sync
+            # patterns (accelerate >= 1.8): a backward per micro-batch and
+            # one step() after the last; the earlier step() calls, which
+            # would only count the micro-batch, are implied.
+            self._backward_done = False
+            self._micro_steps += 1
         self.wait_parameters()
         start = time.perf_counter()
-        last = self.is_gradient_accumulation_boundary()
+        # Inside no_sync() nothing is reduced (as DeepSpeed's): the step's
+        # gradients go out with a later backward outside it.
+        last = self.is_gradient_accumulation_boundary() and not self._no_sync
+        self._backward_boundary = last
         if self._micro == 0 or self.aggregation:
             self._wait_pending()  # the previous pushes read the buffer
             self._gflat.zero_()
@@ -720,10 +757,14 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
         lr_kwargs (DeepSpeed's, for its scheduler's step) is ignored: the
         schedule follows the servers' applied updates."""
         self._check_open()
+        if self._no_sync:
+            raise Error(_FAILED_PRECONDITION, "step() inside no_sync(): the "
+                        "step's gradients are reduced by a backward outside "
+                        "it (as DeepSpeed has it)")
         if not self._backward_done:
             raise Error(_FAILED_PRECONDITION, "step() before backward(): "
                         "call engine.backward(loss) first")
-        boundary = self.is_gradient_accumulation_boundary()
+        boundary = self._backward_boundary  # what that backward pushed for
         if boundary:  # refused edits change nothing
             self._edited_rate()
             self._base_lr(self._state["updates"])
@@ -798,6 +839,7 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
             self._skipped += 1
         self.last_decision = decision
         self._apply(outcome)
+        self._refresh_view()
         if self.monitor is not None:
             self.monitor.write(self.global_samples,
                                self._monitor_loss / self.gas, args["lr"],
@@ -917,6 +959,35 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
         self.wait_parameters()
         return checkpoint.consolidated_state_dict(
             self, exclude_frozen_parameters)
+
+    # What accelerate's get_state_dict / save_model and Hugging Face's
+    # Trainer call at ZeRO-3: the whole weights always come from the
+    # servers' masters, whatever stage3_gather_16bit_weights_on_model_save.
+    def zero_gather_16bit_weights_on_model_save(self):
+        return True
+
+    def _zero3_consolidated_16bit_state_dict(self,
+                                             exclude_frozen_parameters=False):
+        return self.consolidated_state_dict(exclude_frozen_parameters)
+
+    def get_data_parallel_world_size(self):
+        return self.world
+
+    def get_data_parallel_rank(self):
+        return self.rank
+
+    def __getattr__(self, name):
+        """torch.nn.Module's lookup, then the wrapped module's attributes
+        (engine.generate(...), a model's own methods), as DeepSpeed's
+        engine passes them through."""
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            modules = self.__dict__.get("_modules", {})
+            module = modules.get("module")
+            if module is None or name.startswith("__"):
+                raise
+            return getattr(module, name)
 
     def save_16bit_model(self, save_dir, save_filename="pytorch_model.bin",
                          exclude_frozen_parameters=False):

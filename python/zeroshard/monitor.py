@@ -12,7 +12,6 @@ after every step; a monitor whose write fails (OSError) is closed with one
 warning naming it, and training goes on. Not thread-safe: the training
 thread calls write()."""
 import csv
-import json
 import os
 import socket
 import struct
@@ -66,10 +65,11 @@ def _event(wall_time, step=None, tag=None, value=None, version=None):
 def _sections(config):
     if isinstance(config, dict):
         return config
+    from .client_optim import loads  # comments, as the library reads them
     if isinstance(config, str) and config.lstrip().startswith("{"):
-        return json.loads(config)
-    with open(os.fspath(config)) as f:
-        return json.load(f)
+        return loads(config)
+    with open(os.fspath(config), encoding="utf-8") as f:
+        return loads(f.read())
 
 
 def _dir(section):

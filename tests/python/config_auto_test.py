@@ -2,6 +2,7 @@
 through the library (zs_config_resolve): the same values, sources and
 errors as `zeroshard config check`, no parsing in Python."""
 import os
+import tempfile
 import unittest
 
 import zeroshard
@@ -67,6 +68,32 @@ class ConfigAutoTest(unittest.TestCase):
                                learning_rate=3e-4)
         self.assertIn("no optimizer section", cfg.warnings[0])
         self.assertEqual(cfg.base_lr, 3e-4)
+
+
+class CommentsTest(unittest.TestCase):
+    """Python reads a config file as the library does: comments, trailing
+    commas and a byte-order mark (DeepSpeed's hjson.load), so the client
+    optimizer's section and the monitors read what zs_config accepts."""
+
+    TEXT = ('\ufeff{"train_batch_size": 4, # four\n'
+            '  // an optimizer\n'
+            '  "optimizer": {"type": "AdamW", "params": {"betas": [0.9, 0.95,],'
+            ' "note": "a, # // /* kept"}}, /* end */\n}')
+
+    def test_loads_and_the_library_agree(self):
+        from zeroshard import client_optim
+        got = client_optim.loads(self.TEXT)
+        self.assertEqual(got["optimizer"]["params"]["betas"], [0.9, 0.95])
+        self.assertEqual(got["optimizer"]["params"]["note"], "a, # // /* kept")
+        with self.assertRaises(ValueError):
+            client_optim.loads('{"a": 1 /* open')
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "ds.json")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(self.TEXT)
+            self.assertEqual(client_optim.config_dict(path), got)
+            cfg = zeroshard.Config(path, 1)
+            self.assertEqual(cfg.beta2, 0.95)
 
 
 class InitializeAutoTest(unittest.TestCase):

@@ -411,7 +411,7 @@ class AccumulationBoundaryTest(unittest.TestCase):
     gradient is still averaged over gradient_accumulation_steps (2), as
     DeepSpeed does: torch's AdamW on loss / 2."""
 
-    def run_engine(self, boundaries, micro_batches):
+    def run_engine(self, boundaries, micro_batches, step_at_boundary_only=False):
         net = tm.model()
         with zeroshard.LocalFleet(2) as fleet:
             engine, _, _, _ = zeroshard.initialize(
@@ -424,7 +424,10 @@ class AccumulationBoundaryTest(unittest.TestCase):
                                      boundaries(i))
                 x, y = tm.batch(i, 0, 0)
                 engine.backward(tm.loss_of(engine, x, y, i))
-                engine.step()
+                # accelerate >= 1.8 (DeepSpeed's docstring pattern): step()
+                # after the step's last backward only.
+                if not step_at_boundary_only or boundaries(i):
+                    engine.step()
             steps = engine.global_steps
             engine.wait_parameters()
             engine.close()
@@ -438,6 +441,10 @@ class AccumulationBoundaryTest(unittest.TestCase):
         self.assertEqual(steps, 3)
         for n in counted:
             self.assertTrue(torch.equal(counted[n], same[n]), n)
+        once, steps = self.run_engine(lambda i: i % 2 == 1, 6, True)
+        self.assertEqual(steps, 3)
+        for n in counted:
+            self.assertTrue(torch.equal(counted[n], once[n]), n)
         every, steps = self.run_engine(lambda i: True, 3)
         self.assertEqual(steps, 3)
         ref = tm.model()
@@ -485,6 +492,18 @@ class DeepSpeedSurfaceTest(unittest.TestCase):
                 model=net, config=config(2, gas=2, gradient_clipping=0.5),
                 servers=fleet.addresses)
             self.assertEqual(engine.gradient_clipping(), 0.5)
+            # The module's own attributes pass through, as DeepSpeed's.
+            self.assertIs(engine.conv, net.conv)
+            self.assertEqual(engine.get_data_parallel_world_size(), 1)
+            self.assertEqual(engine.optimizer.defaults["lr"], LR)
+            self.assertEqual(engine.optimizer.state, {})
+            with self.assertRaises(AttributeError):
+                engine.no_such_attribute  # noqa: B018
+            # accelerate's get_state_dict at ZeRO-3 calls these.
+            self.assertTrue(engine.zero_gather_16bit_weights_on_model_save())
+            self.assertEqual(
+                set(engine._zero3_consolidated_16bit_state_dict()),
+                set(net.state_dict()))
             x, y = tm.batch(0, 0, 0)
             loss = tm.loss_of(engine, x, y, 0)
             out = engine.backward(loss, retain_graph=False, scale_wrt_gas=True)
@@ -527,11 +546,15 @@ class DeepSpeedSurfaceTest(unittest.TestCase):
                     unscaled = (step, micro) in ((0, 0), (1, 1))
                     loss = tm.loss_of(engine, x, y, i)
                     if (step, micro) == (0, 0):
+                        # DeepSpeed's pattern: no step() for it (step()
+                        # inside no_sync() is an error there and here).
                         with engine.no_sync():
                             engine.backward(loss)
+                            with self.assertRaises(zeroshard.Error):
+                                engine.step()
                     else:
                         engine.backward(loss, scale_wrt_gas=not unscaled)
-                    engine.step()
+                        engine.step()
                     ref_loss = tm.loss_of(ref, x, y, i)
                     (ref_loss if unscaled else ref_loss / 2).backward()
                 opt.step()
@@ -584,6 +607,45 @@ class LrEditTest(unittest.TestCase):
                     engine.step()  # the same step, now taken
                     self.assertEqual(engine.global_steps, 6)
                 engine.close()
+
+    def test_a_kept_reference_and_a_checkpoint(self):
+        """A script that keeps param_groups' list and sets the same lr before
+        every step gets it every step under a schedule (the schedule writes
+        its rate there after each step, as DeepSpeed's does); a rate set
+        without a schedule comes back with load_checkpoint, as DeepSpeed's
+        optimizer state_dict keeps it."""
+        net = tm.model()
+        cfg = config(2, scheduler={"type": "WarmupLR", "params": {
+            "warmup_min_lr": 0, "warmup_max_lr": LR, "warmup_num_steps": 4}})
+        with zeroshard.LocalFleet(2) as fleet:
+            engine, opt, _, _ = zeroshard.initialize(
+                model=net, config=cfg, servers=fleet.addresses)
+            groups = opt.param_groups
+            for step in range(3):
+                groups[0]["lr"] = LR / 2
+                self.assertEqual(engine.get_lr(), [LR / 2], f"step {step}")
+                x, y = tm.batch(step, 0, 0)
+                engine.backward(tm.loss_of(engine, x, y, step))
+                engine.step()
+                self.assertEqual(groups[0]["lr"], engine.config.lr(step + 1))
+            engine.close()
+        net = tm.model()
+        with tempfile.TemporaryDirectory() as d, \
+                zeroshard.LocalFleet(2, checkpoint_dir=d + "/srv") as fleet:
+            engine, opt, _, _ = zeroshard.initialize(
+                model=net, config=config(2), servers=fleet.addresses)
+            opt.param_groups[0]["lr"] = LR / 8
+            x, y = tm.batch(0, 0, 0)
+            engine.backward(tm.loss_of(engine, x, y, 0))
+            engine.step()
+            engine.save_checkpoint(d + "/ck")
+            engine.close()
+            engine, opt, _, _ = zeroshard.initialize(
+                model=tm.model(), config=config(2), servers=fleet.addresses)
+            engine.load_checkpoint(d + "/ck")
+            self.assertEqual(engine.get_lr(), [LR / 8])
+            self.assertEqual(opt.param_groups[0]["lr"], LR / 8)
+            engine.close()
 
     def test_a_schedule_takes_over_after_the_edited_update(self):
         net = tm.model()
