@@ -17,8 +17,9 @@ updates go back (a server restarted from a checkpoint, load_checkpoint),
 the scheduler is reset to its state at initialize() and stepped forward
 again, which gives torch's schedulers the same rates.
 
-Without a scheduler the groups' rates are read the same way before each
-step, so a script that sets them (`g["lr"] = ...`) changes the next
+Without a scheduler object (and without a config scheduler section, whose
+schedule then drives the rates, as DeepSpeed's does) the groups' rates are
+read the same way before each step, so a script that sets them (`g["lr"] = ...`) changes the next
 update's rate, as with torch. Betas, eps and weight decay stay as they
 were at initialize(): the servers hold them; a change is an error, and a
 scheduler that would cycle the betas (OneCycleLR, CyclicLR with
@@ -49,7 +50,7 @@ def config_dict(config, errors=None):
     if not isinstance(config, str):
         return None
     try:
-        if config.lstrip().startswith("{"):
+        if config.lstrip("\ufeff \t\r\n").startswith("{"):
             return loads(config)
         with open(config, encoding="utf-8") as f:
             return loads(f.read())
@@ -190,6 +191,8 @@ def adopt(optimizer, lr_scheduler, config):
                              "config's scheduler section or as an "
                              "lr_scheduler object, not both")
         _check_scheduler(lr_scheduler)
+    elif "scheduler" in cfg:
+        return cfg, out, None  # the config's schedule drives the rates
     return cfg, out, ClientSchedule(optimizer, lr_scheduler)
 
 

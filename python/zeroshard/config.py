@@ -52,7 +52,7 @@ class Config:
         self._c = _lib.TrainConfig()
         json_text, path = None, None
         if isinstance(config, (str, os.PathLike)) and not str(
-                config).lstrip().startswith("{"):
+                config).lstrip("\ufeff \t\r\n").startswith("{"):
             path = enc(os.fspath(config))
         elif isinstance(config, dict):
             try:

@@ -66,7 +66,8 @@ def _sections(config):
     if isinstance(config, dict):
         return config
     from .client_optim import loads  # comments, as the library reads them
-    if isinstance(config, str) and config.lstrip().startswith("{"):
+    if isinstance(config, str) and \
+            config.lstrip("\ufeff \t\r\n").startswith("{"):
         return loads(config)
     with open(os.fspath(config), encoding="utf-8") as f:
         return loads(f.read())

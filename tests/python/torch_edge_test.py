@@ -362,6 +362,30 @@ class ClientOptimizerTest(unittest.TestCase):
             self.assertEqual(engine.get_lr(), seen[3])
             engine.close()
 
+    def test_a_config_schedule_drives_a_client_optimizer(self):
+        """An AdamW object with the config's WarmupLR (no scheduler object):
+        the config's schedule sets the rates, as DeepSpeed builds its
+        scheduler over the client optimizer."""
+        net = tm.model()
+        cfg = config(2, scheduler={"type": "WarmupLR", "params": {
+            "warmup_min_lr": 0, "warmup_max_lr": LR, "warmup_num_steps": 4}})
+        del cfg["optimizer"]
+        with zeroshard.LocalFleet(2) as fleet:
+            engine, _, _, _ = zeroshard.initialize(
+                model=net, optimizer=torch.optim.AdamW(net.parameters(),
+                                                       lr=LR),
+                config=cfg, servers=fleet.addresses)
+            seen = []
+            for step in range(3):
+                seen.append(engine.get_lr()[0])
+                self.assertEqual(seen[-1], engine.config.lr(step))
+                x, y = tm.batch(step, 0, 0)
+                engine.backward(tm.loss_of(engine, x, y, step))
+                engine.step()
+            self.assertEqual(seen[0], 0.0)
+            self.assertLess(seen[1], seen[2])
+            engine.close()
+
     def test_what_cannot_run_is_refused_by_name(self):
         net = tm.model()
         cfg = config(2)

@@ -269,7 +269,10 @@ bool DefaultOptimizer(const AutoInputs& in, google::protobuf::Struct* root) {
   auto it = root->fields().find("optimizer");
   if (it != root->fields().end() &&
       it->second.kind_case() != google::protobuf::Value::kNullValue) {
-    return false;
+    // A section without a type is no optimizer to DeepSpeed either
+    // (runtime/config.py): the same warning, its params still read.
+    return it->second.has_struct_value() &&
+           it->second.struct_value().fields().count("type") == 0;
   }
   google::protobuf::Struct& params = *(*(*root->mutable_fields())["optimizer"]
                                             .mutable_struct_value()
@@ -327,6 +330,20 @@ void ReadLegacyZero(google::protobuf::Struct* root,
     }
     z->erase("cpu_offload_param");
   }
+}
+
+// ", trained on WarmupLR's 0 to 0.001" for the schedules whose rate is
+// their own range, not the optimizer's lr; "" otherwise.
+std::string ScheduleNote(const engine::LrSchedule& s) {
+  if (s.type == engine::LrScheduleType::kWarmupLR ||
+      s.type == engine::LrScheduleType::kWarmupDecayLR) {
+    return absl::StrCat(
+        " (the rate follows the scheduler's ",
+        s.type == engine::LrScheduleType::kWarmupLR ? "WarmupLR"
+                                                    : "WarmupDecayLR",
+        " from ", s.warmup_min_lr, " to ", s.warmup_max_lr, ")");
+  }
+  return "";
 }
 
 // The source of a resolved key ("" when it was not read).
@@ -400,20 +417,6 @@ absl::StatusOr<EngineConfig> Parse(absl::string_view json, int world_size,
       config.gradient_clipping,
       root.Number("gradient_clipping", 0.0, ObjectReader::Bound::kNonNegative));
   ZS_RETURN_IF_ERROR(internal::ParseOptimizer(root, &config.optimizer));
-  if (no_optimizer) {
-    const AdamWConfig& o = config.optimizer;
-    log->warnings.push_back(absl::StrCat(
-        "the config has no optimizer section (DeepSpeed has no default): the "
-        "servers run AdamW with lr ",
-        o.lr,
-        std::isnan(inputs.learning_rate) ? " (the default; --learning_rate "
-                                           "sets it)"
-                                         : " (--learning_rate)",
-        ", betas (", o.beta1, ", ", o.beta2, "), eps ", o.eps,
-        ", weight decay ", o.weight_decay,
-        "; give the config an optimizer section (or Python's initialize an "
-        "optimizer) to choose"));
-  }
   if (std::isnan(inputs.learning_rate)) {
     AutoFill& max_lr = log->fills["scheduler.params.warmup_max_lr"];
     max_lr.missing.clear();
@@ -423,6 +426,22 @@ absl::StatusOr<EngineConfig> Parse(absl::string_view json, int world_size,
   ZS_RETURN_IF_ERROR(internal::ParseScheduler(root, config.optimizer.lr,
                                               &config.lr_schedule, log));
   WarnPeakFromFlag(config, *log);
+  if (no_optimizer) {
+    const AdamWConfig& o = config.optimizer;
+    log->warnings.push_back(absl::StrCat(
+        "the config has no optimizer section, or one without a type (DeepSpeed "
+        "builds no optimizer then): the "
+        "servers run AdamW with lr ",
+        o.lr,
+        SourceOf(*log, "optimizer.params.lr") == "default"
+            ? " (the default; --learning_rate sets it)"
+        : std::isnan(inputs.learning_rate) ? ""
+                                           : " (--learning_rate)",
+        ", betas (", o.beta1, ", ", o.beta2, "), eps ", o.eps,
+        ", weight decay ", o.weight_decay, ScheduleNote(config.lr_schedule),
+        "; give the config an optimizer section with its type (or Python's "
+        "initialize an optimizer) to choose"));
+  }
   ZS_RETURN_IF_ERROR(internal::ParsePrecision(root, &config));
   ZS_RETURN_IF_ERROR(internal::ParseZero(root, &config.zero, log));
   MatchDeepSpeedScaler(root_struct, &config, log);

@@ -76,6 +76,8 @@ constexpr Unused kUnusedZero[] = {
     {"stage3_gather_fp16_weights_on_model_save",
      "models are saved from the servers"},
     {"stage3_model_persistence_threshold", "a DeepSpeed implementation detail"},
+    {"model_persistence_threshold", "a DeepSpeed implementation detail"},
+    {"disable_allgather", "a DeepSpeed implementation detail"},
     {"zero_hpz_partition_size", "no hierarchical partitioning"},
     {"zero_quantized_weights", "no quantized communication"},
     {"zero_quantized_nontrainable_weights", "no quantized communication"},

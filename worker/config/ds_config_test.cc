@@ -127,9 +127,10 @@ TEST(DsConfigTest, Defaults) {
   ASSERT_TRUE(c.ok()) << c.status();
   // DeepSpeed has no default optimizer: the one that runs is named.
   EXPECT_THAT(warnings,
-              ElementsAre(HasSubstr("the config has no optimizer section "
-                                    "(DeepSpeed has no default): the servers "
-                                    "run AdamW with lr 0.001 (the default")));
+              ElementsAre(HasSubstr("the config has no optimizer section, "
+                                    "or one without a type (DeepSpeed builds "
+                                    "no optimizer then): the servers run "
+                                    "AdamW with lr 0.001 (the default")));
   EXPECT_EQ(c->batch.train_batch_size, 12);
   EXPECT_EQ(c->batch.gradient_accumulation_steps, 1);
   EXPECT_EQ(c->gradient_clipping, 0.0);
@@ -632,6 +633,20 @@ TEST(DsConfigTest, WhatDeepSpeedReadsOfOlderAndPartialConfigs) {
   EXPECT_THAT(absl::StrJoin(warnings, "\n"),
               HasSubstr("the schedule peaks at 0.0001"));
   EXPECT_THAT(DescribeEngineConfig(*c), HasSubstr("WarmupLR 0 to 0.0001"));
+
+  // A section without a type is no optimizer to DeepSpeed: said, and the
+  // schedule's own range named (it trains at that, not at the lr).
+  warnings.clear();
+  c = ParseDeepSpeedConfig(
+      R"({"train_batch_size": 8, "optimizer": {"params": {"lr": 5e-5}},
+          "scheduler": {"type": "WarmupLR"}})",
+      1, &warnings);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(absl::StrJoin(warnings, "\n"),
+              HasSubstr("AdamW with lr 5e-05, betas"));
+  EXPECT_THAT(absl::StrJoin(warnings, "\n"),
+              HasSubstr("the rate follows the scheduler's WarmupLR from 0 to "
+                        "0.001"));
 }
 
 }  // namespace zeroshard::config
