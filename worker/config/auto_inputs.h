@@ -9,7 +9,12 @@
 //                                                 rule)
 //   gradient_accumulation_steps --gradient_accumulation_steps,
 //                                                 else derived (1 when free)
-//   train_batch_size                              derived: micro x gas x world
+//   train_batch_size                              --per_device_train_batch_size
+//                                                 x
+//                                                 --gradient_accumulation_steps
+//                                                 x world (both given, as
+//                                                 Hugging Face), else derived:
+//                                                 micro x gas x world
 //   optimizer.params.lr                           --learning_rate (required)
 //   optimizer.params.betas                        --adam_beta1, --adam_beta2
 //                                                 (default 0.9, 0.999)

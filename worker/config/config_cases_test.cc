@@ -105,7 +105,8 @@ std::vector<Case> Cases() {
        "--learning_rate=5e-5 --precision=fp16 --per_device_train_batch_size=4 "
        "--gradient_accumulation_steps=2 --adam_beta2=0.98 --max_grad_norm=0.5",
        nullptr,
-       {{"train_batch_size", "16", "derived"},
+       {{"train_batch_size", "16",
+         "auto←--per_device_train_batch_size x --gradient_accumulation_steps"},
         {"gradient_accumulation_steps", "2",
          "auto←--gradient_accumulation_steps"},
         {"optimizer.params.betas", "[0.9, 0.98]",

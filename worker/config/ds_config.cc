@@ -82,7 +82,7 @@ Value BoolValue(bool b) {
 }
 
 // ReadLog::fills from `in` (see auto_inputs.h for the rules).
-void AddFills(const AutoInputs& in, ReadLog* log) {
+void AddFills(const AutoInputs& in, int world_size, ReadLog* log) {
   auto& fills = log->fills;
   const auto set = [&](const std::string& path, Value v, std::string source,
                        std::string flag) {
@@ -120,7 +120,19 @@ void AddFills(const AutoInputs& in, ReadLog* log) {
   } else {
     derive("gradient_accumulation_steps");
   }
-  derive("train_batch_size");
+  if (in.per_device_train_batch_size > 0 &&
+      in.gradient_accumulation_steps > 0) {
+    // Hugging Face's rule (trainer_config_process): from its arguments, not
+    // the file's keys; a file without an accumulation key then derives it.
+    set("train_batch_size",
+        NumberValue(static_cast<double>(in.per_device_train_batch_size) *
+                    in.gradient_accumulation_steps * world_size),
+        "--per_device_train_batch_size x --gradient_accumulation_steps x "
+        "workers",
+        "per_device_train_batch_size,gradient_accumulation_steps");
+  } else {
+    derive("train_batch_size");
+  }
   derive("zeroshard.servers");  // the launcher decides
   if (!std::isnan(in.learning_rate)) {
     set("optimizer.params.lr", NumberValue(in.learning_rate), "--learning_rate",
@@ -406,7 +418,7 @@ absl::StatusOr<EngineConfig> Parse(absl::string_view json, int world_size,
   ZS_RETURN_IF_ERROR(ValidateAutoInputs(inputs));
   ZS_ASSIGN_OR_RETURN(google::protobuf::Struct root_struct,
                       internal::ParseJsonObject(json));
-  AddFills(inputs, log);
+  AddFills(inputs, world_size, log);
   log->steps = inputs.steps;
   EngineConfig config;
   const bool no_optimizer = DefaultOptimizer(inputs, &root_struct);

@@ -15,6 +15,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 using ::testing::UnorderedElementsAre;
 
 // Bazel runs tests from the runfiles workspace root.
@@ -633,6 +634,21 @@ TEST(DsConfigTest, WhatDeepSpeedReadsOfOlderAndPartialConfigs) {
   EXPECT_THAT(absl::StrJoin(warnings, "\n"),
               HasSubstr("the schedule peaks at 0.0001"));
   EXPECT_THAT(DescribeEngineConfig(*c), HasSubstr("WarmupLR 0 to 0.0001"));
+
+  // "auto" train_batch_size from the flags, as Hugging Face fills it: a
+  // file without an accumulation key derives it from that.
+  AutoInputs hf;
+  hf.per_device_train_batch_size = 4;
+  hf.gradient_accumulation_steps = 2;
+  warnings.clear();
+  c = ParseDeepSpeedConfig(
+      R"({"train_batch_size": "auto", "train_micro_batch_size_per_gpu": 4,
+          "optimizer": {"type": "AdamW"}})",
+      2, hf, &warnings);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->batch.train_batch_size, 16);
+  EXPECT_EQ(c->batch.gradient_accumulation_steps, 2);
+  EXPECT_THAT(absl::StrJoin(warnings, "\n"), Not(HasSubstr("not used")));
 
   // A section without a type is no optimizer to DeepSpeed: said, and the
   // schedule's own range named (it trains at that, not at the lr).
