@@ -375,6 +375,55 @@ TEST(ReportTest, ContinuedJobKeepsTheEarlierAttemptsSteps) {
       << *summary;
 }
 
+// What the launcher's restarts and reruns leave: a new job whose worker is
+// restarted after an old job in the same dir, a rerun of a finished job
+// (no step of its own), an attempt of another model in between, and a
+// step whose record a killed worker never wrote.
+TEST(ReportTest, RestartsAndRerunsReportTheJob) {
+  const std::string dir = TempDir() + "/report_restarts";
+  const auto fresh = [&] {
+    std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str());
+  };
+  const auto summary_after = [&](std::vector<std::vector<int>> attempts,
+                                 std::vector<int> params) {
+    fresh();
+    for (size_t i = 0; i < attempts.size(); ++i) {
+      EXPECT_TRUE(KeepEarlierMetrics(dir, 0).ok());
+      std::ofstream out(dir + "/metrics-rank0.jsonl");
+      train::RunInfo info;
+      info.world = 1;
+      info.stage = 2;
+      info.params = params[i];
+      info.steps = 4;
+      out << train::StartRecord(info) << "\n";
+      for (int step : attempts[i]) {
+        engine::StepStats s;
+        s.step = step;
+        s.global_loss = 5.0 / step;
+        s.tokens = 100;
+        s.step_seconds = 0.1;
+        out << train::StepRecord(s) << "\n";
+      }
+    }
+    auto summary = WriteRunReport(dir, 1);
+    return summary.ok() ? *summary : summary.status().ToString();
+  };
+  // An old job, then a new one (from step 1) restarted after step 2.
+  EXPECT_TRUE(absl::StrContains(
+      summary_after({{1, 2, 3, 4}, {1, 2}, {3}}, {1000, 1000, 1000}),
+      "1000 parameters, 3 steps |"));
+  // A finished job run again: its rerun records no step.
+  EXPECT_TRUE(absl::StrContains(summary_after({{1, 2, 3, 4}, {}}, {1000, 1000}),
+                                "1000 parameters, 4 steps |"));
+  // A rerun of another model size that failed, then the right one.
+  EXPECT_TRUE(
+      absl::StrContains(summary_after({{1, 2}, {}, {3, 4}}, {1000, 2000, 1000}),
+                        "1000 parameters, 4 steps |"));
+  // Step 3's record lost with its killed worker.
+  EXPECT_TRUE(absl::StrContains(summary_after({{1, 2}, {4}}, {1000, 1000}),
+                                "1000 parameters, 4 steps |"));
+}
+
 // A run stopped by a signal: the report says "stopped at step N of M",
 // records the version, command line and configuration, and the SVG
 // carries the eval points and the lr panel; metrics.jsonl has the eval

@@ -33,33 +33,26 @@ struct RankRecords {
 // bound.
 constexpr size_t kMaxMetricsBytes = size_t{1} << 30;
 
-RankRecords ParseRank(absl::string_view text) {
-  RankRecords r;
+// One attempt's records: from a "start" record to the next.
+struct Attempt {
+  RankRecords records;
+  bool current = false;  // from this run's file (else the earlier ones)
+};
+
+void ParseAttempts(absl::string_view text, bool current,
+                   std::vector<Attempt>* out) {
   for (absl::string_view view : absl::StrSplit(text, '\n')) {
     const std::string line(view);
     // A line cut short (a worker killed while writing it) is skipped.
     if (line.empty() || line.back() != '}') continue;
     const std::string event = JsonEvent(line);
+    if (event == "start" || out->empty()) out->push_back({{}, current});
+    RankRecords& r = out->back().records;
     if (event == "start") r.start = line;
     if (event == "end") r.end = line;
     if (event == "step") r.steps.push_back(line);
     if (event == "eval") r.evals.push_back(line);
   }
-  return r;
-}
-
-absl::StatusOr<RankRecords> ReadRank(Env* env, const std::string& path) {
-  absl::StatusOr<std::string> text = ReadSmallFile(env, path, kMaxMetricsBytes);
-  if (!text.ok()) {
-    return absl::Status(
-        text.status().code(),
-        absl::StrCat("cannot read metrics file: ", text.status().message()));
-  }
-  RankRecords r = ParseRank(*text);
-  if (r.start.empty() || r.steps.empty()) {
-    return absl::DataLossError(path + ": no start or step records");
-  }
-  return r;
 }
 
 std::string RankPath(const std::string& dir, int rank) {
@@ -70,33 +63,59 @@ double Num(const std::string& line, const char* key) {
   return JsonNumber(line, key).value_or(std::nan(""));
 }
 
-// Puts the records of the attempts before this one (KeepEarlierMetrics)
-// in front of this run's when this run continues them: it starts after
-// step 1 and trains a model of the same size. Otherwise they are another
-// job's and their file is removed.
-void JoinEarlier(Env* env, const std::string& dir,
-                 std::vector<RankRecords>* ranks) {
-  std::vector<RankRecords> earlier;
-  for (size_t r = 0; r < ranks->size(); ++r) {
-    absl::StatusOr<std::string> text = ReadSmallFile(
-        env, EarlierMetricsPath(dir, static_cast<int>(r)), kMaxMetricsBytes);
-    earlier.push_back(text.ok() ? ParseRank(*text) : RankRecords{});
+// A rank's records: this run's (`dir`/metrics-rank<r>.jsonl) after those
+// of the attempts before it (KeepEarlierMetrics) that belong to the same
+// job: from the last attempt that started at step 1 (a new job) on, of a
+// model of this run's size. An attempt that recorded no step (it failed
+// before one, or found the job done) adds nothing. DATA_LOSS without any
+// step record; the Env's error for an unreadable file.
+absl::StatusOr<RankRecords> ReadJob(Env* env, const std::string& dir, int r,
+                                    bool* earlier_used) {
+  std::vector<Attempt> attempts;
+  absl::StatusOr<std::string> earlier =
+      ReadSmallFile(env, EarlierMetricsPath(dir, r), kMaxMetricsBytes);
+  if (earlier.ok()) ParseAttempts(*earlier, false, &attempts);
+  const std::string path = RankPath(dir, r);
+  absl::StatusOr<std::string> text = ReadSmallFile(env, path, kMaxMetricsBytes);
+  if (!text.ok() && !(absl::IsNotFound(text.status()) && !attempts.empty())) {
+    return absl::Status(
+        text.status().code(),
+        absl::StrCat("cannot read metrics file: ", text.status().message()));
   }
-  const RankRecords& now = (*ranks)[0];
-  const bool continues =
-      !earlier[0].steps.empty() && Num(now.steps.front(), "step") > 1 &&
-      Num(earlier[0].start, "params") == Num(now.start, "params");
-  for (size_t r = 0; r < ranks->size(); ++r) {
-    if (!continues) {
-      (void)env->RemoveFile(EarlierMetricsPath(dir, static_cast<int>(r)));
-      continue;
+  if (text.ok()) ParseAttempts(*text, true, &attempts);
+  // The model of the job: the newest attempt that recorded a start.
+  double params = std::nan("");
+  for (auto a = attempts.rbegin(); a != attempts.rend(); ++a) {
+    if (!a->records.start.empty()) {
+      params = Num(a->records.start, "params");
+      break;
     }
-    RankRecords& rank = (*ranks)[r];
-    rank.steps.insert(rank.steps.begin(), earlier[r].steps.begin(),
-                      earlier[r].steps.end());
-    rank.evals.insert(rank.evals.begin(), earlier[r].evals.begin(),
-                      earlier[r].evals.end());
   }
+  std::vector<const RankRecords*> kept;
+  for (const Attempt& a : attempts) {
+    const RankRecords& rr = a.records;
+    if (rr.steps.empty() || Num(rr.start, "params") != params) continue;
+    if (Num(rr.steps.front(), "step") <= 1) kept.clear();  // a new job
+    kept.push_back(&rr);
+  }
+  RankRecords out;
+  *earlier_used = false;
+  for (const Attempt& a : attempts) {
+    if (std::find(kept.begin(), kept.end(), &a.records) == kept.end()) continue;
+    *earlier_used = *earlier_used || !a.current;
+    out.start = a.records.start;
+    out.steps.insert(out.steps.end(), a.records.steps.begin(),
+                     a.records.steps.end());
+    out.evals.insert(out.evals.end(), a.records.evals.begin(),
+                     a.records.evals.end());
+  }
+  if (!attempts.empty() && !attempts.back().records.end.empty()) {
+    out.end = attempts.back().records.end;
+  }
+  if (out.start.empty() || out.steps.empty()) {
+    return absl::DataLossError(path + ": no start or step records");
+  }
+  return out;
 }
 
 std::string Bytes(double b) {
@@ -159,7 +178,12 @@ std::string Summary(const std::vector<RankRecords>& ranks,
   // each time it ran: the run's steps are the distinct ones.
   std::set<double> distinct;
   for (const std::string& s : r0.steps) distinct.insert(Num(s, "step"));
-  std::string steps_text = absl::StrCat(distinct.size(), " steps");
+  // A step committed as a worker was killed has no record: the job's
+  // steps are its range.
+  const size_t steps = std::max<size_t>(
+      distinct.size(),
+      static_cast<size_t>(*distinct.rbegin() - *distinct.begin() + 1));
+  std::string steps_text = absl::StrCat(steps, " steps");
   if (distinct.size() < n) {
     absl::StrAppend(&steps_text, " (", n - distinct.size(),
                     " redone after a restart)");
@@ -414,12 +438,19 @@ absl::StatusOr<std::string> WriteRunReport(const std::string& dir, int world,
                                            const RunContext& context,
                                            Env* env) {
   std::vector<RankRecords> ranks;
+  bool earlier_used = false;
   for (int r = 0; r < world; ++r) {
-    auto rr = ReadRank(env, RankPath(dir, r));
+    bool used = false;
+    auto rr = ReadJob(env, dir, r, &used);
     if (!rr.ok()) return rr.status();
     ranks.push_back(*std::move(rr));
+    earlier_used = earlier_used || used;
   }
-  JoinEarlier(env, dir, &ranks);
+  if (!earlier_used) {  // another job's records: gone
+    for (int r = 0; r < world; ++r) {
+      (void)env->RemoveFile(EarlierMetricsPath(dir, r));
+    }
+  }
   const RankRecords& r0 = ranks[0];
   ZS_ASSIGN_OR_RETURN(AtomicFileWriter jsonl,
                       AtomicFileWriter::Create(env, dir + "/metrics.jsonl"));

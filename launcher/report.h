@@ -23,8 +23,10 @@
 // it starts (KeepEarlierMetrics), and the report puts them in front of this
 // run's when this run continues them (its first step is after step 1, the
 // model the same size); a step run in two attempts counts as redone, as one
-// redone after a restart within a run. Earlier records of another job (this
-// run starts at step 1) are removed.
+// redone after a restart within a run. Attempts before the last one that
+// started at step 1 (a new job), of another model size, or without a step
+// record are left out; an earlier file none of whose records is used is
+// removed.
 //
 // Thread-compatible pure file work, through a Env (DefaultEnv()
 // unless a test passes one); each output is replaced atomically.
