@@ -295,7 +295,7 @@ TEST(ReportTest, WritesMergedMetricsSvgAndSummary) {
 }
 
 // Rank 0's metrics file of a one-rank run with these step records.
-void WriteAttempt(const std::string& dir, std::initializer_list<int> steps,
+void WriteAttempt(const std::string& dir, const std::vector<int>& steps,
                   int params = 1000) {
   std::ofstream out(dir + "/metrics-rank0.jsonl");
   train::RunInfo info;
@@ -389,21 +389,7 @@ TEST(ReportTest, RestartsAndRerunsReportTheJob) {
     fresh();
     for (size_t i = 0; i < attempts.size(); ++i) {
       EXPECT_TRUE(KeepEarlierMetrics(dir, 0).ok());
-      std::ofstream out(dir + "/metrics-rank0.jsonl");
-      train::RunInfo info;
-      info.world = 1;
-      info.stage = 2;
-      info.params = params[i];
-      info.steps = 4;
-      out << train::StartRecord(info) << "\n";
-      for (int step : attempts[i]) {
-        engine::StepStats s;
-        s.step = step;
-        s.global_loss = 5.0 / step;
-        s.tokens = 100;
-        s.step_seconds = 0.1;
-        out << train::StepRecord(s) << "\n";
-      }
+      WriteAttempt(dir, attempts[i], params[i]);
     }
     auto summary = WriteRunReport(dir, 1);
     return summary.ok() ? *summary : summary.status().ToString();
