@@ -51,4 +51,13 @@ std::vector<std::string> LogFollower::ReadNewLines(bool to_end) {
   return lines;
 }
 
+void KeepAttemptLogs(const std::vector<LogFollower>& logs,
+                     const std::string& work_dir, int attempt, Env* env) {
+  for (size_t r = 0; r < logs.size(); ++r) {
+    (void)env->RenameFile(
+        logs[r].path(),
+        absl::StrCat(work_dir, "/rank-", r, ".attempt-", attempt, ".log"));
+  }
+}
+
 }  // namespace zeroshard

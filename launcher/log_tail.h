@@ -39,6 +39,13 @@ class LogFollower {
   int64_t offset_ = 0;  // bytes consumed (up to the last newline)
 };
 
+// After a restart of every rank: rank r's log (logs[r]) becomes
+// <work_dir>/rank-<r>.attempt-<attempt>.log, beside the next attempt's.
+// A log that cannot be renamed is left (the next attempt replaces it).
+void KeepAttemptLogs(const std::vector<LogFollower>& logs,
+                     const std::string& work_dir, int attempt,
+                     Env* env = DefaultEnv());
+
 }  // namespace zeroshard
 
 #endif  // ZEROSHARD_LAUNCHER_LOG_TAIL_H_

@@ -91,23 +91,19 @@ absl::StatusOr<RankRecords> ReadJob(Env* env, const std::string& dir, int r,
       break;
     }
   }
-  std::vector<const RankRecords*> kept;
-  for (const Attempt& a : attempts) {
-    const RankRecords& rr = a.records;
-    if (rr.steps.empty() || Num(rr.start, "params") != params) continue;
-    if (Num(rr.steps.front(), "step") <= 1) kept.clear();  // a new job
-    kept.push_back(&rr);
-  }
   RankRecords out;
   *earlier_used = false;
   for (const Attempt& a : attempts) {
-    if (std::find(kept.begin(), kept.end(), &a.records) == kept.end()) continue;
+    const RankRecords& rr = a.records;
+    if (rr.steps.empty() || Num(rr.start, "params") != params) continue;
+    if (Num(rr.steps.front(), "step") <= 1) {  // a new job: what came before
+      out = RankRecords{};                     // is another's
+      *earlier_used = false;
+    }
     *earlier_used = *earlier_used || !a.current;
-    out.start = a.records.start;
-    out.steps.insert(out.steps.end(), a.records.steps.begin(),
-                     a.records.steps.end());
-    out.evals.insert(out.evals.end(), a.records.evals.begin(),
-                     a.records.evals.end());
+    out.start = rr.start;
+    out.steps.insert(out.steps.end(), rr.steps.begin(), rr.steps.end());
+    out.evals.insert(out.evals.end(), rr.evals.begin(), rr.evals.end());
   }
   if (!attempts.empty() && !attempts.back().records.end.empty()) {
     out.end = attempts.back().records.end;

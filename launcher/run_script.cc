@@ -253,11 +253,7 @@ std::optional<int> ScriptJob::Poll() {
     for (Subprocess& p : ranks_) p.Signal(SIGTERM);
     for (Subprocess& p : ranks_) p.Stop(kGrace);
     EchoLogs();
-    for (size_t r = 0; r < logs_.size(); ++r) {
-      (void)DefaultEnv()->RenameFile(
-          logs_[r].path(), absl::StrCat(o_.work_dir, "/rank-", r, ".attempt-",
-                                        rank_restarts_, ".log"));
-    }
+    KeepAttemptLogs(logs_, o_.work_dir, rank_restarts_);
     ranks_.clear();
     logs_.clear();
     done_.clear();

@@ -416,13 +416,7 @@ std::optional<int> Job::RestartWorkers(const std::vector<size_t>& failed) {
   for (Subprocess& w : workers_) w.Signal(SIGTERM);
   for (Subprocess& w : workers_) w.Stop(kGrace);
   EchoLogs();
-  for (size_t r = 0; r < workers_.size(); ++r) {
-    // This attempt's log beside the next one's.
-    const std::string log = logs_[r].path();
-    (void)env_->RenameFile(log,
-                           absl::StrCat(o_.work_dir, "/rank-", r, ".attempt-",
-                                        worker_restarts_, ".log"));
-  }
+  KeepAttemptLogs(logs_, o_.work_dir, worker_restarts_, env_);
   workers_.clear();
   logs_.clear();
   done_.clear();

@@ -344,18 +344,26 @@ void ReadLegacyZero(google::protobuf::Struct* root,
   }
 }
 
-// ", trained on WarmupLR's 0 to 0.001" for the schedules whose rate is
-// their own range, not the optimizer's lr; "" otherwise.
+const char* ScheduleName(engine::LrScheduleType type) {
+  static const char* const kSchedules[] = {"constant lr", "WarmupLR",
+                                           "WarmupDecayLR", "WarmupCosineLR"};
+  return kSchedules[static_cast<int>(type)];
+}
+
+// WarmupLR and WarmupDecayLR train at their own range (warmup_min_lr to
+// warmup_max_lr), not at the optimizer's lr.
+bool RateIsItsRange(const engine::LrSchedule& s) {
+  return s.type == engine::LrScheduleType::kWarmupLR ||
+         s.type == engine::LrScheduleType::kWarmupDecayLR;
+}
+
+// " (the rate follows the scheduler's WarmupLR from 0 to 0.001)" for those
+// schedules; "" otherwise.
 std::string ScheduleNote(const engine::LrSchedule& s) {
-  if (s.type == engine::LrScheduleType::kWarmupLR ||
-      s.type == engine::LrScheduleType::kWarmupDecayLR) {
-    return absl::StrCat(
-        " (the rate follows the scheduler's ",
-        s.type == engine::LrScheduleType::kWarmupLR ? "WarmupLR"
-                                                    : "WarmupDecayLR",
-        " from ", s.warmup_min_lr, " to ", s.warmup_max_lr, ")");
-  }
-  return "";
+  if (!RateIsItsRange(s)) return "";
+  return absl::StrCat(" (the rate follows the scheduler's ",
+                      ScheduleName(s.type), " from ", s.warmup_min_lr, " to ",
+                      s.warmup_max_lr, ")");
 }
 
 // The source of a resolved key ("" when it was not read).
@@ -370,9 +378,7 @@ std::string SourceOf(const ReadLog& log, absl::string_view key) {
 // optimizer.params.lr another number: the schedule peaks at the flag's.
 void WarnPeakFromFlag(const EngineConfig& config, ReadLog& log) {
   const engine::LrSchedule& s = config.lr_schedule;
-  if ((s.type != engine::LrScheduleType::kWarmupLR &&
-       s.type != engine::LrScheduleType::kWarmupDecayLR) ||
-      s.warmup_max_lr == config.optimizer.lr ||
+  if (!RateIsItsRange(s) || s.warmup_max_lr == config.optimizer.lr ||
       SourceOf(log, "optimizer.params.lr") != "file" ||
       !absl::StartsWith(SourceOf(log, "scheduler.params.warmup_max_lr"),
                         "auto←--learning_rate")) {
@@ -617,8 +623,6 @@ std::string NvmeAdvice(const EngineConfig& config) {
 }
 
 std::string DescribeEngineConfig(const EngineConfig& c) {
-  static const char* const kSchedules[] = {"constant lr", "WarmupLR",
-                                           "WarmupDecayLR", "WarmupCosineLR"};
   static const char* const kPrecisions[] = {"fp32", "fp16", "bf16"};
   std::string out = absl::StrCat("stage ", c.zero.stage);
   if (c.zero.offload_param == OffloadDevice::kServer) {
@@ -635,10 +639,8 @@ std::string DescribeEngineConfig(const EngineConfig& c) {
                   c.batch.world_size, " workers, AdamW lr ", c.optimizer.lr,
                   " wd ", c.optimizer.weight_decay,
                   c.optimizer.bias_correction ? "" : " (no bias correction)",
-                  ", ", kSchedules[static_cast<int>(c.lr_schedule.type)]);
-  if (c.lr_schedule.type == engine::LrScheduleType::kWarmupLR ||
-      c.lr_schedule.type == engine::LrScheduleType::kWarmupDecayLR) {
-    // Their rate is warmup_min_lr to warmup_max_lr, not the optimizer's lr.
+                  ", ", ScheduleName(c.lr_schedule.type));
+  if (RateIsItsRange(c.lr_schedule)) {
     absl::StrAppend(&out, " ", c.lr_schedule.warmup_min_lr, " to ",
                     c.lr_schedule.warmup_max_lr);
   }
