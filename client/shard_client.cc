@@ -159,7 +159,7 @@ absl::StatusOr<std::unique_ptr<ShardClient>> ShardClient::Connect(
   for (const std::string& address : options.addresses) {
     // Not left to gRPC, which takes a port above 65535 modulo 2^16: a
     // typo would reach whatever server listens there.
-    ZS_RETURN_IF_ERROR(AddressPort(address).status());
+    ZS_RETURN_IF_ERROR(CheckServerAddress(address));
   }
   if (options.channels_per_server < 1 || options.max_attempts < 1 ||
       options.max_piece_bytes < kMaxChunkBytes ||

@@ -53,6 +53,16 @@ v1::TrainerState StateOfWord(const OutcomeWord& w) {
   return s;
 }
 
+// Whether a phase that failed with `code` may succeed when redone: a lost
+// connection, a deadline or a race (a push whose retries ran out in a
+// network blip), not a request the servers refuse or a full disk.
+bool Transient(uint32_t code) {
+  const auto c = static_cast<absl::StatusCode>(code);
+  return c == absl::StatusCode::kUnavailable ||
+         c == absl::StatusCode::kDeadlineExceeded ||
+         c == absl::StatusCode::kAborted;
+}
+
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
       .count();
@@ -102,18 +112,25 @@ void StepProtocol::ServerWait(double seconds) const {
   if (options_.on_server_wait) options_.on_server_wait(seconds);
 }
 
-absl::StatusOr<bool> StepProtocol::AllOk(const absl::Status& mine) {
+absl::StatusOr<bool> StepProtocol::AllOk(const absl::Status& mine,
+                                         bool* transient) {
   const uint32_t code = static_cast<uint32_t>(mine.code());
   std::vector<uint32_t> all(group_->size());
   ZS_RETURN_IF_ERROR(group_->AllGather(&code, sizeof(code), all.data()));
+  if (transient != nullptr) {
+    *transient = std::all_of(all.begin(), all.end(),
+                             [](uint32_t c) { return c == 0 || Transient(c); });
+  }
   return std::all_of(all.begin(), all.end(), [](uint32_t c) { return c == 0; });
 }
 
 absl::StatusOr<Outcome> StepProtocol::Decide(const absl::Status& leader_status,
-                                             bool at_start, bool* healthy) {
+                                             bool at_start, bool* healthy,
+                                             bool redo) {
   OutcomeWord w{};
   std::optional<v1::TrainerState> to;  // leader: the state to move to
   absl::Status err = leader_status;
+  std::string why;  // leader: why a step rolls back
   if (leader() && (at_start || !leader_status.ok())) {
     absl::StatusOr<ServerView> view =
         ViewServers(client_, options_.recovery_timeout_seconds);
@@ -128,6 +145,18 @@ absl::StatusOr<Outcome> StepProtocol::Decide(const absl::Status& leader_status,
              !CommonCheckpoints(view->checkpoints).empty();
     } else {
       roll = NeedsRollback(*view, incarnations_);
+      if (roll) why = "a server restarted, or a commit reached only some";
+      // Healthy servers and a failure that a redo may not meet again: the
+      // step is redone (RollBack resumes the servers at their step, or
+      // restores the newest common checkpoint), a few times in a row at
+      // most (a failure that keeps coming is the job's error).
+      if (!roll && redo && redos_ < kMaxRedos) {
+        roll = true;
+        ++redos_;
+        why = absl::StrCat(leader_status.message(),
+                           " (the servers are up, at step ", view->steps[0],
+                           "; redone, ", redos_, " of ", kMaxRedos, ")");
+      }
     }
     if (view.ok()) {
       incarnations_ = view->incarnations;
@@ -165,6 +194,7 @@ absl::StatusOr<Outcome> StepProtocol::Decide(const absl::Status& leader_status,
     o.kind = w.code == kContinued ? Outcome::Kind::kContinued
                                   : Outcome::Kind::kRolledBack;
     o.state = StateOfWord(w);
+    if (!why.empty()) o.error = absl::AbortedError(why);
     return o;
   }
   if (healthy != nullptr) *healthy = w.code == kHealthy;
@@ -173,8 +203,19 @@ absl::StatusOr<Outcome> StepProtocol::Decide(const absl::Status& leader_status,
     return Outcome();
   }
   if (w.code == 0) return Outcome();
-  return absl::AbortedError(
-      absl::StrCat("the step leader failed (code ", w.code, ")"));
+  // This rank's own failure says most; else what the leader found.
+  if (!leader_status.ok()) {
+    return absl::AbortedError(absl::StrCat(leader_status.message(),
+                                           " (the step failed on every rank)"));
+  }
+  if (w.code == kHealthy) {
+    return absl::AbortedError(
+        "another rank's step failed (the leader found every server up, none "
+        "restarted; that rank's error says why)");
+  }
+  return absl::AbortedError(absl::StrCat(
+      "the step leader failed (",
+      absl::StatusCodeToString(static_cast<absl::StatusCode>(w.code)), ")"));
 }
 
 absl::StatusOr<Outcome> StepProtocol::Start(
@@ -227,8 +268,9 @@ absl::StatusOr<Outcome> StepProtocol::DecideOnServers(
     uint64_t step, const absl::Status& pushed, double loss_scale,
     double max_norm, StepDecision* decision) {
   absl::Status leader_status = pushed;
+  bool transient = false;
   if (recovery()) {
-    ZS_ASSIGN_OR_RETURN(bool all_ok, AllOk(pushed));
+    ZS_ASSIGN_OR_RETURN(bool all_ok, AllOk(pushed, &transient));
     if (!all_ok && pushed.ok()) {
       leader_status = absl::AbortedError(
           absl::StrCat("step ", step, ": another rank's push failed"));
@@ -253,10 +295,12 @@ absl::StatusOr<Outcome> StepProtocol::DecideOnServers(
       w.grad_scale = d.grad_scale;
     } else {
       leader_status = norm.status();
+      transient = Transient(static_cast<uint32_t>(norm.status().code()));
     }
   }
   if (recovery()) {
-    ZS_ASSIGN_OR_RETURN(Outcome o, Decide(leader_status, false, nullptr));
+    ZS_ASSIGN_OR_RETURN(Outcome o,
+                        Decide(leader_status, false, nullptr, transient));
     if (o.moved()) return o;
   }
   w.code = static_cast<uint32_t>(leader_status.code());
@@ -316,7 +360,8 @@ absl::StatusOr<Outcome> StepProtocol::Commit(
     uint64_t step, const absl::Status& pushed, const StepDecision& decision,
     double lr, const v1::TrainerState& after, bool prepared) {
   if (recovery()) {
-    ZS_ASSIGN_OR_RETURN(bool all_ok, AllOk(pushed));
+    bool transient = false;
+    ZS_ASSIGN_OR_RETURN(bool all_ok, AllOk(pushed, &transient));
     absl::Status s = all_ok ? absl::OkStatus()
                      : pushed.ok()
                          ? absl::AbortedError(absl::StrCat(
@@ -327,8 +372,11 @@ absl::StatusOr<Outcome> StepProtocol::Commit(
       if (s.ok() && (step + 1) % options_.checkpoint_interval == 0) {
         s = client_->Checkpoint(step + 1, &after).status();
       }
+      transient = Transient(static_cast<uint32_t>(s.code()));
     }
-    return Decide(s, false, nullptr);
+    ZS_ASSIGN_OR_RETURN(Outcome o, Decide(s, false, nullptr, transient));
+    if (o.kind == Outcome::Kind::kOk) redos_ = 0;  // the step committed
+    return o;
   }
   // {status code, committed step} from the leader, as raw bits.
   struct Word {

@@ -25,9 +25,16 @@
 // the servers (rollback.h). A restarted server or a commit that reached
 // only some rolls every rank back to the newest common checkpoint with a
 // new epoch (contributions of the aborted step are discarded) and each call
-// returns the state to move to (Outcome::kRolledBack); servers all up and
-// consistent make a failed fetch retryable (kRetry) and a failed step an
-// error. Without recovery every failure is an error.
+// returns the state to move to (Outcome::kRolledBack). With the servers all
+// up and consistent, a failed fetch is retryable (kRetry); a step that
+// failed for a reason a redo may not meet again (every failed push or the
+// leader's prepare, commit or checkpoint UNAVAILABLE, DEADLINE_EXCEEDED or
+// ABORTED: a network blip that outlasted the client's retries) is redone
+// with a new epoch — from the servers' step where they recorded the
+// workers' state with it, else from the newest common checkpoint
+// (rollback.h RollBack) — kMaxRedos times in a row at most
+// (Outcome::error says why); any other failed step is an error. Without
+// recovery every failure is an error.
 //
 // Elastic groups (options.elastic): every outcome word also carries the
 // newest membership epoch the leader knows (world_epoch()).
@@ -93,7 +100,10 @@ struct Outcome {
   };
   Kind kind = Kind::kOk;
   v1::TrainerState state;  // kRolledBack, kContinued
-  absl::Status error;      // kRetry: why the fetch failed
+  // kRetry: why the fetch failed; kRolledBack after a start: why the step
+  // was given up (a server restarted, or the failure of a step redone);
+  // else OK.
+  absl::Status error;
   bool moved() const {
     return kind == Kind::kRolledBack || kind == Kind::kContinued;
   }
@@ -141,14 +151,18 @@ class StepProtocol {
   absl::StatusOr<Outcome> AfterFetch(const absl::Status& fetched);
 
  private:
-  // Whether every rank's `mine` is OK.
-  absl::StatusOr<bool> AllOk(const absl::Status& mine);
+  // Whether every rank's `mine` is OK; *transient (may be null): every
+  // failure among them is one a redo may not meet again.
+  absl::StatusOr<bool> AllOk(const absl::Status& mine,
+                             bool* transient = nullptr);
   // After a phase whose outcome the leader knows: OK, a roll back, the
   // error; `at_start`: resume, continue or roll back when the servers hold
   // a later state. *healthy: the leader found every server up, none
-  // restarted and all at one step.
+  // restarted and all at one step. `redo`: the failure is transient, and
+  // with healthy servers the step is redone from the newest checkpoint.
   absl::StatusOr<Outcome> Decide(const absl::Status& leader_status,
-                                 bool at_start, bool* healthy);
+                                 bool at_start, bool* healthy,
+                                 bool redo = false);
   // Leader: prepare (unless `prepared`) and commit `step`.
   absl::Status LeaderCommit(uint64_t step, const StepDecision& d, double lr,
                             const v1::TrainerState& after, bool prepared);
@@ -165,6 +179,9 @@ class StepProtocol {
   uint64_t epoch_;
   uint64_t world_epoch_ = 0;
   std::vector<uint64_t> incarnations_;  // leader: the servers' at last view
+  // Leader: steps redone for a transient failure since the last commit.
+  static constexpr int kMaxRedos = 3;
+  int redos_ = 0;
 };
 
 }  // namespace zeroshard

@@ -89,4 +89,21 @@ absl::StatusOr<int> AddressPort(absl::string_view address) {
   return port;
 }
 
+absl::Status CheckServerAddress(absl::string_view address) {
+  absl::StatusOr<int> port = AddressPort(address);
+  if (!port.ok() || *port != 0) return port.status();
+  absl::string_view rest = address;
+  for (absl::string_view scheme : {"ipv4:", "ipv6:", "dns:///", "dns:"}) {
+    if (absl::ConsumePrefix(&rest, scheme)) break;
+  }
+  if (absl::StartsWith(rest, "unix:") ||
+      absl::StartsWith(rest, "unix-abstract:")) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "server address \"", address,
+      "\" has no port: give host:port (the port the server's --port or "
+      "--port_file names)"));
+}
+
 }  // namespace zeroshard

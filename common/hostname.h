@@ -26,6 +26,12 @@ bool IsLoopbackAddress(absl::string_view address);
 // is a space, a control character or not ASCII (pure).
 absl::StatusOr<int> AddressPort(absl::string_view address);
 
+// A shard server's address as a client takes it: AddressPort's checks and
+// a port, but for a unix socket (a server listens on the port its --port
+// names; gRPC would take 443 for a bare host). INVALID_ARGUMENT naming the
+// address (pure).
+absl::Status CheckServerAddress(absl::string_view address);
+
 }  // namespace zeroshard
 
 #endif  // ZEROSHARD_COMMON_HOSTNAME_H_

@@ -60,5 +60,22 @@ TEST(HostnameTest, AddressPorts) {
   }
 }
 
+// A client's server address needs a port (gRPC would take 443), but for a
+// unix socket.
+TEST(HostnameTest, ServerAddressesNeedAPort) {
+  for (const char* address : {"127.0.0.1:7000", "[::1]:7000", "dns:///s-0:7",
+                              "unix:/tmp/s.sock", "ipv4:unix-abstract:x"}) {
+    EXPECT_TRUE(CheckServerAddress(address).ok()) << address;
+  }
+  for (const char* address : {"garbage", "::1", "[::1]", "dns:///shard-0"}) {
+    absl::Status s = CheckServerAddress(address);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << address;
+    EXPECT_NE(s.message().find("has no port"), std::string::npos) << s;
+    EXPECT_NE(s.message().find(address), std::string::npos) << s;
+  }
+  EXPECT_NE(CheckServerAddress("h:70000").message().find("1..65535"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace zeroshard

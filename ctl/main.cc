@@ -285,7 +285,7 @@ int Main(int argc, char** argv) {
                                command == "plan" ? " or --spec" : ""));
   }
   for (const std::string& address : servers) {
-    absl::Status port = AddressPort(address).status();
+    absl::Status port = CheckServerAddress(address);
     if (!port.ok()) {
       ExitWithError(flags.program(),
                     absl::StrCat("--servers: ", port.message()));

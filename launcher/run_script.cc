@@ -370,7 +370,7 @@ absl::StatusOr<RunOptions> ParseRunOptions(int argc, char** argv) {
     o.servers = 0;
     for (absl::string_view a :
          absl::StrSplit(o.server_addrs, ',', absl::SkipEmpty())) {
-      ZS_RETURN_IF_ERROR(AddressPort(std::string(a)).status());
+      ZS_RETURN_IF_ERROR(CheckServerAddress(a));
     }
   }
   if (o.servers == 0 && !o.checkpoint_dir.empty()) {

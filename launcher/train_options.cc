@@ -128,7 +128,7 @@ absl::Status CheckServers(TrainOptions& o) {
   if (!o.server_addrs.empty()) {
     o.server_addresses = absl::StrSplit(o.server_addrs, ',', absl::SkipEmpty());
     for (const std::string& a : o.server_addresses) {
-      absl::Status port = AddressPort(a).status();
+      absl::Status port = CheckServerAddress(a);
       if (!port.ok()) {
         return Invalid(absl::StrCat("--server_addrs: ", port.message()));
       }

@@ -17,7 +17,14 @@
 #      same servers: it resumes at step 12 and ends at the same bits;
 #   6. the ranks' first connect() calls to server 1 fail (capi/
 #      refuse_connect.c, preloaded): their retries reconnect and the run
-#      ends at the same bits.
+#      ends at the same bits;
+#   7. with checkpoints every 5 steps, one rank's push of step 13 fails
+#      (UNAVAILABLE: its retries ran out) with every server healthy: the
+#      ranks redo step 13 with a new epoch and end at run 2's bits; a push
+#      the servers refused (INVALID_ARGUMENT) fails the step instead;
+#   8. at step 4 one rank passes another max_norm: every rank's step is
+#      refused (INVALID_ARGUMENT naming it, nothing written), the call
+#      with the same arguments goes on, and the run ends at run 2's bits.
 set -uo pipefail
 R="${TEST_SRCDIR:-.}/zeroshard"
 T="${TEST_TMPDIR:-$(mktemp -d)}"
@@ -171,6 +178,28 @@ refusing() {
 RUN_UNDER=refusing run_check refused "" nan_step=7 max_norm=2
 check "2 ranks whose first 4 connects to server 1 fail: 20 steps" $?
 cmp "$T/workers/out/p20.bin" "$T/refused/out/p20.bin"; check "they end at the same bits" $?
+
+# 7. A failed push with healthy servers: the step is redone.
+run_check pushfail "--checkpoint_dir=$T/pushfail/ckpt" nan_step=7 max_norm=2 \
+  checkpoint_interval=5 fail_push_at=13
+check "a push of step 13 failed (UNAVAILABLE), healthy servers: 20 steps" $?
+grep -q "rank 0: step 13 rolled back to step 13 (epoch 1)" "$T/pushfail/log"
+check "the ranks redo step 13 with epoch 1" $?
+cmp "$T/workers/out/p20.bin" "$T/pushfail/out/p20.bin"
+check "the run with the failed push ends at the same bits" $?
+run_check pushrefused "--checkpoint_dir=$T/pushrefused/ckpt" nan_step=7 max_norm=2 \
+  checkpoint_interval=5 fail_push_at=13 fail_push_code=3
+[ $? -ne 0 ] && grep -q "zs_trainer_step: .*push failed" "$T/pushrefused/log" &&
+  ! grep -q "rolled back" "$T/pushrefused/log"
+check "a refused push (INVALID_ARGUMENT) fails the step, no roll back" $?
+
+# 8. Ranks that disagree on the step's arguments.
+run_check disagree "" nan_step=7 max_norm=2 disagree_at=4
+check "a step whose ranks disagree on max_norm is refused, then 20 steps" $?
+[ "$(grep -c "refused: zs_trainer_step: the ranks disagree on args->max_norm (rank 0: 2, rank 1: 4)" "$T/disagree/log")" = 2 ]
+check "both ranks name the argument and the values" $?
+cmp "$T/workers/out/p20.bin" "$T/disagree/out/p20.bin"
+check "that run ends at the same bits" $?
 
 echo "$fails failed"
 [ $fails -eq 0 ]

@@ -281,6 +281,31 @@ absl::Status TrainerHandle::Decide(const zs_step_args& a, zs_decision* decision,
                      protocol_->epoch(), ", step ", step,
                      ") through the trainer's client first"));
   }
+  // Every rank's {max_norm, loss_scale, lr}, and with the norm from the
+  // ranks also {sum of squares, non-finite}: one all-gather.
+  const bool from_ranks = !a.norm_from_servers;
+  const int width = from_ranks ? 5 : 3;
+  const double mine[5] = {a.max_norm, a.loss_scale, a.lr, a.sum_squares,
+                          a.nonfinite ? 1.0 : 0.0};
+  std::vector<double> all(static_cast<size_t>(width) * group_.size());
+  if (absl::Status s =
+          group_.AllGather(mine, sizeof(double) * width, all.data());
+      !s.ok()) {
+    return Fail(s);
+  }
+  static const char* const kArgs[3] = {"max_norm", "loss_scale", "lr"};
+  for (int r = 1; r < group_.size(); ++r) {
+    for (int i = 0; i < 3; ++i) {
+      if (all[width * r + i] != all[i]) {
+        // Every rank sees the same values and refuses alike; nothing
+        // changed, so the step may be called again with the same arguments.
+        return Bad(absl::StrCat("the ranks disagree on args->", kArgs[i],
+                                " (rank 0: ", all[i], ", rank ", r, ": ",
+                                all[width * r + i],
+                                "); every rank must pass the same"));
+      }
+    }
+  }
   StepDecision d;
   if (a.norm_from_servers) {
     absl::StatusOr<Outcome> o =
@@ -292,16 +317,12 @@ absl::Status TrainerHandle::Decide(const zs_step_args& a, zs_decision* decision,
       return absl::OkStatus();
     }
   } else {
-    // Every rank's {sum of squares, non-finite}: the same decision on all.
-    const double mine[2] = {a.sum_squares, a.nonfinite ? 1.0 : 0.0};
-    std::vector<double> all(2 * group_.size());
-    absl::Status s = group_.AllGather(mine, sizeof(mine), all.data());
-    if (!s.ok()) return Fail(s);
+    // The same decision on every rank.
     std::vector<double> partials(group_.size());
     bool any_nonfinite = false;
     for (int r = 0; r < group_.size(); ++r) {
-      partials[r] = all[2 * r];
-      any_nonfinite |= all[2 * r + 1] != 0;
+      partials[r] = all[width * r + 3];
+      any_nonfinite |= all[width * r + 4] != 0;
     }
     d = DecideStep(partials, any_nonfinite, a.loss_scale, a.max_norm);
   }

@@ -120,9 +120,18 @@ int zs_trainer_step(zs_trainer* t, const zs_step_args* args,
   return zeroshard::capi::OnTrainer(
       "zs_trainer_step", t, [&](TrainerHandle* trainer) -> absl::Status {
         ZS_RETURN_IF_ERROR(zeroshard::capi::NotNull(args, "args"));
-        ZS_RETURN_IF_ERROR(trainer->Decide(*args, decision, out));
-        if (out->kind != ZS_OUTCOME_OK) return absl::OkStatus();
-        return trainer->Commit(after, out);
+        ZS_RETURN_IF_ERROR(zeroshard::capi::NotNull(out, "out"));
+        // Written only when the whole call succeeds (a commit that fails
+        // after the decision leaves the caller's outputs as they were).
+        zs_decision d{};
+        zs_outcome o{};
+        ZS_RETURN_IF_ERROR(trainer->Decide(*args, &d, &o));
+        if (o.kind == ZS_OUTCOME_OK) {
+          ZS_RETURN_IF_ERROR(trainer->Commit(after, &o));
+        }
+        if (decision != nullptr) *decision = d;
+        *out = o;
+        return absl::OkStatus();
       });
 }
 

@@ -13,12 +13,19 @@
  *   train_check servers=H:P,H:P out=DIR [steps=20] [ranks=2]
  *     [norm=workers|servers] [max_norm=X] [nan_step=S]
  *     [checkpoint_interval=K] [pause_at=S pause_dir=DIR]
+ *     [fail_push_at=S [fail_push_code=C]] [disagree_at=S]
  *
  * pause_at: rank 0 stops once, after fetching step S, creates
  * DIR/reached and waits for DIR/go (the test kills and restarts a server
  * meanwhile). Exit 0 and a summary line, or 1 with the failing call: the
  * first rank to fail ends the process (the others would wait for it in the
- * barrier forever). */
+ * barrier forever).
+ *
+ * fail_push_at: the last rank does not push step S, the first time it
+ * gets there, and passes status C (default ZS_UNAVAILABLE: its retries ran
+ * out) to the step instead. disagree_at: at step S the last rank first
+ * passes another max_norm, which every rank must refuse (INVALID_ARGUMENT,
+ * the decision left as it was); then all call the step again alike. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <pthread.h>
@@ -40,7 +47,9 @@ static const char* servers;
 static const char* out_dir;
 static const char* pause_dir;
 static int steps = 20, ranks = 2, norm_from_servers, checkpoint_interval;
-static long nan_step = -1, pause_at = -1;
+static long nan_step = -1, pause_at = -1, fail_push_at = -1;
+static int fail_push_code = ZS_UNAVAILABLE;
+static long disagree_at = -1;
 static double max_norm = 2.0;
 
 /* The group: a shared word and a barrier. */
@@ -202,7 +211,7 @@ static void* run_rank(void* arg) {
   zs_trainer_state now = {0};
   zs_outcome out;
   unsigned seed = 99u;
-  int i, paused = 0;
+  int i, paused = 0, push_failed = 0;
   FILE* log = NULL;
   connect_and_register(&c, rank);
   if (zs_slice(c, (uint32_t)ranks, (uint32_t)rank, &off, &cnt) != ZS_OK) {
@@ -277,13 +286,34 @@ static void* run_rank(void* arg) {
     snprintf(key, sizeof key, "rank%d", rank);
     id.epoch = out.epoch, id.step = out.state.step, id.slot = 0;
     id.key_prefix = key;
-    a.push_status =
-        zs_push(c, off, cnt, ZS_DTYPE_FP32, g + off, cnt * sizeof(float), &id);
+    if (rank == ranks - 1 && !push_failed &&
+        (long)out.state.step == fail_push_at) {
+      push_failed = 1;
+      a.push_status = fail_push_code;
+      printf("rank %d: step %llu: push reported as failed (code %d)\n", rank,
+             (unsigned long long)out.state.step, fail_push_code);
+    } else {
+      a.push_status = zs_push(c, off, cnt, ZS_DTYPE_FP32, g + off,
+                              cnt * sizeof(float), &id);
+    }
     a.step = out.state.step, a.norm_from_servers = norm_from_servers;
     a.sum_squares = sum_squares, a.loss_scale = 1, a.max_norm = max_norm;
     a.lr = 0.05 * (out.state.step < 3 ? (out.state.step + 1) / 4.0 : 1.0);
     after = out.state;
     after.data_offset = (int64_t)out.state.step + 1;
+    if ((long)a.step == disagree_at) {
+      zs_step_args other = a;
+      int rc;
+      if (rank == ranks - 1) other.max_norm = a.max_norm * 2;
+      d.grad_norm = -1;
+      rc = zs_trainer_step(t, &other, &after, &d, &out);
+      if (rc != ZS_INVALID_ARGUMENT || d.grad_norm != -1) {
+        fprintf(stderr, "rank %d: disagreeing max_norm: code %d, norm %g\n",
+                rank, rc, d.grad_norm);
+        give_up();
+      }
+      printf("rank %d: refused: %s\n", rank, zs_last_error());
+    }
     if (zs_trainer_step(t, &a, &after, &d, &out) != ZS_OK) {
       fail("zs_trainer_step", rank);
     }
@@ -353,6 +383,9 @@ int main(int argc, char** argv) {
   if ((v = arg(argc, argv, "max_norm"))) max_norm = atof(v);
   if ((v = arg(argc, argv, "nan_step"))) nan_step = atol(v);
   if ((v = arg(argc, argv, "pause_at"))) pause_at = atol(v);
+  if ((v = arg(argc, argv, "fail_push_at"))) fail_push_at = atol(v);
+  if ((v = arg(argc, argv, "fail_push_code"))) fail_push_code = atoi(v);
+  if ((v = arg(argc, argv, "disagree_at"))) disagree_at = atol(v);
   if ((v = arg(argc, argv, "checkpoint_interval")))
     checkpoint_interval = atoi(v);
   if (servers == NULL || out_dir == NULL || ranks < 1 || ranks > MAX_RANKS ||

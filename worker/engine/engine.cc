@@ -211,6 +211,7 @@ absl::StatusOr<bool> ZeroEngine::Apply(const Outcome& o) {
     continued_ = true;
   } else {
     ++rollbacks_;
+    rollback_reason_ = std::string(o.error.message());
   }
   return true;
 }

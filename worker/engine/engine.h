@@ -133,6 +133,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -213,6 +214,8 @@ class ZeroEngine {
   // restored_state() the workers' state recorded with it.
   int rollbacks() const { return rollbacks_; }
   const v1::TrainerState& restored_state() const { return restored_; }
+  // Why the last roll back happened (step_protocol.h Outcome::error).
+  const std::string& rollback_reason() const { return rollback_reason_; }
   // Elastic: the engine started from the servers' last commit (then
   // restored_state() is that commit's state); the membership epoch of the
   // leader's last step word; the epoch of pushes and commits.
@@ -320,6 +323,7 @@ class ZeroEngine {
   uint64_t seed_ = 0;
   v1::TrainerState data_position_;  // data_* fields only
   int rollbacks_ = 0;
+  std::string rollback_reason_;
   bool continued_ = false;
   v1::TrainerState restored_;
   LossScaler scaler_;

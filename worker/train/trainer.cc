@@ -114,6 +114,14 @@ absl::Status RunSteps(const TrainSpec& spec, engine::ZeroEngine& engine,
         pos.offset = st.data_offset();
         ZS_RETURN_IF_ERROR(loader->Seek(pos));
       }
+      if (rank == 0 && *first >= 0) {
+        std::printf(
+            "rolled back to checkpoint %d (the servers' newest common "
+            "one)%s%s\n",
+            s, engine.rollback_reason().empty() ? "" : ": ",
+            engine.rollback_reason().c_str());
+        std::fflush(stdout);
+      }
       if (rank == 0 && *first < 0 && s > 0) {
         std::printf(
             "continuing the job at step %d of %d (the servers' newest "
