@@ -255,6 +255,15 @@ int Main(int argc, char** argv) {
   for (const std::string& w : security->warnings) {
     std::fprintf(stderr, "zeroshard-server: %s\n", w.c_str());
   }
+  std::unique_ptr<storage::DirLock> checkpoint_lock;  // held until exit
+  if (!checkpoint_dir.empty()) {
+    auto lock = storage::DirLock::AcquireCheckpointDir(
+        checkpoint_dir, shard_index, absl::Seconds(10));
+    if (!lock.ok()) {
+      ExitWithError(flags.program(), std::string(lock.status().message()), 1);
+    }
+    checkpoint_lock = std::move(*lock);
+  }
   std::unique_ptr<storage::DirLock> state_lock;  // held until exit
   if (nvme) {
     // The old state is discarded only for something to restore.

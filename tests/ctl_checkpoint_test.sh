@@ -127,8 +127,17 @@ K="$(start k0 2 0 --checkpoint_dir="$T/kckpt" --keep_checkpoints=2),$(start k1 2
   --layers=1 --heads=2 --channels=32 --seq-len=16 --workers=1 --insecure \
   --server-addrs="$K" --steps=4 --checkpoint-interval=1 --work-dir="$T/run-keep" >"$T/train-keep.log" 2>&1
 check "a 4-step job checkpointing every step on servers keeping 2" $?
-kept=$(ls "$T/kckpt" | tr '\n' ' ')
+kept=$(ls "$T/kckpt" | grep -v '^LOCK\.shard-' | tr '\n' ' ')
 [ "$kept" = "step-0000000003 step-0000000004 " ]; check "only the newest 2 checkpoints stay ($kept)" $?
+# A second job's server of shard 1 on the same directory is refused (after
+# waiting 10 s for a holder that might be exiting); the first one goes on.
+start=$(date +%s)
+out=$("$SERVER" --num_shards=2 --shard_index=1 --port=0 --insecure \
+  --checkpoint_dir="$T/kckpt" 2>&1); rc=$?
+echo "    | $out"
+[ $rc -eq 1 ] && grep -q "LOCK.shard-00001.*held by pid [0-9]*).*another zeroshard-server of shard 1 uses this --checkpoint_dir" <<<"$out" &&
+  [ $(($(date +%s) - start)) -ge 9 ] && "$CTL" health --servers="$K" >/dev/null
+check "a second server of shard 1 on that --checkpoint_dir is refused, naming the holder" $?
 # (They share the directory: whichever got to a checkpoint first says so.)
 cat "$T/k0.log" "$T/k1.log" | grep -q "removed checkpoint $T/kckpt/step-0000000002 (--keep_checkpoints=2)"
 check "a server says what it removed" $?
