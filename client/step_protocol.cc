@@ -163,10 +163,17 @@ absl::StatusOr<Outcome> StepProtocol::Decide(const absl::Status& leader_status,
       w.epoch = NextEpoch(*view, epoch_);
     }
     if (view.ok() && !at_start && !roll) {
-      w.code = kHealthy;  // a transient failure: the phase may be retried
-      err = absl::AbortedError(absl::StrCat(
-          leader_status.message(), " (the servers are up, at step ",
-          view->steps[0], ", none restarted)"));
+      w.code = kHealthy;  // the phase may be retried
+      // ABORTED, but for a disk's refusals and damage (a full or read-only
+      // checkpoint directory, a damaged checkpoint), which no retry fixes.
+      const absl::StatusCode c = leader_status.code();
+      const bool keep = c == absl::StatusCode::kResourceExhausted ||
+                        c == absl::StatusCode::kPermissionDenied ||
+                        c == absl::StatusCode::kDataLoss;
+      err = absl::Status(keep ? c : absl::StatusCode::kAborted,
+                         absl::StrCat(leader_status.message(),
+                                      " (the servers are up, at step ",
+                                      view->steps[0], ", none restarted)"));
     }
     if (roll) {
       absl::StatusOr<v1::TrainerState> state =

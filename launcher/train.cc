@@ -32,6 +32,7 @@
 #include "launcher/server_watch.h"
 #include "launcher/train_options.h"
 #include "worker/config/resolved_table.h"
+#include "worker/elastic/error_class.h"
 #include "worker/train/eval_loss.h"
 #include "worker/train/run_metrics.h"
 
@@ -150,6 +151,9 @@ class Job {
     return !o_.checkpoint_dir.empty() && fleet_ != nullptr &&
            worker_restarts_ < static_cast<int>(o_.max_restarts);
   }
+  // A worker failed with an error a restart would meet again (exit code
+  // elastic::kExitPermanent): the job stops instead.
+  bool permanent_ = false;
   // Stops the workers, keeps their logs and metrics, starts them again.
   std::optional<int> RestartWorkers(const std::vector<size_t>& failed);
   // Polls everything once; returns an exit code when the job is over.
@@ -362,9 +366,12 @@ int Job::Fail(const std::string& what, const std::string& log) {
   if (!o_.checkpoint_dir.empty() && o_.num_servers > 0 &&
       o_.server_addresses.empty()) {
     std::fprintf(stderr,
-                 "%s: the servers' checkpoints are in %s: the same command "
+                 "%s: the servers' checkpoints are in %s: %sthe same command "
                  "again continues the job from the newest\n",
-                 kProg, o_.checkpoint_dir.c_str());
+                 kProg, o_.checkpoint_dir.c_str(),
+                 permanent_ ? "the error would come again (not restarting "
+                              "the workers): fix what it names, then "
+                            : "");
   }
   return 1;
 }
@@ -376,11 +383,25 @@ std::string DescribeFailedWorkers(const std::vector<size_t>& failed,
                                   const std::vector<LogFollower>& logs,
                                   const std::vector<int>& status,
                                   size_t* first_out) {
+  // The cause, not its echo: a permanent error first, then a log that does
+  // not end in a peer's UNAVAILABLE or in the step protocol's word of
+  // another rank's failure.
   size_t first = failed[0];
+  int best = -1;
   for (size_t r : failed) {
-    if (TailLines(logs[r].path(), 1).find("UNAVAILABLE") == std::string::npos) {
+    const std::string last = TailLines(logs[r].path(), 1);
+    const bool echo = absl::StrContains(last, "UNAVAILABLE") ||
+                      absl::StrContains(last, "another rank's") ||
+                      absl::StrContains(last, "the step leader failed");
+    const int rank_of_cause =
+        (WIFEXITED(status[r]) &&
+                 WEXITSTATUS(status[r]) == elastic::kExitPermanent
+             ? 2
+             : 0) +
+        (echo ? 0 : 1);
+    if (rank_of_cause > best) {
+      best = rank_of_cause;
       first = r;
-      break;
     }
   }
   std::string also;
@@ -458,7 +479,12 @@ std::optional<int> Job::Poll() {
     if (round == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
   }
   if (!failed.empty()) {
-    return CanRestartWorkers() ? RestartWorkers(failed) : FailWorkers(failed);
+    permanent_ = std::any_of(failed.begin(), failed.end(), [&](size_t r) {
+      return WIFEXITED(status_[r]) &&
+             WEXITSTATUS(status_[r]) == elastic::kExitPermanent;
+    });
+    return CanRestartWorkers() && !permanent_ ? RestartWorkers(failed)
+                                              : FailWorkers(failed);
   }
   if (fleet_) {
     std::optional<ServerFailure> down = WatchServers(

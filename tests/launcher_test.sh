@@ -108,8 +108,8 @@ check "--servers overrides the config's count, said and reported (rc $rc)" $?
 out=$(ZEROSHARD_TEST_FAIL_AT=1:2 "$LAUNCHER" train "${TINY[@]}" --steps=1000 \
   --worker_binary="$TEST_WORKER" --work_dir="$T/fail" \
   --checkpoint_dir="$T/failck" --max_restarts=0 2>&1); rc=$?
-[ $rc -eq 1 ] && grep -q "worker rank 1 (pid [0-9]*) failed with exit code 3" <<<"$out"
-check "failing worker: exit 1 naming rank 1 and exit code 3 (rc $rc)" $?
+[ $rc -eq 1 ] && grep -q "worker rank 1 (pid [0-9]*) failed with exit code 5" <<<"$out"
+check "failing worker: exit 1 naming rank 1 and exit code 5 (rc $rc)" $?
 grep -q "checkpoints are in $T/failck: the same command again continues" <<<"$out"
 check "failing worker: the way to continue is named ($out)" $?
 grep -q "stopped at step [0-9]* of 1000 by a failure (worker rank 1" "$T/fail/report.md"
@@ -148,6 +148,16 @@ check "resumed run exits 0" $?
 grep -q "restored step 6" "$T/c6/server-0.log"; check "servers restored step 6" $?
 grep -q "continuing the job at step 7 of 12" <<<"$out"; check "the resumed run says where it continues ($out)" $?
 cmp -s "$T/ref12.bin" "$T/res12.bin"; check "resumed run saves the same bits" $?
+# A permanent error (the servers hold another model: FAILED_PRECONDITION,
+# worker exit code 3) is not met again by restarting the workers: the job
+# stops at once and says to fix the cause first.
+out=$("$LAUNCHER" train "${TINY[@]/--channels=32/--channels=64}" --steps=12 \
+  --checkpoint-dir="$T/ckpt" --checkpoint-interval=3 --work-dir="$T/perm" 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "worker rank [01] (pid [0-9]*) failed with exit code 3" <<<"$out" &&
+  grep -q "a different model is already registered" <<<"$out" &&
+  ! grep -q "starting the workers again" <<<"$out" &&
+  grep -q "the error would come again (not restarting the workers): fix what it names, then the same command" <<<"$out"
+check "a permanent error stops the job without restarts (rc $rc): $out" $?
 # A worker that fails mid-job, with checkpoints: the launcher starts the
 # workers again (torchrun's --max_restarts), they continue from the
 # servers' state, and the job ends with the uninterrupted run's bits; the
@@ -155,7 +165,7 @@ cmp -s "$T/ref12.bin" "$T/res12.bin"; check "resumed run saves the same bits" $?
 out=$(ZEROSHARD_TEST_FAIL_AT=1:5 "$LAUNCHER" train "${TINY[@]}" --steps=12 \
   --worker_binary="$TEST_WORKER" --checkpoint-dir="$T/ckre" \
   --checkpoint-interval=3 --save="$T/re12.bin" --work-dir="$T/re12" 2>&1); rc=$?
-[ $rc -eq 0 ] && grep -q "worker rank 1 (pid [0-9]*) failed with exit code 3.*; starting the workers again (1 of 3)" <<<"$out"
+[ $rc -eq 0 ] && grep -q "worker rank 1 (pid [0-9]*) failed with exit code 5.*; starting the workers again (1 of 3)" <<<"$out"
 check "a failed worker: the workers start again and the job ends (rc $rc)" $?
 cmp -s "$T/ref12.bin" "$T/re12.bin"; check "restarted workers save the same bits" $?
 [ -f "$T/re12/rank-1.attempt-1.log" ] && grep -q "ZEROSHARD_TEST_FAIL_AT" "$T/re12/rank-1.attempt-1.log" &&

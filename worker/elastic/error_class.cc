@@ -32,6 +32,15 @@ ErrorKind ClassifyError(const absl::Status& status, ErrorOrigin origin) {
   return ErrorKind::kTransient;
 }
 
+int WorkerExitCode(const absl::Status& status) {
+  const absl::StatusCode c = status.code();
+  const bool permanent =
+      ClassifyError(status, ErrorOrigin::kGroup) == ErrorKind::kPermanent ||
+      c == absl::StatusCode::kDataLoss ||
+      c == absl::StatusCode::kResourceExhausted;
+  return permanent ? kExitPermanent : 1;
+}
+
 const char* ErrorKindName(ErrorKind kind) {
   return kind == ErrorKind::kPermanent ? "permanent" : "transient";
 }

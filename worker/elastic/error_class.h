@@ -49,8 +49,18 @@ enum class ErrorKind { kTransient, kPermanent };
 //     transient for the rest (RESOURCE_EXHAUSTED: a busy server;
 //     INTERNAL, UNKNOWN, DATA_LOSS, NOT_FOUND, ALREADY_EXISTS: re-formed
 //     as before). The step protocol answers a server's failed Prepare or
-//     Commit as ABORTED while the servers are up, so those stay transient.
+//     Commit as ABORTED while the servers are up, so those stay transient,
+//     but for RESOURCE_EXHAUSTED, PERMISSION_DENIED and DATA_LOSS (a full
+//     or read-only checkpoint directory, damage).
 ErrorKind ClassifyError(const absl::Status& status, ErrorOrigin origin);
+
+// The exit code of a worker process (not elastic) whose run ended with
+// `status` (not OK), for the launcher that restarts failed workers:
+// kExitPermanent when a restart would meet the same error — kGroup's
+// permanent codes and DATA_LOSS and RESOURCE_EXHAUSTED (every checkpoint
+// damaged, NaN gradients in the data, a full disk) — else 1.
+inline constexpr int kExitPermanent = 3;
+int WorkerExitCode(const absl::Status& status);
 
 // "permanent" or "transient", for messages.
 const char* ErrorKindName(ErrorKind kind);

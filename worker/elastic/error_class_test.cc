@@ -48,5 +48,21 @@ TEST(ClassifyError, EveryCodeFromEveryOrigin) {
   EXPECT_STREQ(ErrorKindName(kT), "transient");
 }
 
+// A worker's exit code tells the launcher whether restarting it helps.
+TEST(WorkerExitCodeTest, PermanentErrorsExit3) {
+  using C = absl::StatusCode;
+  for (C c : {C::kInvalidArgument, C::kFailedPrecondition, C::kOutOfRange,
+              C::kUnimplemented, C::kPermissionDenied, C::kUnauthenticated,
+              C::kDataLoss, C::kResourceExhausted}) {
+    EXPECT_EQ(WorkerExitCode(absl::Status(c, "x")), kExitPermanent)
+        << absl::StatusCodeToString(c);
+  }
+  for (C c : {C::kUnavailable, C::kDeadlineExceeded, C::kAborted, C::kCancelled,
+              C::kInternal, C::kUnknown, C::kNotFound, C::kAlreadyExists}) {
+    EXPECT_EQ(WorkerExitCode(absl::Status(c, "x")), 1)
+        << absl::StatusCodeToString(c);
+  }
+}
+
 }  // namespace
 }  // namespace zeroshard::elastic

@@ -347,7 +347,8 @@ TEST(WorkerEnvTest, MissingOrDisagreeingRankIsAnError) {
     ASSERT_TRUE(p.ok()) << p.status();
     auto status = p->Wait(std::chrono::seconds(60));
     ASSERT_TRUE(status.ok()) << "worker hangs";
-    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1)
+    // 3: a permanent error (elastic::WorkerExitCode), not restarted.
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 3)
         << DescribeWaitStatus(*status);
     std::ifstream in(o.log_path);
     const std::string log((std::istreambuf_iterator<char>(in)),

@@ -10,6 +10,7 @@
 #include "common/malloc_tuning.h"
 #include "common/mutex_checks.h"
 #include "common/version.h"
+#include "worker/elastic/error_class.h"
 
 namespace zeroshard::train {
 namespace {
@@ -73,7 +74,7 @@ int WorkerMain(int argc, char** argv, const WorkerHooks& hooks) {
   const absl::Status st = RunWorker(o, hooks);
   if (!st.ok()) {
     std::fprintf(stderr, "%s: %s\n", kProgram, st.ToString().c_str());
-    return 1;
+    return elastic::WorkerExitCode(st);
   }
   return 0;
 }

@@ -19,9 +19,10 @@ namespace zeroshard::train {
 
 // main() of a worker binary that installs `hooks` (worker_run.h). Call from
 // main() before any thread starts. Returns the exit code: 0 on success
-// (and after an elastic worker left the job), 1 with the error on stderr
-// when the run fails; --help exits 0 and a bad flag exits 2 with one line
-// naming it, here.
+// (and after an elastic worker left the job), 1 or 3 with the error on
+// stderr when the run fails (3: a restart would meet the same error,
+// elastic::WorkerExitCode); --help exits 0 and a bad flag exits 2 with
+// one line naming it, here.
 int WorkerMain(int argc, char** argv, const WorkerHooks& hooks);
 
 }  // namespace zeroshard::train

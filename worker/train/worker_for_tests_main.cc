@@ -2,7 +2,7 @@
 // failure points of the launcher's tests; testonly, never shipped
 // (no_test_hooks_test.sh checks that zeroshard-worker has none).
 //
-//   ZEROSHARD_TEST_FAIL_AT="R:K"   rank R exits with status 3 right after
+//   ZEROSHARD_TEST_FAIL_AT="R:K"   rank R exits with status 5 right after
 //                                  step K (tests/launcher_test.sh)
 //
 // `zeroshard train --worker_binary=PATH` runs it instead of zeroshard-worker.
@@ -38,9 +38,9 @@ int main(int argc, char** argv) {
   hooks.after_step = [fail_at](int rank,
                                const zeroshard::engine::StepStats& s) {
     if (rank != fail_at.rank || s.step != fail_at.step) return;
-    std::fprintf(stderr, "rank %d: ZEROSHARD_TEST_FAIL_AT: exiting 3\n", rank);
+    std::fprintf(stderr, "rank %d: ZEROSHARD_TEST_FAIL_AT: exiting 5\n", rank);
     std::fflush(stderr);
-    _exit(3);
+    _exit(5);  // not 3, a permanent error (elastic::kExitPermanent)
   };
   return zeroshard::train::WorkerMain(argc, argv, hooks);
 }
