@@ -163,6 +163,9 @@ class Job {
   // The servers' step for the progress line: asked at most every 0.5 s,
   // or `now`.
   void RefreshServerStep(bool now);
+  // After o_.stall_seconds without a step (and again every as many): says
+  // so, and whether the servers answer.
+  void NoteStall();
   int Fail(const std::string& what, const std::string& log);
   // Names the worker that failed first: the first of `failed` whose log
   // does not end in a peer's UNAVAILABLE error, else the first.
@@ -180,6 +183,10 @@ class Job {
   Progress progress_;
   std::unique_ptr<LocalFleet> fleet_;
   std::unique_ptr<ShardClient> client_;
+  // When rank 0 last wrote a step (or the workers started), its step, and
+  // the last stall note.
+  Clock::time_point last_step_at_ = Clock::now(), last_stall_note_;
+  int64_t last_step_ = 0;
   std::string servers_;
   std::vector<Subprocess> workers_;
   std::vector<LogFollower> logs_;
@@ -216,6 +223,10 @@ absl::Status Job::StartServers() {
   servers_ = absl::StrJoin(addresses, ",");
   ClientOptions co;
   co.addresses = addresses;
+  // The launcher only asks for stats: a server that does not answer in 2 s
+  // (stopped, stuck) must not hold up its loop.
+  co.deadline = std::chrono::milliseconds(2000);
+  co.max_attempts = 1;
   if (!fleet_) ZS_RETURN_IF_ERROR(ApplyClientSecurity(o_.train.security, &co));
   auto client = ShardClient::Connect(co);
   if (!client.ok()) return client.status();
@@ -227,6 +238,7 @@ absl::Status Job::StartServers() {
 }
 
 absl::Status Job::SpawnWorkers(std::optional<int>* code) {
+  last_step_at_ = Clock::now();
   const std::string port_file = o_.work_dir + "/rank0.port";
   RemoveStale(env_, port_file);
   for (uint32_t r = 0; r < o_.workers; ++r) {
@@ -314,6 +326,8 @@ void Job::UpdateProgress() {
     if (train::JsonEvent(line) != "step") continue;
     ProgressPoint p;
     p.step = static_cast<int64_t>(train::JsonNumber(line, "step").value_or(0));
+    last_step_at_ = Clock::now();
+    last_step_ = p.step;
     // A line that stays on the screen shows the servers' step of now, not
     // of up to half a second ago (hundreds of steps of a small model).
     if (progress_.Keeps(p.step)) RefreshServerStep(true);
@@ -328,6 +342,29 @@ void Job::UpdateProgress() {
     p.server_step = client_ ? std::min(server_step_, p.step) : -1;
     progress_.Update(p);
   }
+}
+
+void Job::NoteStall() {
+  const auto now = Clock::now();
+  const auto every = std::chrono::seconds(o_.stall_seconds);
+  if (o_.stall_seconds <= 0 || now - last_step_at_ < every ||
+      now - last_stall_note_ < every) {
+    return;
+  }
+  last_stall_note_ = now;
+  std::string servers;
+  if (client_) {
+    auto stats = client_->Stats();
+    servers = stats.ok() ? absl::StrCat("the servers answer (at step ",
+                                        (*stats)[0].step(),
+                                        "), so a worker is stopped or stuck")
+                         : std::string(stats.status().message());
+  }
+  const auto secs =
+      std::chrono::duration_cast<std::chrono::seconds>(now - last_step_at_);
+  Say(absl::StrCat("no step for ", secs.count(), " s (the last was step ",
+                   last_step_, ")", servers.empty() ? "" : ": ", servers,
+                   "; the job waits for it (Ctrl-C stops it)"));
 }
 
 void Job::StopAll() {
@@ -494,6 +531,7 @@ std::optional<int> Job::Poll() {
   }
   EchoLogs();
   UpdateProgress();
+  NoteStall();
   for (bool d : done_) {
     if (!d) return std::nullopt;
   }

@@ -254,6 +254,10 @@ absl::StatusOr<TrainOptions> ParseTrainOptions(int argc, char** argv) {
                "logs, metrics.jsonl, loss.svg and report.md go here");
   flags.Int64("print_every", &o.print_every,
               "steps between plain progress lines when not on a terminal");
+  flags.Int64("stall_seconds", &o.stall_seconds,
+              "after this many seconds without a step, say so and which "
+              "shard servers do not answer (a stopped or stuck process); "
+              "again every as many seconds while it lasts; 0: never");
   flags.String("worker_binary", &o.worker_binary,
                "for tests: run this worker binary instead of zeroshard-worker "
                "(e.g. zeroshard-worker-for-tests, which has failure points)");

@@ -54,6 +54,9 @@ struct TrainOptions {
   uint32_t server_threads = 0;
   uint32_t workers = 2, nodes = 1;
   int64_t print_every = 0;  // 0: about 20 plain lines per run
+  // A note when no step came for this long (a stopped or stuck process);
+  // 0: never.
+  int64_t stall_seconds = 60;
   // With --checkpoint_dir and servers the launcher started: a worker that
   // fails stops the others and all are started again, up to this many
   // times, continuing from the servers' state (torchrun's --max_restarts).

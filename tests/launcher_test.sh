@@ -116,6 +116,23 @@ grep -q "stopped at step [0-9]* of 1000 by a failure (worker rank 1" "$T/fail/re
 check "failing worker: the report of the steps done is written" $?
 [ "$(left_of "$T/fail/")" -eq 0 ]; check "no process left after the failure" $?
 
+# A stopped shard server holds the job up: after --stall_seconds without
+# a step the launcher says so and names the server that does not answer;
+# once it continues, the job ends normally.
+"$LAUNCHER" train "${TINY[@]}" --steps=400 --print_every=1 --stall_seconds=2 \
+  --work_dir="$T/stall" >"$T/stall.log" 2>&1 &
+lpid=$!
+for _ in $(seq 600); do grep -q "^step " "$T/stall.log" 2>/dev/null && break; sleep 0.05; done
+spid=$(pgrep -f "zeroshard-server.*$T/stall/server-1" | head -1)
+if [ -n "$spid" ] && kill -STOP "$spid"; then
+  for _ in $(seq 200); do grep -q "^no step for" "$T/stall.log" && break; sleep 0.05; done
+  kill -CONT "$spid"
+fi
+wait $lpid; rc=$?
+[ -n "$spid" ] && [ $rc -eq 0 ] &&
+  grep -q "^no step for [0-9]* s (the last was step [0-9]*): GetStats on shard 1 (127.0.0.1:[0-9]*).*[Dd]eadline.*; the job waits for it" "$T/stall.log"
+check "a stopped server: the launcher names it after --stall_seconds, the job ends (rc $rc): $(grep "no step" "$T/stall.log" | head -2)" $?
+
 # SIGTERM to the launcher mid-job leaves no process behind.
 "$LAUNCHER" train "${TINY[@]}" --steps=1000000 --print_every=1 --work_dir="$T/sig" >"$T/sig.log" 2>&1 &
 lpid=$!

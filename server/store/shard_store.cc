@@ -53,12 +53,12 @@ absl::StatusOr<RegisterResult> ShardStore::RegisterModel(
   if (ledger_.has_value()) {
     const std::string diff = DescribeSpecDifference(state_->spec(), spec);
     if (diff.empty()) return state_->Registration(false, ledger_->step());
-    return Reject(absl::FailedPreconditionError(
-        absl::StrCat("a different model is already registered (", diff,
-                     ", registered vs requested); a shard server holds one "
-                     "model at a time: a second model needs servers of its "
-                     "own, a new run of this one servers restarted without "
-                     "its state")));
+    return Reject(absl::FailedPreconditionError(absl::StrCat(
+        "a different model is already registered (", diff,
+        ", registered vs requested); a shard server holds one "
+        "model at a time: a second model needs servers of its "
+        "own, and a new run of this one needs servers restarted without "
+        "its state")));
   }
   ShardState::Options so{&pool_, options_.make_tier, options_.grad_slot_dir,
                          options_.env};
