@@ -6,11 +6,14 @@
 #include <csignal>
 #include <cstdlib>
 #include <thread>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/env/env.h"
 #include "common/grpc_quirks.h"
 #include "common/status_macros.h"
@@ -70,9 +73,19 @@ absl::StatusOr<std::unique_ptr<LocalFleet>> LocalFleet::Start(
     int port = 0;
     while (port == 0) {
       if (auto status = fleet->servers_[k].Poll()) {
+        // Its last line is why (a flag, a locked or unwritable directory).
+        absl::StatusOr<std::string> log =
+            ReadSmallFile(DefaultEnv(), log_of(k));
+        std::string why;
+        if (log.ok()) {
+          std::vector<absl::string_view> lines =
+              absl::StrSplit(absl::StripTrailingAsciiWhitespace(*log), '\n');
+          why = std::string(lines.back());
+        }
         return absl::InternalError(
             absl::StrCat("shard server ", k, " exited during start (",
-                         DescribeWaitStatus(*status), "); see ", log_of(k)));
+                         DescribeWaitStatus(*status), why.empty() ? "" : ": ",
+                         why, "); see ", log_of(k)));
       }
       // 0 until the server has written the file (atomically).
       absl::StatusOr<std::string> text =

@@ -21,7 +21,8 @@ std::optional<ServerFailure> WatchServers(
     ++*restarts;
     say(absl::StrCat("shard server ", k, " exited with ",
                      DescribeWaitStatus(*st),
-                     "; restarting it from its newest checkpoint"));
+                     "; restarting it (it restores its shutdown snapshot "
+                     "or its newest checkpoint)"));
     absl::Status restarted = fleet.Restart(k);
     if (!restarted.ok()) {
       return ServerFailure{

@@ -133,6 +133,19 @@ wait $lpid; rc=$?
   grep -q "^no step for [0-9]* s (the last was step [0-9]*): GetStats on shard 1 (127.0.0.1:[0-9]*).*[Dd]eadline.*; the job waits for it" "$T/stall.log"
 check "a stopped server: the launcher names it after --stall_seconds, the job ends (rc $rc): $(grep "no step" "$T/stall.log" | head -2)" $?
 
+# A --checkpoint-dir that another job's server of shard 0 holds: the
+# launcher's server 0 is refused (after 10 s), and the launcher quotes why.
+mkdir -p "$T/heldck"
+"$R/server/zeroshard-server" --insecure --port=0 --num_shards=2 --shard_index=0 \
+  --checkpoint_dir="$T/heldck" >"$T/held.log" 2>&1 &
+hpid=$!
+for _ in $(seq 200); do [ -e "$T/heldck/LOCK.shard-00000" ] && break; sleep 0.05; done
+out=$("$LAUNCHER" train "${TINY[@]}" --steps=4 --checkpoint-dir="$T/heldck" \
+  --work-dir="$T/held" 2>&1); rc=$?
+kill -TERM $hpid; wait $hpid 2>/dev/null
+[ $rc -eq 1 ] && grep -q "shard server 0 exited during start (exit code 1: zeroshard-server: .*LOCK.shard-00000 is locked (held by pid $hpid): another zeroshard-server of shard 0 uses this --checkpoint_dir" <<<"$out"
+check "a checkpoint dir held by another job's server: refused, the reason quoted (rc $rc): $out" $?
+
 # SIGTERM to the launcher mid-job leaves no process behind.
 "$LAUNCHER" train "${TINY[@]}" --steps=1000000 --print_every=1 --work_dir="$T/sig" >"$T/sig.log" 2>&1 &
 lpid=$!
