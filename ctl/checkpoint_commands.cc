@@ -42,11 +42,13 @@ absl::StatusOr<uint64_t> AgreedStep(ShardClient& client) {
 
 }  // namespace
 
-uint64_t NewestCommonCheckpoint(
+std::optional<uint64_t> NewestCommonCheckpoint(
     const std::vector<v1::GetStatsResponse>& stats) {
+  if (stats.empty()) return std::nullopt;
   const std::vector<uint64_t> common =
       CommonCheckpoints(ViewOf(stats).checkpoints);
-  return common.empty() ? 0 : common.front();
+  if (common.empty()) return std::nullopt;
+  return common.front();
 }
 
 absl::StatusOr<std::string> TakeCheckpoint(ShardClient& client,
@@ -89,25 +91,53 @@ absl::StatusOr<std::string> TakeCheckpoint(ShardClient& client,
 }
 
 absl::StatusOr<std::string> RestoreCheckpoint(ShardClient& client,
-                                              uint64_t step) {
+                                              std::optional<uint64_t> step) {
   ZS_ASSIGN_OR_RETURN(std::vector<v1::GetStatsResponse> stats, client.Stats());
-  if (step == 0) {
+  const auto listed = [&] {
+    return PerShard(stats, [](const auto& s) {
+      return s.checkpoint_steps().empty()
+                 ? std::string("none")
+                 : absl::StrJoin(s.checkpoint_steps(), " ");
+    });
+  };
+  if (!step.has_value()) {
     step = NewestCommonCheckpoint(stats);
-    if (step == 0) {
+    if (!step.has_value()) {
       return absl::NotFoundError(absl::StrCat(
-          "no checkpoint is complete on every server (",
-          PerShard(stats,
-                   [](const auto& s) {
-                     return s.checkpoint_steps().empty()
-                                ? std::string("none")
-                                : absl::StrJoin(s.checkpoint_steps(), " ");
-                   }),
+          "no checkpoint is complete on every server (", listed(),
           "; a server lists the checkpoints under its --checkpoint_dir)"));
     }
   }
+  // Every server must list it: none moves otherwise.
+  for (const v1::GetStatsResponse& s : stats) {
+    if (std::find(s.checkpoint_steps().begin(), s.checkpoint_steps().end(),
+                  *step) == s.checkpoint_steps().end()) {
+      return absl::NotFoundError(absl::StrCat(
+          "no complete checkpoint of step ", *step, " on every server (",
+          listed(), "); nothing was restored"));
+    }
+  }
   const uint64_t epoch = NextEpoch(ViewOf(stats), 0);
-  ZS_ASSIGN_OR_RETURN(v1::TrainerState state, client.Restore(step, epoch));
-  return absl::StrCat("restored step ", step, " at epoch ", epoch,
+  absl::StatusOr<v1::TrainerState> restored = client.Restore(*step, epoch);
+  if (!restored.ok()) {
+    // Some may have moved (the others' files were good): say where each is.
+    absl::StatusOr<std::vector<v1::GetStatsResponse>> now = client.Stats();
+    std::string where = "unknown: stats failed";
+    if (now.ok()) {
+      where = PerShard(*now, [&](const auto& s) {
+        return absl::StrCat("step ", s.step(),
+                            s.epoch() == epoch ? " (restored)" : "");
+      });
+    }
+    return absl::Status(
+        restored.status().code(),
+        absl::StrCat(restored.status().message(),
+                     "; the servers are now at: ", where,
+                     ". Restore another step on every server, or start the "
+                     "job: it rolls back to their newest common checkpoint"));
+  }
+  const v1::TrainerState& state = *restored;
+  return absl::StrCat("restored step ", *step, " at epoch ", epoch,
                       "; trainer state: step ", state.step(), ", updates ",
                       state.updates(), ", loss_scale ", state.loss_scale(),
                       ", data epoch ", state.data_epoch(), " shard ",

@@ -15,6 +15,7 @@
 #define ZEROSHARD_CTL_CHECKPOINT_COMMANDS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,8 +25,10 @@
 
 namespace zeroshard::ctl {
 
-// The newest step in every server's checkpoint_steps; 0 when there is none.
-uint64_t NewestCommonCheckpoint(const std::vector<v1::GetStatsResponse>& stats);
+// The newest step in every server's checkpoint_steps (step 0 too); nullopt
+// when there is none.
+std::optional<uint64_t> NewestCommonCheckpoint(
+    const std::vector<v1::GetStatsResponse>& stats);
 
 // Checkpoints the servers' current step with the trainer state they kept
 // from the last commit. While a step is being committed (the servers'
@@ -34,12 +37,15 @@ uint64_t NewestCommonCheckpoint(const std::vector<v1::GetStatsResponse>& stats);
 absl::StatusOr<std::string> TakeCheckpoint(ShardClient& client,
                                            const std::string& tag);
 
-// Restores checkpoint `step` (0: NewestCommonCheckpoint) on every server at
-// an epoch above every server's (contributions of older epochs are then
-// rejected). Returns a line: the step and the trainer state recorded with
-// it.
+// Restores checkpoint `step` (nullopt: NewestCommonCheckpoint) on every
+// server at an epoch above every server's (contributions of older epochs
+// are then rejected). A step some server does not list is refused before
+// any server moves (NOT_FOUND); a server that fails its restore (a damaged
+// file) leaves the others restored: the error then says at which step each
+// server is now. Returns a line: the step and the trainer state recorded
+// with it.
 absl::StatusOr<std::string> RestoreCheckpoint(ShardClient& client,
-                                              uint64_t step);
+                                              std::optional<uint64_t> step);
 
 }  // namespace zeroshard::ctl
 

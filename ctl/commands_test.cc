@@ -81,13 +81,18 @@ TEST(DescribeLayoutDifference, NamesTheFirstDifferingTensor) {
 
 TEST(NewestCommonCheckpoint, IsTheNewestStepOnEveryServer) {
   std::vector<v1::GetStatsResponse> stats(2);
-  EXPECT_EQ(NewestCommonCheckpoint(stats), 0u);
+  EXPECT_EQ(NewestCommonCheckpoint(stats), std::nullopt);
   for (uint64_t s : {9, 6, 3}) stats[0].add_checkpoint_steps(s);
   for (uint64_t s : {6, 3}) stats[1].add_checkpoint_steps(s);
   EXPECT_EQ(NewestCommonCheckpoint(stats), 6u);
   stats[1].clear_checkpoint_steps();
+  EXPECT_EQ(NewestCommonCheckpoint(stats), std::nullopt);
+  EXPECT_EQ(NewestCommonCheckpoint({}), std::nullopt);
+  // Step 0 is a checkpoint like any other (a job shorter than its interval).
+  stats[0].clear_checkpoint_steps();
+  stats[0].add_checkpoint_steps(0);
+  stats[1].add_checkpoint_steps(0);
   EXPECT_EQ(NewestCommonCheckpoint(stats), 0u);
-  EXPECT_EQ(NewestCommonCheckpoint({}), 0u);
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 // file included).
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -211,7 +212,10 @@ int Admin(ShardClient& client, const std::string& command,
   if (command == "checkpoint") {
     line = ctl::TakeCheckpoint(client, tag);
   } else if (command == "restore") {
-    line = ctl::RestoreCheckpoint(client, static_cast<uint64_t>(step));
+    line = ctl::RestoreCheckpoint(
+        client, step < 0
+                    ? std::nullopt
+                    : std::optional<uint64_t>(static_cast<uint64_t>(step)));
   } else if (command == "export") {
     line = ctl::ExportModel(client, out, heads, vocab);
   } else {
@@ -231,7 +235,7 @@ int Main(int argc, char** argv) {
   std::string servers_flag, spec_path, tensor, dtype_name = "fp32", out;
   std::string tag, model;
   int64_t offset = -1, length = -1, deadline_ms = 30000;
-  int64_t restore_step = 0, heads = 0, vocab = 0;
+  int64_t restore_step = -1, heads = 0, vocab = 0;
   FlagSet flags("zeroshard-ctl", kUsage);
   flags.String("servers", &servers_flag,
                "Comma-separated shard server addresses, shard 0 first.");
@@ -243,7 +247,8 @@ int Main(int argc, char** argv) {
   flags.String("out", &out, "gather, export: output file.");
   flags.String("tag", &tag, "checkpoint: a label stored in the manifest.");
   flags.Int64("step", &restore_step,
-              "restore: the step; 0 = the newest complete.");
+              "restore: the step (0 too); -1 = the newest complete on every "
+              "server.");
   flags.Int64("heads", &heads,
               "export: attention heads (not in the registered spec).");
   flags.Int64("vocab", &vocab,
@@ -304,8 +309,9 @@ int Main(int argc, char** argv) {
       ExitWithError(flags.program(), absl::StrCat("--model: ", s.message()));
     }
   }
-  if (command == "restore" && restore_step < 0) {
-    ExitWithError(flags.program(), "--step must be >= 0");
+  if (command == "restore" && restore_step < -1) {
+    ExitWithError(flags.program(),
+                  "--step must be >= 0 (or -1: the newest complete)");
   }
   if (command == "health") {
     auto creds = ClientCredentials(security);

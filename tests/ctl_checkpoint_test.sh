@@ -143,6 +143,28 @@ cat "$T/k0.log" "$T/k1.log" | grep -q "removed checkpoint $T/kckpt/step-00000000
 check "a server says what it removed" $?
 out=$("$CTL" restore --servers="$K" 2>&1); rc=$?
 [ $rc -eq 0 ] && grep -q "^restored step 4 " <<<"$out"; check "the newest kept checkpoint restores ($out)" $?
+# A damaged file of step 3 on shard 1: shard 0 restores, shard 1 cannot,
+# and the error says where each server is now; step 4 then restores both.
+printf '\xff' | dd of="$T/kckpt/step-0000000003/shard-00001-of-00002.ckpt" bs=1 seek=300 conv=notrunc 2>/dev/null
+out=$("$CTL" restore --servers="$K" --step=3 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "shard-00001-of-00002.ckpt.*checksum mismatch.*; the servers are now at: shard 0: step 3 (restored), shard 1: step 4\. Restore another step" <<<"$out"
+check "a restore that one server cannot do says where each one is ($out)" $?
+out=$("$CTL" restore --servers="$K" --step=4 2>&1); rc=$?
+[ $rc -eq 0 ] && grep -q "^restored step 4 " <<<"$out"; check "then step 4 restores on both ($out)" $?
+# Step 0 is a checkpoint like the others: a job shorter than its interval
+# has only it, and --step=0 or the newest restores it.
+Z="$(start z0 2 0 --checkpoint_dir="$T/zckpt"),$(start z1 2 1 --checkpoint_dir="$T/zckpt")"
+"$LAUNCHER" train --config="$T/ds.json" --data="$T/tokens.bin" \
+  --layers=1 --heads=2 --channels=32 --seq-len=16 --workers=1 --insecure \
+  --server-addrs="$Z" --steps=2 --checkpoint-interval=100 --work-dir="$T/run-z" >"$T/train-z.log" 2>&1
+check "a 2-step job checkpointing every 100 steps (only step 0)" $?
+out=$("$CTL" restore --servers="$Z" --step=0 2>&1); rc=$?
+[ $rc -eq 0 ] && grep -q "^restored step 0 at epoch 1; trainer state: step 0" <<<"$out"
+check "restore --step=0 restores checkpoint 0 ($out)" $?
+out=$("$CTL" restore --servers="$Z" 2>&1); rc=$?
+[ $rc -eq 0 ] && grep -q "^restored step 0 at epoch 2" <<<"$out"
+check "restore of the newest finds checkpoint 0 ($out)" $?
+one_line "restore --step=-2" 2 "--step must be >= 0 (or -1: the newest complete)" restore --servers="$Z" --step=-2
 out=$("$SERVER" --keep_checkpoints=-1 --insecure 2>&1); rc=$?
 [ $rc -eq 2 ] && grep -q -- "--keep_checkpoints -1 is not in \[0, 1000000\]" <<<"$out"
 check "a negative --keep_checkpoints exits 2 ($out)" $?
