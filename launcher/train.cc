@@ -575,6 +575,15 @@ int Job::Run() {
   }
   auto summary =
       WriteRunReport(o_.work_dir, static_cast<int>(o_.workers), context_);
+  if (!summary.ok() && last_step_ == 0) {
+    // The workers ended well without a step: the servers' job was already
+    // at --steps or past it (rank 0 said so).
+    std::printf("no step was trained, so no report; %s\n",
+                o_.train.save.empty()
+                    ? "the servers keep the job's parameters"
+                    : ("final model: " + o_.train.save).c_str());
+    return 0;
+  }
   if (!summary.ok()) {
     std::fprintf(stderr, "%s: report: %s\n", kProg,
                  std::string(summary.status().message()).c_str());

@@ -188,6 +188,11 @@ out=$("$LAUNCHER" train "${TINY[@]/--channels=32/--channels=64}" --steps=12 \
   ! grep -q "starting the workers again" <<<"$out" &&
   grep -q "the error would come again (not restarting the workers): fix what it names, then the same command" <<<"$out"
 check "a permanent error stops the job without restarts (rc $rc): $out" $?
+# --steps below the servers' step: nothing is trained, and it says so.
+out=$("$LAUNCHER" train "${TINY[@]}" --steps=6 --checkpoint-dir="$T/ckpt" \
+  --checkpoint-interval=3 --work-dir="$T/short" 2>&1); rc=$?
+[ $rc -eq 0 ] && grep -q "nothing to train: the servers' job is at step 12, and --steps is 6" <<<"$out"
+check "--steps below the servers' step says there is nothing to train (rc $rc)" $?
 # A worker that fails mid-job, with checkpoints: the launcher starts the
 # workers again (torchrun's --max_restarts), they continue from the
 # servers' state, and the job ends with the uninterrupted run's bits; the

@@ -93,6 +93,16 @@ absl::Status RunSteps(const TrainSpec& spec, engine::ZeroEngine& engine,
   const int rank = engine.comm().rank(), world = engine.comm().size();
   std::vector<int> tok(2 * bt);
   engine.set_seed(spec.seed);
+  if (rank == 0 && engine.global_step() >= spec.steps &&
+      engine.global_step() > 0) {
+    std::printf(
+        "nothing to train: the servers' job is at step %lld, and --steps is "
+        "%d (the final parameters are those of step %lld; a larger --steps "
+        "continues it)\n",
+        static_cast<long long>(engine.global_step()), spec.steps,
+        static_cast<long long>(engine.global_step()));
+    std::fflush(stdout);
+  }
   progress->rank = rank;
   progress->world_size = world;
   // Steps are numbered by the engine: a start from a checkpoint or the
