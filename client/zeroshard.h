@@ -200,7 +200,8 @@ void zs_model_init(zs_model* model);
  * that all computed the same partition plan. Idempotent: the same model
  * again is accepted; a different one is FAILED_PRECONDITION or
  * ALREADY_EXISTS from the servers. Waits for the client's calls in flight.
- * INVALID_ARGUMENT names the bad field (e.g. "tensors[2].shape[0] is 0"). */
+ * INVALID_ARGUMENT names the bad field (e.g. "tensor 'l1.w' has dimension 0
+ * (must be >= 1)", "model.alignment 0 is not in [1, 1048576]"). */
 int zs_register(zs_client* client, const zs_model* model);
 /* Uses the model already registered on the servers (no spec needed): for
  * admin tools and late joiners. FAILED_PRECONDITION when none is. */
@@ -622,7 +623,8 @@ size_t zs_config_describe(const zs_train_config* config, char* buf,
  * under the config's schedule, as the engine computes it: DeepSpeed's
  * scheduler value at iteration step - 1, as DeepSpeed's engine applies it
  * (the scheduler is made at iteration -1 and stepped after each update;
- * worker/engine/lr_schedule.h), bit for bit. */
+ * worker/engine/lr_schedule.h), bit for bit. A negative step:
+ * INVALID_ARGUMENT. */
 int zs_config_lr(const zs_train_config* config, int64_t step, double* lr);
 /* The loss scaler of the config over four fields of *state: loss_scale,
  * loss_scale_hysteresis, loss_scale_iteration, loss_scale_last_overflow

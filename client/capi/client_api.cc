@@ -274,7 +274,9 @@ int zs_push(zs_client* c, uint64_t offset, uint64_t count, int dtype,
     ZS_ASSIGN_OR_RETURN(auto client, zeroshard::capi::Client(c, blame));
     ZS_RETURN_IF_ERROR(NotNull(id, "id"));
     if (id->key_prefix == nullptr || id->key_prefix[0] == '\0') {
-      return absl::InvalidArgumentError("id->key_prefix is empty");
+      return absl::InvalidArgumentError(id->key_prefix == nullptr
+                                            ? "id->key_prefix is NULL"
+                                            : "id->key_prefix is empty");
     }
     if (std::strlen(id->key_prefix) > 200) {
       return absl::InvalidArgumentError("id->key_prefix is over 200 bytes");

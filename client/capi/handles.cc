@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_replace.h"
 
 namespace zeroshard::capi {
 namespace {
@@ -118,9 +119,19 @@ size_t CopyString(absl::string_view text, char* buf, size_t size) noexcept {
 }
 
 int Report(const char* function, const absl::Status& status, Handle* blame) {
-  std::string message = status.ok()
-                            ? std::string()
-                            : absl::StrCat(function, ": ", status.message());
+  // The model's checks (common/model_spec.h) name the protocol's fields:
+  // say them as the C API's.
+  std::string message =
+      status.ok()
+          ? std::string()
+          : absl::StrCat(function, ": ",
+                         absl::StrReplaceAll(
+                             status.message(),
+                             {{"ModelSpec.param_groups", "model.groups"},
+                              {"ModelSpec.init.std", "model.init_std"},
+                              {"ModelSpec.job_id", "zs_connect_options.job_id"},
+                              {"ModelSpec.", "model."},
+                              {" DTYPE_", " ZS_DTYPE_"}}));
   if (blame != nullptr) blame->set_error(message);
   ThreadError() = std::move(message);
   return static_cast<int>(status.code());

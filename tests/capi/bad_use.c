@@ -90,6 +90,9 @@ static void versions_and_options(void) {
   EXPECT(zs_connect(&o, &c), ZS_INVALID_ARGUMENT, "addresses is empty");
   o.addresses = "127.0.0.1:1,,127.0.0.1:2";
   EXPECT(zs_connect(&o, &c), ZS_INVALID_ARGUMENT, "empty entry (shard 1)");
+  o.addresses = "garbage"; /* gRPC would take port 443 */
+  EXPECT(zs_connect(&o, &c), ZS_INVALID_ARGUMENT,
+         "server address \"garbage\" has no port");
   o.addresses = "127.0.0.1:1", o.insecure = 0;
   EXPECT(zs_connect(&o, &c), ZS_INVALID_ARGUMENT, "give tls_ca_file");
   o.insecure = 1, o.tls_ca_file = "ca.pem";
@@ -217,9 +220,14 @@ static void client_misuse(zs_client* c) {
   dup[1].ndim = 1, dup[1].shape = zero_shape;
   EXPECT(zs_register(c, &bad), ZS_INVALID_ARGUMENT, "dimension 0");
   dup[1].shape = b_shape, dup[1].param_group = 3;
-  EXPECT(zs_register(c, &bad), ZS_INVALID_ARGUMENT, "param_group 3 of 1");
+  EXPECT(zs_register(c, &bad), ZS_INVALID_ARGUMENT,
+         "model.tensors[1] ('b') names param_group 3 of 1");
   bad = m, bad.serving_dtype = ZS_DTYPE_FP32;
-  EXPECT(zs_register(c, &bad), ZS_INVALID_ARGUMENT, "serving_dtype");
+  EXPECT(zs_register(c, &bad), ZS_INVALID_ARGUMENT,
+         "model.serving_dtype is 1; give ZS_DTYPE_BF16 (2) or ZS_DTYPE_FP16 (3)");
+  bad = m, bad.alignment = 0;
+  EXPECT(zs_register(c, &bad), ZS_INVALID_ARGUMENT,
+         "zs_register: model.alignment 0 is not in [1, ");
   groups[0].beta1 = 1.5;
   EXPECT(zs_register(c, &m), ZS_INVALID_ARGUMENT, "beta1");
   groups[0].beta1 = 0.9;
@@ -262,7 +270,10 @@ static void client_misuse(zs_client* c) {
          ZS_INVALID_ARGUMENT, "id is NULL");
   id.key_prefix = NULL;
   EXPECT(zs_push(c, 0, 164, ZS_DTYPE_FP32, p, sizeof p, &id),
-         ZS_INVALID_ARGUMENT, "key_prefix is empty");
+         ZS_INVALID_ARGUMENT, "id->key_prefix is NULL");
+  id.key_prefix = "";
+  EXPECT(zs_push(c, 0, 164, ZS_DTYPE_FP32, p, sizeof p, &id),
+         ZS_INVALID_ARGUMENT, "id->key_prefix is empty");
   id.key_prefix = "k\xc3"; /* cut UTF-8 */
   EXPECT(zs_push(c, 0, 164, ZS_DTYPE_FP32, p, sizeof p, &id),
          ZS_INVALID_ARGUMENT, "id->key_prefix is not valid UTF-8 (byte 1)");
@@ -540,6 +551,8 @@ static void configuration(void) {
   bad = c, bad.servers[0] = 'x', bad.num_servers = 0;
   EXPECT(zs_config_lr(&bad, 0, &lr), ZS_INVALID_ARGUMENT, "config.num_servers");
   TRUE(lr == 42);
+  EXPECT(zs_config_lr(&c, -1, &lr), ZS_INVALID_ARGUMENT,
+         "step -1 is negative");
   EXPECT(zs_config_lr(&c, 5, &lr), ZS_OK, "");
   TRUE(lr == 1e-3); /* no scheduler: optimizer lr */
   EXPECT(zs_loss_scaler_init(NULL, &s), ZS_INVALID_ARGUMENT, "config is NULL");

@@ -547,6 +547,10 @@ int zs_config_lr(const zs_train_config* c, int64_t step, double* lr) {
   return Run("zs_config_lr", [&](Blame*) -> absl::Status {
     ZS_RETURN_IF_ERROR(NotNull(c, "config"));
     ZS_RETURN_IF_ERROR(NotNull(lr, "lr"));
+    if (step < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "step ", step, " is negative (the number of updates so far)"));
+    }
     ZS_ASSIGN_OR_RETURN(const config::EngineConfig e,
                         config::FromTrainConfig(*c));
     *lr = engine::UpdateLearningRate(e.lr_schedule, step);

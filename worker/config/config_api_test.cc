@@ -270,7 +270,10 @@ TEST(ConfigApiTest, LearningRatesAreTheSchedules) {
     const absl::StatusOr<EngineConfig> e =
         ParseDeepSpeedConfig(json, 2, nullptr);
     ASSERT_TRUE(e.ok());
-    for (int64_t step = -3; step < 1200; ++step) {
+    double none = -1;
+    EXPECT_EQ(zs_config_lr(&c, -1, &none), ZS_INVALID_ARGUMENT);
+    EXPECT_EQ(none, -1);
+    for (int64_t step = 0; step < 1200; ++step) {
       double lr = -1;
       ASSERT_EQ(zs_config_lr(&c, step, &lr), ZS_OK) << LastError();
       ASSERT_EQ(lr, engine::UpdateLearningRate(e->lr_schedule, step))
