@@ -63,6 +63,17 @@ bool Transient(uint32_t code) {
          c == absl::StatusCode::kAborted;
 }
 
+// The code a failed step is answered with while the servers are up:
+// ABORTED, but for a disk's refusals and damage (a full or read-only
+// checkpoint directory, a damaged checkpoint), which no retry fixes.
+absl::StatusCode FailedStepCode(absl::StatusCode c) {
+  return c == absl::StatusCode::kResourceExhausted ||
+                 c == absl::StatusCode::kPermissionDenied ||
+                 c == absl::StatusCode::kDataLoss
+             ? c
+             : absl::StatusCode::kAborted;
+}
+
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
       .count();
@@ -164,13 +175,7 @@ absl::StatusOr<Outcome> StepProtocol::Decide(const absl::Status& leader_status,
     }
     if (view.ok() && !at_start && !roll) {
       w.code = kHealthy;  // the phase may be retried
-      // ABORTED, but for a disk's refusals and damage (a full or read-only
-      // checkpoint directory, a damaged checkpoint), which no retry fixes.
-      const absl::StatusCode c = leader_status.code();
-      const bool keep = c == absl::StatusCode::kResourceExhausted ||
-                        c == absl::StatusCode::kPermissionDenied ||
-                        c == absl::StatusCode::kDataLoss;
-      err = absl::Status(keep ? c : absl::StatusCode::kAborted,
+      err = absl::Status(FailedStepCode(leader_status.code()),
                          absl::StrCat(leader_status.message(),
                                       " (the servers are up, at step ",
                                       view->steps[0], ", none restarted)"));
@@ -212,8 +217,9 @@ absl::StatusOr<Outcome> StepProtocol::Decide(const absl::Status& leader_status,
   if (w.code == 0) return Outcome();
   // This rank's own failure says most; else what the leader found.
   if (!leader_status.ok()) {
-    return absl::AbortedError(absl::StrCat(leader_status.message(),
-                                           " (the step failed on every rank)"));
+    return absl::Status(FailedStepCode(leader_status.code()),
+                        absl::StrCat(leader_status.message(),
+                                     " (the step failed on every rank)"));
   }
   if (w.code == kHealthy) {
     return absl::AbortedError(
