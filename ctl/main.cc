@@ -245,7 +245,9 @@ int Main(int argc, char** argv) {
   flags.Int64("length", &length, "gather: number of elements.");
   flags.String("dtype", &dtype_name, "gather: fp32, bf16 or fp16.");
   flags.String("out", &out, "gather, export: output file.");
-  flags.String("tag", &tag, "checkpoint: a label stored in the manifest.");
+  flags.String("tag", &tag,
+               "checkpoint: a label stored in the manifest (printable "
+               "characters).");
   flags.Int64("step", &restore_step,
               "restore: the step (0 too); -1 = the newest complete on every "
               "server.");

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/client_text.h"
 #include "common/env/env.h"
@@ -283,6 +284,17 @@ grpc::Status ShardServiceImpl::Checkpoint(grpc::ServerContext* ctx,
                                           v1::CheckpointResponse* resp) {
   if (grpc::Status a = Admit(ctx, kCheckpoint, &req->job_id()); !a.ok()) {
     return a;
+  }
+  // The tag goes into the manifest and into operators' logs and tools.
+  if (req->tag().size() > 256 ||
+      std::any_of(req->tag().begin(), req->tag().end(), [](char c) {
+        return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+      })) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("Checkpoint: tag \"",
+                                     absl::CHexEscape(req->tag().substr(0, 64)),
+                                     "\" has a control character or is over "
+                                     "256 bytes"));
   }
   auto r = store_->Checkpoint(*req);
   if (!r.ok()) return ToGrpcStatus(r.status());

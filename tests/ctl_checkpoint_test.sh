@@ -105,6 +105,8 @@ one_line "import without --model" 2 "import needs --model" import --servers="$S"
 one_line "import of a missing file" 2 "--model: open $T/none.bin" import --servers="$S" --model="$T/none.bin"
 
 # restore: the checkpoint's weights come back, at a new epoch
+one_line "checkpoint with a newline in its tag" 1 'tag "a\\nb../x" has a control character' \
+  checkpoint --servers="$S" --tag=$'a\nb../x'
 one_line "restore of a step never checkpointed" 1 "no complete checkpoint of step 2" \
   restore --servers="$S" --step=2
 out=$("$CTL" restore --servers="$S" 2>&1); rc=$?

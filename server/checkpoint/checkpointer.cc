@@ -185,8 +185,10 @@ absl::StatusOr<uint64_t> Checkpointer::RestoreNewest(const Apply& apply,
                        m.spec().job_id(), "' from ", StepDir(m.step())));
     } else if (absl::IsDataLoss(s)) {
       log(absl::StrCat("checkpoint ", checkpoint::StepDirName(m.step()),
-                       " is damaged (", s.message(),
-                       "); falling back to the previous complete checkpoint"));
+                       " is damaged (", s.message(), "); ",
+                       i + 1 < listing.complete.size()
+                           ? "falling back to the previous complete checkpoint"
+                           : "no older complete checkpoint to fall back to"));
     } else {
       return s;
     }
