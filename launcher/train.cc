@@ -167,8 +167,8 @@ class Job {
   // so, and whether the servers answer.
   void NoteStall();
   int Fail(const std::string& what, const std::string& log);
-  // Names the worker that failed first: the first of `failed` whose log
-  // does not end in a peer's UNAVAILABLE error, else the first.
+  // Names the worker whose failure is the cause (DescribeFailedWorkers):
+  // a permanent error first, then one whose log is not a peer's echo.
   int FailWorkers(const std::vector<size_t>& failed);
   void StopAll();
   // After a stop signal or a failure: the report up to the last step every
@@ -413,8 +413,10 @@ int Job::Fail(const std::string& what, const std::string& log) {
   return 1;
 }
 
-// "worker rank R (pid P) failed with ..." for the first of `failed` whose log
-// does not end in a peer's UNAVAILABLE error (else the first); *first is it.
+// "worker rank R (pid P) failed with ..." for the cause among `failed`:
+// the first with a permanent error's exit code whose log is not an echo of
+// a peer's failure, else the first permanent one, else the first that is
+// not an echo, else the first; *first is it.
 std::string DescribeFailedWorkers(const std::vector<size_t>& failed,
                                   const std::vector<Subprocess>& workers,
                                   const std::vector<LogFollower>& logs,
