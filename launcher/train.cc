@@ -186,6 +186,7 @@ class Job {
   // When rank 0 last wrote a step (or the workers started), its step, and
   // the last stall note.
   Clock::time_point last_step_at_ = Clock::now(), last_stall_note_;
+  Clock::time_point stats_pause_until_;  // RefreshServerStep asks not before
   int64_t last_step_ = 0;
   std::string servers_;
   std::vector<Subprocess> workers_;
@@ -307,10 +308,14 @@ void Job::EchoLogs() {
 }
 
 void Job::RefreshServerStep(bool now) {
-  if (client_ &&
+  // After a failed ask (a server stopped or stuck: 2 s each), none for 5 s,
+  // however many step lines come: the loop must go on echoing and noting.
+  if (client_ && Clock::now() >= stats_pause_until_ &&
       (now || Clock::now() - last_stats_ > std::chrono::milliseconds(500))) {
     last_stats_ = Clock::now();
     auto stats = client_->Stats();
+    if (!stats.ok())
+      stats_pause_until_ = Clock::now() + std::chrono::seconds(5);
     if (stats.ok() && !stats->empty()) {
       server_step_ = static_cast<int64_t>((*stats)[0].step());
     } else if (absl::IsPermissionDenied(stats.status()) ||

@@ -119,13 +119,13 @@ check "failing worker: the report of the steps done is written" $?
 # A stopped shard server holds the job up: after --stall_seconds without
 # a step the launcher says so and names the server that does not answer;
 # once it continues, the job ends normally.
-"$LAUNCHER" train "${TINY[@]}" --steps=400 --print_every=1 --stall_seconds=2 \
+"$LAUNCHER" train "${TINY[@]}" --steps=1000 --print_every=1 --stall_seconds=2 \
   --work_dir="$T/stall" >"$T/stall.log" 2>&1 &
 lpid=$!
 for _ in $(seq 600); do grep -q "^step " "$T/stall.log" 2>/dev/null && break; sleep 0.05; done
 spid=$(pgrep -f "zeroshard-server.*$T/stall/server-1" | head -1)
 if [ -n "$spid" ] && kill -STOP "$spid"; then
-  for _ in $(seq 200); do grep -q "^no step for" "$T/stall.log" && break; sleep 0.05; done
+  for _ in $(seq 600); do grep -q "^no step for" "$T/stall.log" && break; sleep 0.05; done
   kill -CONT "$spid"
 fi
 wait $lpid; rc=$?
