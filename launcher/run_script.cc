@@ -1,9 +1,6 @@
 #include "launcher/run_script.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,6 +23,7 @@
 #include "common/env/files.h"
 #include "common/flags.h"
 #include "common/hostname.h"
+#include "common/quiet_port.h"
 #include "common/status_macros.h"
 #include "common/subprocess.h"
 #include "fleet/local_fleet.h"
@@ -74,24 +72,6 @@ int ProgramStart(int argc, char** argv, bool* dashes) {
     }
   }
   return argc;
-}
-
-// A free TCP port on loopback for torch.distributed's rendezvous (as
-// torchrun picks one: free when asked, taken by rank 0's store at once).
-absl::StatusOr<int> FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0)
-    return absl::InternalError("socket: " + std::string(strerror(errno)));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
-                  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
-  const int err = errno;
-  close(fd);
-  if (!ok) return absl::InternalError("bind: " + std::string(strerror(err)));
-  return static_cast<int>(ntohs(a.sin_port));
 }
 
 // One run of the program on every rank, with its servers.
@@ -148,7 +128,7 @@ absl::Status ScriptJob::StartServers() {
 }
 
 absl::Status ScriptJob::SpawnRanks() {
-  ZS_ASSIGN_OR_RETURN(const int port, FreePort());
+  ZS_ASSIGN_OR_RETURN(const int port, QuietPort());
   std::vector<std::string> common = {
       absl::StrCat("WORLD_SIZE=", o_.workers),
       absl::StrCat("LOCAL_WORLD_SIZE=", o_.workers), "MASTER_ADDR=127.0.0.1",

@@ -29,15 +29,10 @@ import torch.distributed as dist
 from ._lib import CODES
 from .dist import destroy_if_default
 from .errors import Error
+from ._ports import quiet_port
 
 
 SETTLE_SECONDS = 0.5
-
-
-def _free_port(host):
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 class ElasticWorld:
@@ -47,7 +42,7 @@ class ElasticWorld:
         if min_workers < 1:
             raise ValueError("elastic: min_workers must be >= 1")
         self.host = host
-        self.port = _free_port(host)
+        self.port = quiet_port(host)
         self.address = f"{host}:{self.port}"
         self.min_workers = int(min_workers)
         self.timeout = float(timeout)

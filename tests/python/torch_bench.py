@@ -25,20 +25,14 @@ import contextlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 
 import zeroshard
+from zeroshard._ports import quiet_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _cpu_seconds(pid):
@@ -69,7 +63,7 @@ def main():
         shutil.copytree(src, os.path.join(base, "zeroshard_base"),
                         ignore=shutil.ignore_patterns("*.so", "__pycache__"))
     out = os.path.join(tempfile.mkdtemp(prefix="torch_bench"), "out.json")
-    port = free_port()
+    port = quiet_port()
     with contextlib.ExitStack() as stack:
         fleets = [stack.enter_context(zeroshard.LocalFleet(2))
                   for _ in range(5 if base else 3)]

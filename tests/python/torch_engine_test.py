@@ -10,7 +10,6 @@ clipping), and the stages and server counts against each other.
 import copy
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -21,6 +20,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch_models as tm  # noqa: E402
 import zeroshard  # noqa: E402
+from zeroshard._ports import quiet_port  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LR, WD = 1e-2, 0.1
@@ -41,16 +41,10 @@ def config(stage, **extra):
     return c
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run_ranks(args, world=2, timeout=300):
     """Runs torch_worker.py on `world` ranks; fails the test with their
     output when one fails."""
-    port = free_port()
+    port = quiet_port()
     procs = []
     for rank in range(world):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world),

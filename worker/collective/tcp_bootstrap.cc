@@ -186,12 +186,16 @@ absl::StatusOr<std::unique_ptr<TcpBootstrap>> TcpBootstrap::Create(
   if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   if (fd < 0 || bind(fd, res->ai_addr, res->ai_addrlen) != 0 ||
       listen(fd, 1024) != 0) {
-    const std::string err = strerror(errno);
+    const int e = errno;
     freeaddrinfo(res);
     if (fd >= 0) close(fd);
-    return absl::UnavailableError(
-        absl::StrCat("bootstrap: rank 0 cannot listen at ",
-                     b->options_.coordinator, ": ", err));
+    return absl::UnavailableError(absl::StrCat(
+        "bootstrap: rank 0 cannot listen at ", b->options_.coordinator, ": ",
+        strerror(e),
+        e == EADDRINUSE ? " (another process holds that port: pick another; "
+                          "under torchrun's static rendezvous the workers "
+                          "meet on MASTER_PORT + 1)"
+                        : ""));
   }
   freeaddrinfo(res);
   sockaddr_storage addr{};

@@ -44,7 +44,7 @@ start_servers() {  # starts 2 fresh servers; their addresses in $ADDRS
 }
 for backend in c10d static; do
   start_servers "$T/$backend"
-  timeout 300 /usr/bin/python3 "$R/worker/train/torchrun_launch.py" "$backend" 2 \
+  PYTHONPATH="$R/python" timeout 300 /usr/bin/python3 "$R/worker/train/torchrun_launch.py" "$backend" 2 \
     "$WORKER" "${ARGS[@]}" --servers="$ADDRS" --insecure --save="$T/$backend.bin" \
     >"$T/$backend.log" 2>&1
   rc=$?
