@@ -41,6 +41,8 @@ ULIMITS = ["--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096"]
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from deploy_check import mounted_file  # noqa: E402  the kubelet's file modes
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from zeroshard._ports import quiet_port  # noqa: E402  the direct run's ZEROSHARD_COORD
 
 
 def make_secrets(d, server_names, job_id):
@@ -369,10 +371,7 @@ def main():
                     out.seek(0)
                     raise RuntimeError(f"direct server {k} did not start:\n{out.read()}")
                 time.sleep(0.1)
-        coord = socket.socket()
-        coord.bind(("127.0.0.1", 0))
-        coord_port = coord.getsockname()[1]
-        coord.close()
+        coord_port = quiet_port()
         wprocs = []
         for i, (name, _) in enumerate(workers):
             env = pod_env(job, wc, name, i)

@@ -35,7 +35,6 @@ them); a single process with a world of one (NCCL on CUDA, gloo on CPU).
 import argparse
 import math
 import os
-import socket
 import statistics
 import sys
 import time
@@ -46,6 +45,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import zeroshard
+from zeroshard._ports import quiet_port
 
 PARITY_BOUND = 4e-4
 # Dense bf16 tensor-core peaks (TFLOP/s, SXM parts): NVIDIA's data sheets.
@@ -392,9 +392,7 @@ def main():
           flush=True)
     # A world of one, as torchrun would set it: DDP-free, but FSDP2 and
     # zeroshard's engine see an initialized group (NCCL on CUDA).
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = quiet_port()
     os.environ.update({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0",
                        "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
                        "MASTER_PORT": str(port)})
