@@ -8,12 +8,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <random>
 #include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/env/env.h"
 
 namespace zeroshard {
 namespace {
@@ -58,10 +58,9 @@ std::pair<int, int> EphemeralRange(absl::string_view text) {
 
 absl::StatusOr<int> QuietPort(int count) {
   count = std::max(count, 1);
-  std::ifstream f("/proc/sys/net/ipv4/ip_local_port_range");
-  std::stringstream text;
-  text << f.rdbuf();
-  const auto [first, last] = EphemeralRange(text.str());
+  absl::StatusOr<std::string> text =
+      ReadSmallFile(DefaultEnv(), "/proc/sys/net/ipv4/ip_local_port_range");
+  const int first = EphemeralRange(text.ok() ? *text : "").first;
   const int lo = std::max(1024, first - 10000);
   const int hi = first - count;  // the last candidate: P + count - 1 < first
   if (hi >= lo) {

@@ -9,6 +9,15 @@ ZS_COPTS = [
     "-Wno-missing-field-initializers",
 ]
 
+# -DZEROSHARD_HAVE_CUDA=1 under --config=cuda, for `local_defines` of the
+# targets whose own sources test it (never `defines`: a define that spread
+# to every dependent would change their command lines, and nothing that
+# does not test it would be shared between the two configurations).
+CUDA_DEFINES = select({
+    "//tools:cuda_enabled": ["ZEROSHARD_HAVE_CUDA=1"],
+    "//conditions:default": [],
+})
+
 def zs_cc_library(name, copts = [], **kwargs):
     native.cc_library(name = name, copts = ZS_COPTS + copts, **kwargs)
 
@@ -121,7 +130,8 @@ def zs_cuda_library(
     compiled by /usr/local/cuda/bin/nvcc for sm_90 SASS plus compute_90 PTX
     (JIT fallback for newer GPUs); the library is those objects plus
     //tools:cuda (cudart, cuBLAS, NCCL, CUDA headers) and it defines
-    ZEROSHARD_HAVE_CUDA=1 for itself and for every target that depends on it.
+    ZEROSHARD_HAVE_CUDA=1 for its own sources (targets that test it too
+    name CUDA_DEFINES in their local_defines).
 
     In the default configuration nothing needs CUDA: the library is `hdrs`
     plus `nocuda_srcs` (ordinary C++ compiled with ZS_COPTS, e.g. stubs that
@@ -164,10 +174,7 @@ def zs_cuda_library(
         }),
         hdrs = hdrs,
         copts = ZS_COPTS + copts,
-        defines = select({
-            "//tools:cuda_enabled": ["ZEROSHARD_HAVE_CUDA=1"],
-            "//conditions:default": [],
-        }),
+        local_defines = CUDA_DEFINES,
         deps = deps + select({
             "//tools:cuda_enabled": ["//tools:cuda"],
             "//conditions:default": [],
