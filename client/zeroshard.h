@@ -113,7 +113,9 @@ typedef struct zs_member zs_member;
 typedef struct zs_connect_options {
   const char* addresses; /* "host:port,host:port": shard k at the k-th */
   const char* job_id;    /* names the job on the servers (<= 128 bytes of
-                            UTF-8; membership takes printable ASCII) */
+                            UTF-8; membership takes printable ASCII);
+                            NULL or "": none, and the servers' job is
+                            not checked against it */
   /* TLS: the CA the servers' certificates chain to; with cert and key,
    * mutual TLS. PEM files. */
   const char* tls_ca_file;

@@ -8,6 +8,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <thread>
 
 #include "absl/status/status.h"
@@ -148,6 +150,21 @@ std::string DescribeWaitStatus(int status) {
                         strsignal(WTERMSIG(status)), ")");
   }
   return absl::StrCat("wait status ", status);
+}
+
+char StateFromProcStat(const std::string& stat) {
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos || close + 2 >= stat.size()) return '?';
+  return stat[close + 2];
+}
+
+bool Subprocess::stopped() const {
+  if (!running()) return false;
+  std::ifstream f("/proc/" + std::to_string(pid_) + "/stat");
+  std::string line;
+  if (!std::getline(f, line)) return false;
+  const char state = StateFromProcStat(line);
+  return state == 'T' || state == 't';
 }
 
 std::string SelfDirectory() {

@@ -39,6 +39,9 @@ class Subprocess {
 
   pid_t pid() const { return pid_; }
   bool running() const { return pid_ > 0 && !status_.has_value(); }
+  // Whether the running child is stopped (SIGSTOP, Ctrl-Z, a debugger):
+  // state T or t in /proc/<pid>/stat. False when it cannot be read.
+  bool stopped() const;
 
   // Sends a signal (no-op once the child has been reaped).
   void Signal(int signo);
@@ -58,6 +61,11 @@ class Subprocess {
 
 // "exit code N" or "signal S (NAME)": what ended a process ("failed with ...").
 std::string DescribeWaitStatus(int status);
+
+// The state letter of a /proc/<pid>/stat line ("R", "S", "T", ...: the
+// field after the command's closing parenthesis, which may itself hold
+// spaces and parentheses); '?' when the line has none (pure).
+char StateFromProcStat(const std::string& stat);
 
 // Directory containing the running executable.
 std::string SelfDirectory();

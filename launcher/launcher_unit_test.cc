@@ -232,7 +232,7 @@ TEST(ReportTest, MergedMetricsHoldNullForNonFiniteAndMissingValues) {
 
 TEST(ReportTest, WritesMergedMetricsSvgAndSummary) {
   const std::string dir = TempDir() + "/report";
-  std::system(("mkdir -p " + dir).c_str());
+  ASSERT_EQ(std::system(("mkdir -p " + dir).c_str()), 0);
   for (int r = 0; r < 2; ++r) {
     std::ofstream out(absl::StrCat(dir, "/metrics-rank", r, ".jsonl"));
     train::RunInfo info;
@@ -318,7 +318,7 @@ void WriteAttempt(const std::string& dir, const std::vector<int>& steps,
 // once in the run's steps, and the report says how many were redone.
 TEST(ReportTest, RedoneStepsCountOnce) {
   const std::string dir = TempDir() + "/report_redone";
-  std::system(("mkdir -p " + dir).c_str());
+  ASSERT_EQ(std::system(("mkdir -p " + dir).c_str()), 0);
   WriteAttempt(dir, {1, 2, 3, 2, 3, 4});
   auto summary = WriteRunReport(dir, 1);
   ASSERT_TRUE(summary.ok()) << summary.status();
@@ -332,7 +332,7 @@ TEST(ReportTest, RedoneStepsCountOnce) {
 // (starting at step 1) drops the earlier job's records.
 TEST(ReportTest, ContinuedJobKeepsTheEarlierAttemptsSteps) {
   const std::string dir = TempDir() + "/report_continued";
-  std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str());
+  ASSERT_EQ(std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()), 0);
   ASSERT_TRUE(KeepEarlierMetrics(dir, 0).ok());  // nothing there yet
   WriteAttempt(dir, {1, 2, 3});
   ASSERT_TRUE(WriteRunReport(dir, 1).ok());
@@ -382,7 +382,8 @@ TEST(ReportTest, ContinuedJobKeepsTheEarlierAttemptsSteps) {
 TEST(ReportTest, RestartsAndRerunsReportTheJob) {
   const std::string dir = TempDir() + "/report_restarts";
   const auto fresh = [&] {
-    std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str());
+    ASSERT_EQ(std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()),
+              0);
   };
   const auto summary_after = [&](std::vector<std::vector<int>> attempts,
                                  std::vector<int> params) {
@@ -416,7 +417,7 @@ TEST(ReportTest, RestartsAndRerunsReportTheJob) {
 // loss on the evaluated steps only.
 TEST(ReportTest, StoppedRunWithEvalsAndContext) {
   const std::string dir = TempDir() + "/report_stopped";
-  std::system(("mkdir -p " + dir).c_str());
+  ASSERT_EQ(std::system(("mkdir -p " + dir).c_str()), 0);
   for (int r = 0; r < 2; ++r) {
     std::ofstream out(absl::StrCat(dir, "/metrics-rank", r, ".jsonl"));
     train::RunInfo info;

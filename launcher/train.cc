@@ -365,6 +365,29 @@ void Job::NoteStall() {
                                         "), so a worker is stopped or stuck")
                          : std::string(stats.status().message());
   }
+  // A stopped process (SIGSTOP, Ctrl-Z of a shell it was moved to, a
+  // debugger) holds the job until it is continued: name it and the fix.
+  std::vector<std::string> stopped;
+  std::vector<pid_t> pids;
+  for (size_t r = 0; r < workers_.size(); ++r) {
+    if (!workers_[r].stopped()) continue;
+    stopped.push_back(
+        absl::StrCat("rank ", r, " (pid ", workers_[r].pid(), ")"));
+    pids.push_back(workers_[r].pid());
+  }
+  for (uint32_t k = 0; fleet_ && k < o_.num_servers; ++k) {
+    if (!fleet_->server(k).stopped()) continue;
+    stopped.push_back(absl::StrCat("the server of shard ", k, " (pid ",
+                                   fleet_->server(k).pid(), ")"));
+    pids.push_back(fleet_->server(k).pid());
+  }
+  if (!stopped.empty()) {
+    absl::StrAppend(&servers, servers.empty() ? "" : "; ",
+                    absl::StrJoin(stopped, ", "),
+                    stopped.size() == 1 ? " is" : " are",
+                    " stopped (SIGSTOP): `kill -CONT ",
+                    absl::StrJoin(pids, " "), "` resumes the job");
+  }
   const auto secs =
       std::chrono::duration_cast<std::chrono::seconds>(now - last_step_at_);
   Say(absl::StrCat("no step for ", secs.count(), " s (the last was step ",

@@ -117,8 +117,8 @@ check "failing worker: the report of the steps done is written" $?
 [ "$(left_of "$T/fail/")" -eq 0 ]; check "no process left after the failure" $?
 
 # A stopped shard server holds the job up: after --stall_seconds without
-# a step the launcher says so and names the server that does not answer;
-# once it continues, the job ends normally.
+# a step the launcher says so, names the server that does not answer and
+# says it is stopped; once it continues, the job ends normally.
 "$LAUNCHER" train "${TINY[@]}" --steps=1000 --print_every=1 --stall_seconds=2 \
   --work_dir="$T/stall" >"$T/stall.log" 2>&1 &
 lpid=$!
@@ -132,6 +132,8 @@ wait $lpid; rc=$?
 [ -n "$spid" ] && [ $rc -eq 0 ] &&
   grep -q "^no step for [0-9]* s (the last was step [0-9]*): GetStats on shard 1 (127.0.0.1:[0-9]*).*[Dd]eadline.*; the job waits for it" "$T/stall.log"
 check "a stopped server: the launcher names it after --stall_seconds, the job ends (rc $rc): $(grep "no step" "$T/stall.log" | head -2)" $?
+grep -q "the server of shard 1 (pid $spid) is stopped (SIGSTOP): \`kill -CONT $spid\` resumes the job; the job waits" "$T/stall.log"
+check "a stopped server: the note says it is stopped and how to resume it" $?
 
 # A --checkpoint-dir that another job's server of shard 0 holds: the
 # launcher's server 0 is refused (after 10 s), and the launcher quotes why.

@@ -414,6 +414,27 @@ absl::StatusOr<v1::ShardCheckpointHeader> HeaderOf(File* file,
   return h;
 }
 
+// What elements [e0, e1) of a shard file's p ‖ m ‖ v (each `len` long, of
+// parameters from `offset` on) are, e.g. "the master weights (p) of
+// parameters [1024, 2048)": for an operator's message about a damaged
+// block.
+std::string BlockContents(uint64_t e0, uint64_t e1, uint64_t len,
+                          uint64_t offset) {
+  static constexpr const char* kNames[kArrays] = {"the master weights (p)",
+                                                  "the first moments (m)",
+                                                  "the second moments (v)"};
+  std::string out;
+  for (int i = 0; i < kArrays; ++i) {
+    const uint64_t a = i;
+    const uint64_t lo = std::max(e0, a * len), hi = std::min(e1, (a + 1) * len);
+    if (lo >= hi) continue;
+    absl::StrAppend(&out, out.empty() ? "" : " and ", kNames[i],
+                    " of parameters [", offset + lo - a * len, ", ",
+                    offset + hi - a * len, ")");
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<v1::ShardCheckpointHeader> ReadShardHeader(
@@ -466,8 +487,11 @@ absl::Status ReadShardFile(Env* env, const std::string& root, uint64_t step,
     uint32_t stored;
     std::memcpy(&stored, reinterpret_cast<const char*>(buf.data()) + bytes, 4);
     if (Crc32c(buf.data(), bytes) != stored) {
-      return absl::DataLossError(
-          absl::StrCat(what, ": block ", b, " checksum mismatch (CRC-32C)"));
+      return absl::DataLossError(absl::StrCat(
+          what, ": block ", b, " checksum mismatch (CRC-32C; it holds ",
+          BlockContents(b * block / 4, (b * block + bytes) / 4, len,
+                        shard.offset()),
+          ")"));
     }
     crc = Crc32c(buf.data(), bytes, crc);
     if (sink == nullptr || r.empty()) continue;

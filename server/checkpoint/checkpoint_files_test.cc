@@ -163,6 +163,12 @@ TEST(CheckpointFiles, BitFlipInABlockIsDataLossNamingFileAndBlock) {
   EXPECT_TRUE(absl::IsDataLoss(s)) << s;
   EXPECT_NE(s.message().find(m.shards(1).file()), std::string::npos) << s;
   EXPECT_NE(s.message().find("checksum mismatch"), std::string::npos) << s;
+  // The last bytes are v's: the message says whose values the block holds
+  // (shard 1 holds parameters [32, 64)).
+  EXPECT_NE(s.message().find("the second moments (v) of parameters ["),
+            std::string::npos)
+      << s;
+  EXPECT_NE(s.message().find(", 64))"), std::string::npos) << s;
   // The first shard alone still loads.
   EXPECT_TRUE(LoadRange(&env, "/ckpt", m, Range{0, 32},
                         [](int, uint64_t, uint64_t, const float*) {

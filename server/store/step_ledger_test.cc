@@ -43,7 +43,9 @@ bool Deliver(StepLedger& l, const v1::PushHeader& h) {
   absl::StatusOr<bool> fresh = l.AdmitPush(h, &c);
   EXPECT_TRUE(fresh.ok()) << fresh.status();
   if (fresh.ok() && *fresh) {
-    if (c.adopts_epoch) EXPECT_TRUE(l.AdoptEpoch(&c).ok());
+    if (c.adopts_epoch) {
+      EXPECT_TRUE(l.AdoptEpoch(&c).ok());
+    }
     l.FinishPush(c);
   }
   return fresh.ok() && *fresh;
