@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -454,6 +455,22 @@ absl::StatusOr<EngineConfig> FromTrainConfig(const zs_train_config& t) {
 
 }  // namespace zeroshard::config
 
+namespace zeroshard::config {
+namespace {
+
+// zs_config_parse has no inputs to fill "auto" with: an error about one
+// names the call that has.
+absl::Status WithResolveHint(absl::Status s) {
+  if (s.ok() || !absl::StrContains(s.message(), "\"auto\"")) return s;
+  return absl::Status(
+      s.code(), absl::StrCat(s.message(),
+                             " (zs_config_parse fills no \"auto\": "
+                             "zs_config_resolve takes the inputs that do)"));
+}
+
+}  // namespace
+}  // namespace zeroshard::config
+
 using zeroshard::capi::Blame;
 using zeroshard::capi::NotNull;
 using zeroshard::capi::Run;
@@ -467,11 +484,11 @@ int zs_config_parse(const char* json, int world_size, zs_train_config* out,
                     size_t* warnings_length) {
   return Run("zs_config_parse", [&](Blame*) -> absl::Status {
     ZS_RETURN_IF_ERROR(NotNull(json, "json"));
-    return config::ParseInto(world_size, out, warnings, warnings_size,
-                             warnings_length, [&](std::vector<std::string>* w) {
-                               return config::ParseDeepSpeedConfig(
-                                   json, world_size, w);
-                             });
+    return config::WithResolveHint(config::ParseInto(
+        world_size, out, warnings, warnings_size, warnings_length,
+        [&](std::vector<std::string>* w) {
+          return config::ParseDeepSpeedConfig(json, world_size, w);
+        }));
   });
 }
 
@@ -480,11 +497,11 @@ int zs_config_parse_file(const char* path, int world_size, zs_train_config* out,
                          size_t* warnings_length) {
   return Run("zs_config_parse_file", [&](Blame*) -> absl::Status {
     ZS_RETURN_IF_ERROR(NotNull(path, "path"));
-    return config::ParseInto(world_size, out, warnings, warnings_size,
-                             warnings_length, [&](std::vector<std::string>* w) {
-                               return config::ParseDeepSpeedConfigFile(
-                                   path, world_size, w);
-                             });
+    return config::WithResolveHint(config::ParseInto(
+        world_size, out, warnings, warnings_size, warnings_length,
+        [&](std::vector<std::string>* w) {
+          return config::ParseDeepSpeedConfigFile(path, world_size, w);
+        }));
   });
 }
 

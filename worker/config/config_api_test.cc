@@ -634,6 +634,12 @@ TEST(ConfigApiTest, ResolveFillsAutos) {
                               nullptr, 0, nullptr),
             ZS_INVALID_ARGUMENT);
   EXPECT_THAT(LastError(), HasSubstr("did you mean --learning_rate"));
+  // zs_config_parse has no inputs: its error names the call that has.
+  EXPECT_EQ(zs_config_parse_file(path.c_str(), 2, &e, nullptr, 0, nullptr),
+            ZS_INVALID_ARGUMENT);
+  EXPECT_THAT(LastError(), HasSubstr("optimizer.params.lr"));
+  EXPECT_THAT(LastError(), HasSubstr("zs_config_resolve takes the inputs"));
+  EXPECT_EQ(std::memcmp(&e, &garbage, sizeof(e)), 0);
 }
 
 }  // namespace
