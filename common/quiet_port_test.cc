@@ -5,9 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <fstream>
-#include <sstream>
-
+#include "common/env/env.h"
 #include "gtest/gtest.h"
 
 namespace zeroshard {
@@ -27,7 +25,7 @@ TEST(EphemeralRangeTest, FallsBackToLinuxDefaultOnNonsense) {
   EXPECT_EQ(EphemeralRange("abc def"), linux_default);
 }
 
-// Holds 127.0.0.1:port bound (and listening) for the test's lifetime.
+// A socket listening on 127.0.0.1:port (the caller closes it), or -1.
 int Listen(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
@@ -43,10 +41,9 @@ int Listen(int port) {
 }
 
 TEST(QuietPortTest, PairIsBindableAndBelowTheEphemeralRange) {
-  std::ifstream f("/proc/sys/net/ipv4/ip_local_port_range");
-  std::stringstream text;
-  text << f.rdbuf();
-  const int first = EphemeralRange(text.str()).first;
+  absl::StatusOr<std::string> text =
+      ReadSmallFile(DefaultEnv(), "/proc/sys/net/ipv4/ip_local_port_range");
+  const int first = EphemeralRange(text.ok() ? *text : "").first;
   for (int round = 0; round < 20; ++round) {
     absl::StatusOr<int> p = QuietPort(2);
     ASSERT_TRUE(p.ok()) << p.status();

@@ -8,13 +8,13 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <thread>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/env/env.h"
 
 extern char** environ;
 
@@ -160,10 +160,10 @@ char StateFromProcStat(const std::string& stat) {
 
 bool Subprocess::stopped() const {
   if (!running()) return false;
-  std::ifstream f("/proc/" + std::to_string(pid_) + "/stat");
-  std::string line;
-  if (!std::getline(f, line)) return false;
-  const char state = StateFromProcStat(line);
+  absl::StatusOr<std::string> stat =
+      ReadSmallFile(DefaultEnv(), absl::StrCat("/proc/", pid_, "/stat"));
+  if (!stat.ok()) return false;
+  const char state = StateFromProcStat(*stat);
   return state == 'T' || state == 't';
 }
 

@@ -458,10 +458,13 @@ absl::StatusOr<EngineConfig> FromTrainConfig(const zs_train_config& t) {
 namespace zeroshard::config {
 namespace {
 
-// zs_config_parse has no inputs to fill "auto" with: an error about one
-// names the call that has.
+// zs_config_parse has no inputs to fill "auto" with: the error about a
+// fillable "auto" left unfilled (ObjectReader's) names the call that has.
 absl::Status WithResolveHint(absl::Status s) {
-  if (s.ok() || !absl::StrContains(s.message(), "\"auto\"")) return s;
+  if (s.ok() ||
+      !absl::StrContains(s.message(), "\"auto\" with nothing to fill it")) {
+    return s;
+  }
   return absl::Status(
       s.code(), absl::StrCat(s.message(),
                              " (zs_config_parse fills no \"auto\": "
