@@ -10,12 +10,14 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/env/env.h"
 #include "common/grpc_quirks.h"
+#include "common/quiet_port.h"
 #include "common/status_macros.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/health.grpc.pb.h"
@@ -48,6 +50,22 @@ absl::Status CheckHealth(
   return absl::OkStatus();
 }
 
+namespace {
+
+// Tries of a server whose chosen port was taken before it could bind.
+constexpr int kPortTries = 5;
+
+// The last line of the log at `path` ("" if none).
+std::string LastLine(const std::string& path) {
+  absl::StatusOr<std::string> log = ReadSmallFile(DefaultEnv(), path);
+  if (!log.ok()) return "";
+  std::vector<absl::string_view> lines =
+      absl::StrSplit(absl::StripTrailingAsciiWhitespace(*log), '\n');
+  return std::string(lines.back());
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<LocalFleet>> LocalFleet::Start(
     const FleetOptions& options) {
   if (options.num_shards == 0) {
@@ -58,29 +76,29 @@ absl::StatusOr<std::unique_ptr<LocalFleet>> LocalFleet::Start(
   auto log_of = [&](uint32_t k) {
     return absl::StrCat(options.work_dir, "/server-", k, ".log");
   };
-  std::vector<std::string> port_files;
+  auto port_file_of = [&](uint32_t k) {
+    return absl::StrCat(options.work_dir, "/server-", k, ".port");
+  };
   for (uint32_t k = 0; k < options.num_shards; ++k) {
-    const std::string port_file =
-        absl::StrCat(options.work_dir, "/server-", k, ".port");
-    (void)DefaultEnv()->RemoveFile(port_file);  // a previous run's
-    auto p = fleet->Spawn(k, 0, port_file, log_of(k));
+    auto p = fleet->SpawnOnNewPort(k, port_file_of(k), log_of(k));
     if (!p.ok()) return p.status();
     fleet->servers_.push_back(std::move(*p));
-    port_files.push_back(port_file);
   }
   const auto until = std::chrono::steady_clock::now() + options.start_timeout;
   for (uint32_t k = 0; k < options.num_shards; ++k) {
     int port = 0;
+    int tries = 1;
     while (port == 0) {
       if (auto status = fleet->servers_[k].Poll()) {
-        // Its last line is why (a flag, a locked or unwritable directory).
-        absl::StatusOr<std::string> log =
-            ReadSmallFile(DefaultEnv(), log_of(k));
-        std::string why;
-        if (log.ok()) {
-          std::vector<absl::string_view> lines =
-              absl::StrSplit(absl::StripTrailingAsciiWhitespace(*log), '\n');
-          why = std::string(lines.back());
+        // Its last line is why (a flag, a locked or unwritable directory,
+        // a port another program took since it was chosen).
+        const std::string why = LastLine(log_of(k));
+        if (absl::StrContains(why, "cannot listen on") && tries < kPortTries) {
+          ++tries;
+          ZS_ASSIGN_OR_RETURN(
+              fleet->servers_[k],
+              fleet->SpawnOnNewPort(k, port_file_of(k), log_of(k)));
+          continue;
         }
         return absl::InternalError(
             absl::StrCat("shard server ", k, " exited during start (",
@@ -89,7 +107,7 @@ absl::StatusOr<std::unique_ptr<LocalFleet>> LocalFleet::Start(
       }
       // 0 until the server has written the file (atomically).
       absl::StatusOr<std::string> text =
-          ReadSmallFile(DefaultEnv(), port_files[k]);
+          ReadSmallFile(DefaultEnv(), port_file_of(k));
       if (!text.ok() ||
           !absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &port)) {
         port = 0;
@@ -106,6 +124,15 @@ absl::StatusOr<std::unique_ptr<LocalFleet>> LocalFleet::Start(
     ZS_RETURN_IF_ERROR(fleet->WaitHealthy(k, until, "start", log_of(k)));
   }
   return fleet;
+}
+
+absl::StatusOr<Subprocess> LocalFleet::SpawnOnNewPort(
+    uint32_t k, const std::string& port_file, const std::string& log) const {
+  ZS_ASSIGN_OR_RETURN(const int port, options_.choose_port != nullptr
+                                          ? options_.choose_port()
+                                          : QuietPort(1));
+  (void)DefaultEnv()->RemoveFile(port_file);  // a previous run's or try's
+  return Spawn(k, port, port_file, log);
 }
 
 absl::StatusOr<Subprocess> LocalFleet::Spawn(uint32_t k, int port,
@@ -148,9 +175,17 @@ absl::Status LocalFleet::Restart(uint32_t k,
   const std::string log = absl::StrCat(options_.work_dir, "/server-", k,
                                        ".restart-", restarts_, ".log");
   ZS_ASSIGN_OR_RETURN(servers_[k], Spawn(k, port, "", log));
-  return WaitHealthy(k,
-                     std::chrono::steady_clock::now() + options_.start_timeout,
-                     "restart", log);
+  absl::Status s =
+      WaitHealthy(k, std::chrono::steady_clock::now() + options_.start_timeout,
+                  "restart", log);
+  if (!s.ok() && absl::StrContains(LastLine(log), "cannot listen on")) {
+    return absl::InternalError(absl::StrCat(
+        "shard server ", k, " cannot listen on its port ", port,
+        " again: another process holds it now (its clients know only that "
+        "port); see ",
+        log));
+  }
+  return s;
 }
 
 absl::Status LocalFleet::WaitHealthy(

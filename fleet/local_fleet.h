@@ -2,14 +2,21 @@
 // waits until each answers health checks. Used by the launcher and by tests
 // (the project's rule: tests that need a server start real servers).
 //
-// Each server listens on 127.0.0.1 with --port=0 and reports its port
-// through a file in `work_dir`; its output goes to work_dir/server-<k>.log
-// unless `inherit_output` is set. Destroying the fleet stops every server
-// (SIGTERM, then SIGKILL after the grace period).
+// Each server listens on 127.0.0.1 on a port below the kernel's ephemeral
+// range (common/quiet_port.h) and reports it through a file in `work_dir`;
+// its output goes to work_dir/server-<k>.log unless `inherit_output` is
+// set. Restart starts a server again on its port, which its clients know:
+// a port from bind(port 0) would be in the ephemeral range, where another
+// process's outgoing connection can take it while the server is down. A
+// server that finds its port taken at start (another program bound it
+// after the choice) is started again on another, up to 5 times.
+// Destroying the fleet stops every server (SIGTERM, then SIGKILL after the
+// grace period).
 #ifndef ZEROSHARD_FLEET_LOCAL_FLEET_H_
 #define ZEROSHARD_FLEET_LOCAL_FLEET_H_
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,6 +40,9 @@ struct FleetOptions {
   std::shared_ptr<grpc::ChannelCredentials> health_credentials;
   bool inherit_output = false;
   std::chrono::milliseconds start_timeout{30000};
+  // Chooses each server's port; null: QuietPort(1). (Tests hand out a
+  // taken port.)
+  std::function<absl::StatusOr<int>()> choose_port;
 };
 
 class LocalFleet {
@@ -45,10 +55,10 @@ class LocalFleet {
   Subprocess& server(uint32_t k) { return servers_[k]; }
   // Kills server k (SIGKILL, wherever it is in its work) and starts it
   // again on the same port with the same flags; OK once it answers health
-  // checks. Its output goes to work_dir/server-<k>.restart-<n>.log.
-  // `graceful` > 0: SIGTERM instead (the server finishes or abandons the
-  // step and writes its shutdown snapshot), SIGKILL after that long;
-  // INTERNAL unless it exited 0.
+  // checks (INTERNAL naming the port if another process holds it now). Its
+  // output goes to work_dir/server-<k>.restart-<n>.log. `graceful` > 0: SIGTERM
+  // instead (the server finishes or abandons the step and writes its shutdown
+  // snapshot), SIGKILL after that long; INTERNAL unless it exited 0.
   absl::Status Restart(uint32_t k, std::chrono::milliseconds graceful =
                                        std::chrono::milliseconds(0));
   // Stops every server; returns the first that did not exit 0 (as an
@@ -60,6 +70,10 @@ class LocalFleet {
   absl::StatusOr<Subprocess> Spawn(uint32_t k, int port,
                                    const std::string& port_file,
                                    const std::string& log) const;
+  // Server k on a newly chosen port (its port file removed first).
+  absl::StatusOr<Subprocess> SpawnOnNewPort(uint32_t k,
+                                            const std::string& port_file,
+                                            const std::string& log) const;
   // Until server k (at addresses_[k]) answers health checks; INTERNAL
   // naming `what` and `log` if it exits first.
   absl::Status WaitHealthy(uint32_t k,

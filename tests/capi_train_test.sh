@@ -37,15 +37,33 @@ check() {  # description, then the condition's exit status in $?
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; }
 trap cleanup EXIT
 
-# start_server K DIR [PORT] [flags...]: shard K of 2, its port in DIR/portK.
+# A port below the kernel's ephemeral range (zeroshard._ports): a server
+# restarted on it cannot find it taken by another process's outgoing
+# connection, as one from --port=0 could be.
+quiet_port() {
+  PYTHONPATH="$R/python" /usr/bin/python3 -c \
+    'from zeroshard._ports import quiet_port; print(quiet_port())'
+}
+# start_server K DIR PORT [flags...]: shard K of 2 on PORT, its port in
+# DIR/portK. PORT "quiet": a quiet_port, chosen again (5 tries) if another
+# program binds it first.
 start_server() {
-  local k=$1 dir=$2 port=${3:-0}
+  local k=$1 dir=$2 want=$3 port
   shift 3
-  rm -f "$dir/port$k"
-  "$SERVER" --insecure --host=127.0.0.1 --port="$port" --port_file="$dir/port$k" \
-    --shard_index="$k" --num_shards=2 "$@" >>"$dir/server$k.log" 2>&1 &
-  pids[$k]=$!
-  for _ in $(seq 400); do [ -s "$dir/port$k" ] && return 0; sleep 0.05; done
+  for _try in 1 2 3 4 5; do
+    port=$want
+    [ "$want" = quiet ] && port=$(quiet_port)
+    rm -f "$dir/port$k"
+    "$SERVER" --insecure --host=127.0.0.1 --port="$port" --port_file="$dir/port$k" \
+      --shard_index="$k" --num_shards=2 "$@" >>"$dir/server$k.log" 2>&1 &
+    pids[$k]=$!
+    for _ in $(seq 400); do
+      [ -s "$dir/port$k" ] && return 0
+      kill -0 "${pids[$k]}" 2>/dev/null || break
+      sleep 0.05
+    done
+    [ "$want" = quiet ] && tail -n 1 "$dir/server$k.log" | grep -q "cannot listen on" || break
+  done
   echo "server $k did not start:"; cat "$dir/server$k.log"; return 1
 }
 # fleet DIR [flags...]: 2 fresh servers; $servers: their addresses.
@@ -53,7 +71,7 @@ fleet() {
   local dir=$1
   shift
   mkdir -p "$dir"
-  start_server 0 "$dir" 0 "$@" && start_server 1 "$dir" 0 "$@" || return 1
+  start_server 0 "$dir" quiet "$@" && start_server 1 "$dir" quiet "$@" || return 1
   servers="127.0.0.1:$(cat "$dir/port0"),127.0.0.1:$(cat "$dir/port1")"
 }
 stop_fleet() { { kill -9 "${pids[0]}" "${pids[1]}"; wait "${pids[0]}" "${pids[1]}"; } 2>/dev/null; }

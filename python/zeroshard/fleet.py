@@ -8,8 +8,11 @@
         fleet.restart(1)                # same port, shard index, checkpoint dir
 
 The Python twin of fleet/local_fleet.{h,cc}: each server listens on
-127.0.0.1 with --port=0 and writes the port it picked to a file in
-`work_dir`, so ports never race; it runs with --insecure (plaintext, no
+127.0.0.1 on a port below the kernel's ephemeral range (zeroshard._ports),
+so that no other process's outgoing connection can take it while a
+restarted server is down (a restart keeps the port: the clients know it);
+a server that finds its port taken at start is started again on another,
+up to 5 times. It writes the port to a file in `work_dir`; it runs with --insecure (plaintext, no
 tokens: loopback only); its output goes to work_dir/server-<k>.log (a restart
 writes server-<k>.restart-<n>.log; `log_path(k)` names the current one).
 A server is ready once it is alive and its port accepts a TCP connection.
@@ -31,11 +34,15 @@ import tempfile
 import time
 import weakref
 
+from ._ports import quiet_port
+
 __all__ = ["LocalFleet", "find_server_binary"]
 
 _SERVER_NAME = "zeroshard-server"
 _ENV_SERVER = "ZEROSHARD_SERVER"
 _LOG_TAIL_BYTES = 4000
+# Starts of a server whose chosen port was taken before it could bind it.
+_PORT_TRIES = 5
 _POLL_SECONDS = 0.02
 
 
@@ -171,7 +178,7 @@ class LocalFleet:
                 if os.path.exists(port_file):  # a previous run's
                     os.remove(port_file)
                 port_files.append(port_file)
-                self._procs.append(self._spawn(k, 0, port_file))
+                self._procs.append(self._spawn_on_new_port(k, port_file))
             until = time.monotonic() + self._timeout
             for k in range(num_servers):
                 self._ports[k] = self._read_port(k, port_files[k], until)
@@ -286,6 +293,11 @@ class LocalFleet:
         if self._closed:
             raise RuntimeError("the fleet is closed")
 
+    def _spawn_on_new_port(self, k, port_file):
+        if os.path.exists(port_file):  # a previous try's
+            os.remove(port_file)
+        return self._spawn(k, quiet_port("127.0.0.1"), port_file)
+
     def _spawn(self, k, port, port_file):
         argv = [self._binary, "--host=127.0.0.1", "--port=%d" % port,
                 "--shard_index=%d" % k, "--num_shards=%d" % self._num]
@@ -315,9 +327,16 @@ class LocalFleet:
                              % (self._timeout, what))
 
     def _read_port(self, k, port_file, until):
-        """The port server k wrote (atomically) to `port_file`."""
+        """The port server k wrote (atomically) to `port_file`; a server
+        whose chosen port was taken is started again on another."""
+        tries = 1
         while True:
             if self._procs[k].poll() is not None:
+                last = _log_tail(self._logs[k]).rstrip().splitlines()[-1:]
+                if tries < _PORT_TRIES and "cannot listen on" in "".join(last):
+                    tries += 1
+                    self._procs[k] = self._spawn_on_new_port(k, port_file)
+                    continue
                 raise self._died(k, "start")
             try:
                 with open(port_file) as f:

@@ -11,6 +11,8 @@ import tempfile
 import unittest
 from unittest import mock
 
+import zeroshard.fleet
+from zeroshard._ports import ephemeral_range
 from zeroshard.fleet import LocalFleet
 
 # Generous, yet below a small test's 60 s, so that a stuck start fails with
@@ -53,7 +55,10 @@ class LocalFleetTest(unittest.TestCase):
             for a in addresses:
                 host, port = port_of(a)
                 self.assertEqual(host, "127.0.0.1")
-                self.assertGreater(port, 0)
+                # Below the ephemeral range: no outgoing connection takes
+                # it while a restarted server is down.
+                self.assertGreaterEqual(port, 1024)
+                self.assertLess(port, ephemeral_range()[0])
                 self.assertTrue(connects(a), a)
             self.assertNotEqual(addresses[0], addresses[1])
             for k in range(2):
@@ -119,6 +124,46 @@ class LocalFleetTest(unittest.TestCase):
         message = str(cm.exception)
         self.assertIn("exited during start", message)
         self.assertIn("lease_ms", message)  # the tail of its log
+
+    def held_port(self):
+        """A port some other program listens on (for the test's life)."""
+        s = socket.socket()
+        self.addCleanup(s.close)
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        return s.getsockname()[1]
+
+    def test_port_taken_before_the_server_binds_it_is_replaced(self):
+        taken = self.held_port()
+        calls = []
+        real = zeroshard.fleet.quiet_port
+
+        def choose(host):
+            calls.append(host)
+            return taken if len(calls) == 1 else real(host)
+        with mock.patch.object(zeroshard.fleet, "quiet_port", choose):
+            with LocalFleet(1, work_dir=self.tmp,
+                            startup_timeout=TIMEOUT) as fleet:
+                self.assertEqual(len(calls), 2)
+                self.assertNotEqual(port_of(fleet.addresses[0])[1], taken)
+                self.assertTrue(connects(fleet.addresses[0]))
+                with open(fleet.log_path(0)) as f:
+                    self.assertIn("cannot listen on 127.0.0.1:%d" % taken,
+                                  f.read())
+
+    def test_port_always_taken_ends_the_start(self):
+        taken = self.held_port()
+        calls = []
+
+        def choose(host):
+            calls.append(host)
+            return taken
+        with mock.patch.object(zeroshard.fleet, "quiet_port", choose):
+            with self.assertRaises(RuntimeError) as cm:
+                LocalFleet(1, work_dir=self.tmp, startup_timeout=TIMEOUT)
+        self.assertEqual(len(calls), 5)
+        self.assertIn("cannot listen on 127.0.0.1:%d" % taken,
+                      str(cm.exception))
 
     def test_bad_index(self):
         with LocalFleet(1, work_dir=self.tmp, startup_timeout=TIMEOUT) as f:
