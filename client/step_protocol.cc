@@ -205,7 +205,9 @@ absl::StatusOr<Outcome> StepProtocol::Decide(const absl::Status& leader_status,
     Outcome o;
     o.kind = w.code == kContinued ? Outcome::Kind::kContinued
                                   : Outcome::Kind::kRolledBack;
-    o.state = StateOfWord(w);
+    // The broadcast word carries what every rank needs to go on; the
+    // leader keeps the whole recorded state (the run's shape too).
+    o.state = leader() && to.has_value() ? *std::move(to) : StateOfWord(w);
     if (!why.empty()) o.error = absl::AbortedError(why);
     return o;
   }

@@ -99,7 +99,10 @@ struct Outcome {
     kRetry,       // a failed fetch with healthy servers: fetch again
   };
   Kind kind = Kind::kOk;
-  v1::TrainerState state;  // kRolledBack, kContinued
+  // kRolledBack, kContinued. Every rank gets the fields a step needs
+  // (step, updates, data position, seed, loss scaler); the leader also
+  // the run's shape recorded with it (world_size .. data).
+  v1::TrainerState state;
   // kRetry: why the fetch failed; kRolledBack after a start: why the step
   // was given up (a server restarted, or the failure of a step redone);
   // else OK.

@@ -179,6 +179,7 @@ out=$("$LAUNCHER" train "${TINY[@]}" --steps=12 --checkpoint-dir="$T/ckpt" \
 check "resumed run exits 0" $?
 grep -q "restored step 6" "$T/c6/server-0.log"; check "servers restored step 6" $?
 grep -q "continuing the job at step 7 of 12" <<<"$out"; check "the resumed run says where it continues ($out)" $?
+! grep -q "changed since" <<<"$out"; check "the same command changes nothing" $?
 cmp -s "$T/ref12.bin" "$T/res12.bin"; check "resumed run saves the same bits" $?
 # A permanent error (the servers hold another model: FAILED_PRECONDITION,
 # worker exit code 3) is not met again by restarting the workers: the job
@@ -195,6 +196,14 @@ out=$("$LAUNCHER" train "${TINY[@]}" --steps=6 --checkpoint-dir="$T/ckpt" \
   --checkpoint-interval=3 --work-dir="$T/short" 2>&1); rc=$?
 [ $rc -eq 0 ] && grep -q "nothing to train: the servers' job is at step 12, and --steps is 6" <<<"$out"
 check "--steps below the servers' step says there is nothing to train (rc $rc)" $?
+# A resume with another lr and fewer workers: it goes on, and says what
+# changed against the run that recorded the state it continues.
+sed 's/"lr": 3e-3/"lr": 1e-3/' "$T/ds.json" >"$T/lr.json"
+out=$("$LAUNCHER" train "${TINY[@]/--config=*/--config=$T/lr.json}" --workers=1 --steps=13 \
+  --checkpoint-dir="$T/ckpt" --checkpoint-interval=3 --work-dir="$T/changed" 2>&1); rc=$?
+[ $rc -eq 0 ] && grep -q "continuing the job at step 13 of 13" <<<"$out" &&
+  grep -q "changed since the state of step 12 was recorded: workers 2 -> 1; lr 0.003 -> 0.001 (the data continue from the same position: epoch [0-9]*, shard 0, token offset [0-9]*)" <<<"$out"
+check "a resume with another lr and fewer workers says so (rc $rc): $out" $?
 # A worker that fails mid-job, with checkpoints: the launcher starts the
 # workers again (torchrun's --max_restarts), they continue from the
 # servers' state, and the job ends with the uninterrupted run's bits; the

@@ -209,11 +209,18 @@ class ZeroEngine {
   // them before each Step().
   void set_data_position(int64_t epoch, int64_t shard, int64_t offset);
   void set_seed(uint64_t seed) { seed_ = seed; }
+  // The data files as given (comma-joined; "" synthetic), recorded with
+  // every state beside the run's shape (world size, batch, lr).
+  void set_data(std::string data) { data_ = std::move(data); }
   // Times every rank rolled back to a checkpoint, counting a start from
   // one. Afterwards global_step() is the checkpoint's step and
-  // restored_state() the workers' state recorded with it.
+  // restored_state() the workers' state recorded with it (the run's shape
+  // fields, world_size .. data, on rank 0 only: client/step_protocol.h).
   int rollbacks() const { return rollbacks_; }
   const v1::TrainerState& restored_state() const { return restored_; }
+  // The workers' state now (step, updates, data position, seed, scaler,
+  // and the run's shape: world size, batch, lr, data).
+  v1::TrainerState StateNow() const;
   // Why the last roll back happened (step_protocol.h Outcome::error).
   const std::string& rollback_reason() const { return rollback_reason_; }
   // Elastic: the engine started from the servers' last commit (then
@@ -277,8 +284,6 @@ class ZeroEngine {
   absl::Status JoinCommit();
   // Waits for ahead_params_ to hold the commit's parameters (if pending).
   absl::Status FinishAhead();
-  // The workers' state now (step_, updates_, data position, seed, scaler).
-  v1::TrainerState StateNow() const;
   // The state committed with `step`: StateNow() after it (skipped or not).
   v1::TrainerState StateAfter(uint64_t step, bool skip) const;
   void ResetStats();
@@ -321,6 +326,7 @@ class ZeroEngine {
   CommGroup group_;                         // the ranks, for the protocol
   std::unique_ptr<StepProtocol> protocol_;  // stages 1-3
   uint64_t seed_ = 0;
+  std::string data_;
   v1::TrainerState data_position_;  // data_* fields only
   int rollbacks_ = 0;
   std::string rollback_reason_;

@@ -4,12 +4,14 @@
 #include <cstdio>
 #include <optional>
 
+#include "absl/strings/str_join.h"
 #include "common/seeded_random.h"
 #include "common/status_macros.h"
 #include "worker/engine/engine.h"
 #include "worker/gpt2/engine_model.h"
 #include "worker/io/data_loader.h"
 #include "worker/io/model_file.h"
+#include "worker/train/run_changes.h"
 
 namespace zeroshard::train {
 namespace {
@@ -93,6 +95,7 @@ absl::Status RunSteps(const TrainSpec& spec, engine::ZeroEngine& engine,
   const int rank = engine.comm().rank(), world = engine.comm().size();
   std::vector<int> tok(2 * bt);
   engine.set_seed(spec.seed);
+  engine.set_data(absl::StrJoin(spec.data, ","));
   if (rank == 0 && engine.global_step() >= spec.steps &&
       engine.global_step() > 0) {
     std::printf(
@@ -137,6 +140,10 @@ absl::Status RunSteps(const TrainSpec& spec, engine::ZeroEngine& engine,
             "continuing the job at step %d of %d (the servers' newest "
             "checkpoint or last commit)\n",
             s + 1, spec.steps);
+        const std::string changed = DescribeRunChanges(
+            RunChanges(engine.restored_state(), engine.StateNow()),
+            engine.restored_state());
+        if (!changed.empty()) std::printf("%s\n", changed.c_str());
         std::fflush(stdout);
       }
       if (*first < 0 || s < *first) *first = s;
