@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/crc32c.h"
 
 namespace zeroshard::train {
 namespace {
@@ -12,6 +13,14 @@ std::string Quoted(const std::string& data) {
 }
 
 }  // namespace
+
+std::string DataRecord(const std::vector<std::string>& files) {
+  std::string joined = absl::StrJoin(files, ",");
+  if (joined.size() <= kMaxDataRecord) return joined;
+  return absl::StrFormat("%d files (%s .. %s), crc32c %08x", files.size(),
+                         files.front(), files.back(),
+                         Crc32c(joined.data(), joined.size()));
+}
 
 RunChangeList RunChanges(const v1::TrainerState& then,
                          const v1::TrainerState& now) {

@@ -17,6 +17,13 @@
 
 namespace zeroshard::train {
 
+// What TrainerState.data records for the run's data files as given:
+// them comma-joined, or where that is longer than kMaxDataRecord (the
+// state travels with every commit) "<count> files (<first> .. <last>),
+// crc32c <of the joined list>".
+inline constexpr size_t kMaxDataRecord = 256;
+std::string DataRecord(const std::vector<std::string>& files);
+
 struct RunChangeList {
   // One entry per difference, e.g. "lr 0.003 -> 0.001", "workers 2 -> 4",
   // "data a.bin -> b.bin", in a fixed order: workers, micro batch,

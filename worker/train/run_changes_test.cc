@@ -81,5 +81,18 @@ TEST(RunChangesTest, SyntheticTokensNameTheSeedAndNoPosition) {
             std::vector<std::string>{"data (synthetic tokens) -> x.bin"});
 }
 
+TEST(RunChangesTest, ALongListOfFilesIsRecordedShort) {
+  EXPECT_EQ(DataRecord({"a.bin", "b.bin"}), "a.bin,b.bin");
+  EXPECT_EQ(DataRecord({}), "");
+  std::vector<std::string> many;
+  for (int i = 0; i < 100; ++i) many.push_back("shard_" + std::to_string(i));
+  const std::string record = DataRecord(many);
+  EXPECT_LE(record.size(), kMaxDataRecord);
+  EXPECT_EQ(record.rfind("100 files (shard_0 .. shard_99), crc32c ", 0), 0u)
+      << record;
+  many[50] = "other";  // another list, the same ends
+  EXPECT_NE(DataRecord(many), record);
+}
+
 }  // namespace
 }  // namespace zeroshard::train

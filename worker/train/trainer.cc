@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <optional>
 
-#include "absl/strings/str_join.h"
 #include "common/seeded_random.h"
 #include "common/status_macros.h"
 #include "worker/engine/engine.h"
@@ -95,7 +94,7 @@ absl::Status RunSteps(const TrainSpec& spec, engine::ZeroEngine& engine,
   const int rank = engine.comm().rank(), world = engine.comm().size();
   std::vector<int> tok(2 * bt);
   engine.set_seed(spec.seed);
-  engine.set_data(absl::StrJoin(spec.data, ","));
+  engine.set_data(DataRecord(spec.data));
   if (rank == 0 && engine.global_step() >= spec.steps &&
       engine.global_step() > 0) {
     std::printf(
