@@ -46,13 +46,14 @@ absl::Status ParseBatch(ObjectReader& root, int world_size, BatchSizes* out) {
     if (std::find(autos.begin(), autos.end(),
                   "train_micro_batch_size_per_gpu") != autos.end() &&
         train < 0 && micro < 0) {
-      return root.Error(
-          "train_micro_batch_size_per_gpu",
-          "\"auto\" with nothing to fill it: give "
-          "--per_device_train_batch_size (or a train_batch_size in the "
-          "config)");
+      // An "auto" left unfilled (Parse's caller names them all): read on
+      // with a micro batch of 1.
+      root.log()->AddUnfilled(
+          "train_micro_batch_size_per_gpu: give --per_device_train_batch_size "
+          "(or a train_batch_size in the config)");
+      b = ResolveBatchSizes(train, 1, gas, world_size);
     }
-    return b.status();
+    if (!b.ok()) return b.status();
   }
   *out = *b;
   const std::string rule =
@@ -419,6 +420,54 @@ void WarnUnusedFlags(const ReadLog& log, std::vector<std::string>* warnings) {
   }
 }
 
+// The error for the "auto" values nothing fills ("<path>: <advice>" each,
+// in reading order): one as "<path>: \"auto\" with nothing to fill it:
+// <advice>"; several in one line, the keys that the same input fills
+// sharing it (an advice "<detail> (give X)" shares "give X", each key
+// keeping its detail).
+absl::Status UnfilledError(const std::vector<std::string>& unfilled) {
+  if (unfilled.size() == 1) {
+    const std::string& u = unfilled[0];
+    const size_t colon = u.find(": ");
+    return absl::InvalidArgumentError(
+        absl::StrCat(u.substr(0, colon), ": \"auto\" with nothing to fill it",
+                     u.substr(colon)));
+  }
+  struct Group {
+    std::string remedy;
+    std::vector<std::string> keys;  // each with its detail, if any
+  };
+  std::vector<Group> groups;
+  for (const std::string& u : unfilled) {
+    const size_t colon = u.find(": ");
+    std::string key = u.substr(0, colon), advice = u.substr(colon + 2);
+    const size_t give = advice.rfind(" (give ");
+    if (give != std::string::npos && advice.back() == ')') {
+      key = absl::StrCat(key, " (", advice.substr(0, give), ")");
+      advice = advice.substr(give + 2, advice.size() - give - 3);
+    }
+    auto it = std::find_if(groups.begin(), groups.end(),
+                           [&](const Group& g) { return g.remedy == advice; });
+    if (it == groups.end()) {
+      groups.push_back(Group{std::move(advice), {std::move(key)}});
+    } else {
+      it->keys.push_back(std::move(key));
+    }
+  }
+  std::vector<std::string> entries;
+  for (const Group& g : groups) {
+    std::string keys = g.keys.back();
+    if (g.keys.size() > 1) {
+      keys = absl::StrCat(absl::StrJoin(g.keys.begin(), g.keys.end() - 1, ", "),
+                          " and ", keys);
+    }
+    entries.push_back(absl::StrCat(keys, ": ", g.remedy));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("\"auto\" with nothing to fill it, in ", unfilled.size(),
+                   " keys: ", absl::StrJoin(entries, "; ")));
+}
+
 absl::StatusOr<EngineConfig> Parse(absl::string_view json, int world_size,
                                    const AutoInputs& inputs, ReadLog* log) {
   ZS_RETURN_IF_ERROR(ValidateAutoInputs(inputs));
@@ -562,6 +611,11 @@ absl::StatusOr<EngineConfig> ParseDeepSpeedConfig(
     std::vector<std::string>* warnings) {
   ReadLog log;
   absl::StatusOr<EngineConfig> config = Parse(json, world_size, inputs, &log);
+  // "auto" values that nothing fills come first, all in one error (the
+  // reader went on as if they were absent, so what else it found may stem
+  // from that).
+  if (!log.unfilled.empty()) config = UnfilledError(log.unfilled);
+  if (!log.unfilled.empty()) log.warnings.resize(log.warnings_before_unfilled);
   if (warnings != nullptr) {
     for (std::string& w : log.warnings) warnings->push_back(std::move(w));
   }

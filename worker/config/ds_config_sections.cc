@@ -2,6 +2,7 @@
 // ds_config.h for the rules.
 #include "worker/config/ds_config_sections.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -141,7 +142,12 @@ absl::Status ParseTotalSteps(ObjectReader& params, const std::string& type,
   ZS_ASSIGN_OR_RETURN(s->total_num_steps,
                       params.IntOrUnset("total_num_steps", 1, &source));
   if (s->total_num_steps < 0) {
-    return params.Error("total_num_steps", absl::StrCat("required by ", type));
+    if (!params.Unfilled("total_num_steps")) {
+      return params.Error("total_num_steps",
+                          absl::StrCat("required by ", type));
+    }
+    // An "auto" nothing fills (named with the others): read on.
+    s->total_num_steps = std::max<int64_t>(1, engine::EffectiveWarmupSteps(*s));
   }
   params.Note("total_num_steps", absl::StrCat(s->total_num_steps), source);
   if (source == "file" && log->steps > 0 && s->total_num_steps != log->steps) {

@@ -537,9 +537,18 @@ TEST(DsConfigTest, AutoIsFilledOrNamed) {
   std::vector<std::string> warnings;
   auto c = ParseDeepSpeedConfigFile(TestData("hf_auto.json"), 2, &warnings);
   ASSERT_FALSE(c.ok());
-  EXPECT_THAT(c.status().message(),
-              HasSubstr("optimizer.params.lr: \"auto\" with nothing to fill "
-                        "it: give --learning_rate"));
+  // Every "auto" that nothing fills, in one error (reading order), and no
+  // warning from reading on past them.
+  EXPECT_EQ(c.status().message(),
+            TestData("hf_auto.json") +
+                ": \"auto\" with nothing to fill it, in 3 keys: "
+                "optimizer.params.lr: give --learning_rate; bf16.enabled: "
+                "give --precision=fp32, fp16 or bf16; "
+                "zero_optimization.reduce_bucket_size (it is hidden^2 of the "
+                "model's hidden size, which is not known here): give the "
+                "model: zeroshard train's --channels or --model_file, the C "
+                "API's and zeroshard.Config's hidden_size");
+  EXPECT_THAT(warnings, IsEmpty());
   AutoInputs in;
   in.learning_rate = 2e-4;
   in.precision = "bf16";

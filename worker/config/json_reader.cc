@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/edit_distance.h"
@@ -80,6 +81,20 @@ std::string ObjectReader::PathOf(absl::string_view key) const {
   return path_.empty() ? std::string(key) : absl::StrCat(path_, ".", key);
 }
 
+void ReadLog::AddUnfilled(std::string entry) {
+  if (unfilled.empty()) warnings_before_unfilled = warnings.size();
+  if (std::find(unfilled.begin(), unfilled.end(), entry) == unfilled.end()) {
+    unfilled.push_back(std::move(entry));
+  }
+}
+
+bool ObjectReader::Unfilled(absl::string_view key) const {
+  const std::string prefix = absl::StrCat(PathOf(key), ": ");
+  return std::any_of(
+      log_->unfilled.begin(), log_->unfilled.end(),
+      [&](const std::string& u) { return absl::StartsWith(u, prefix); });
+}
+
 absl::Status ObjectReader::Error(absl::string_view key,
                                  absl::string_view message) const {
   return absl::InvalidArgumentError(absl::StrCat(PathOf(key), ": ", message));
@@ -114,8 +129,8 @@ absl::StatusOr<ObjectReader::Got> ObjectReader::Get(absl::string_view key) {
   }
   AutoFill& fill = it->second;
   if (!fill.missing.empty()) {
-    return Error(
-        key, absl::StrCat("\"auto\" with nothing to fill it: ", fill.missing));
+    log_->AddUnfilled(absl::StrCat(path, ": ", fill.missing));
+    return Got{nullptr, "default"};  // read on as if absent
   }
   fill.used = true;
   if (fill.derive) return Got{nullptr, ""};

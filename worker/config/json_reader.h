@@ -56,8 +56,15 @@ struct AutoFill {
 
 struct ReadLog {
   std::vector<std::string> warnings;
-  std::vector<std::string> errors;        // near-miss keys; the first is fatal
-  std::vector<std::string> auto_keys;     // full paths, in reading order
+  std::vector<std::string> errors;     // near-miss keys; the first is fatal
+  std::vector<std::string> auto_keys;  // full paths, in reading order
+  // "<path>: <what would fill it>" for each "auto" that nothing fills, in
+  // reading order (AddUnfilled): the reader goes on as if the key were
+  // absent, so that one error names them all (ds_config.cc), and the
+  // warnings from there on, which may stem from that, are dropped.
+  std::vector<std::string> unfilled;
+  size_t warnings_before_unfilled = 0;
+  void AddUnfilled(std::string entry);
   std::map<std::string, AutoFill> fills;  // by full path
   std::vector<ResolvedKey> resolved;      // in reading order
   int64_t steps = -1;  // the run's steps (--steps), -1 when not known
@@ -76,6 +83,9 @@ class ObjectReader {
 
   // "<path>.<key>", or "<key>" at the root.
   std::string PathOf(absl::string_view key) const;
+  // Whether `key` was read as an "auto" that nothing fills (ReadLog::
+  // unfilled): the caller reads on as if it were absent.
+  bool Unfilled(absl::string_view key) const;
   bool present() const { return object_ != nullptr; }
 
   // True if `key` holds a value other than null and "auto".
