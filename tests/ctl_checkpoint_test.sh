@@ -113,6 +113,8 @@ out=$("$CTL" restore --servers="$S" 2>&1); rc=$?
 echo "    | $out"
 [ $rc -eq 0 ] && grep -q "^restored step 3 at epoch 1; trainer state: step 3" <<<"$out"
 check "restore picks the newest common checkpoint (step 3)" $?
+grep -q "; recorded by a run of 1 worker (micro batch [0-9]*, sequence length 16, gradient accumulation 1, lr 0.003, data $T/tokens.bin)$" <<<"$out"
+check "and says what run recorded its state" $?
 "$CTL" gather --servers="$S" --offset=0 --length="$N" --out="$T/restored.raw" >/dev/null &&
   cmp -s "$T/restored.raw" "$T/step3.raw"
 check "gathered after restore = gathered at the checkpoint, bit for bit" $?

@@ -140,8 +140,8 @@ GroupRun TrainGroup(const train::TrainSpec& spec, World& world,
     return comm.failed() ? ErrorOrigin::kCollective : ErrorOrigin::kGroup;
   };
   absl::StatusOr<std::unique_ptr<engine::ZeroEngine>> engine =
-      engine::ZeroEngine::Create(spec.zero, *model, init, &comm, client,
-                                 &hooks);
+      engine::ZeroEngine::Create(train::EngineOptions(spec), *model, init,
+                                 &comm, client, &hooks);
   if (!engine.ok()) return {engine.status(), origin()};
   engine::ZeroEngine& e = **engine;
   const int64_t start = e.global_step();

@@ -239,14 +239,14 @@ v1::TrainerState ZeroEngine::StateNow() const {
   s.set_loss_scale_hysteresis(record.hysteresis_left);
   s.set_loss_scale_iteration(record.iteration);
   s.set_loss_scale_last_overflow(record.last_overflow_iteration);
-  s.set_seed(seed_);
+  s.set_seed(options_.seed);
   s.set_world_size(static_cast<uint32_t>(comm_->size()));
   s.set_micro_batch(static_cast<uint32_t>(options_.micro_batch));
   s.set_seq_len(static_cast<uint32_t>(options_.seq_len));
   s.set_gradient_accumulation_steps(
       static_cast<uint32_t>(options_.gradient_accumulation_steps));
   s.set_lr(options_.lr_schedule.lr);
-  s.set_data(data_);
+  s.set_data(options_.data);
   return s;
 }
 

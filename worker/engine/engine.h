@@ -205,13 +205,9 @@ class ZeroEngine {
   absl::Status ReadParameters(absl::Span<float> out);
 
   // Recorded in checkpoints (ZeroOptions::checkpoint_interval): the data
-  // loader's position of the next step and the run's seed; the trainer sets
-  // them before each Step().
+  // loader's position of the next step; the trainer sets it before each
+  // Step(). (The run's seed and data files come from the options.)
   void set_data_position(int64_t epoch, int64_t shard, int64_t offset);
-  void set_seed(uint64_t seed) { seed_ = seed; }
-  // The data files as given (comma-joined; "" synthetic), recorded with
-  // every state beside the run's shape (world size, batch, lr).
-  void set_data(std::string data) { data_ = std::move(data); }
   // Times every rank rolled back to a checkpoint, counting a start from
   // one. Afterwards global_step() is the checkpoint's step and
   // restored_state() the workers' state recorded with it (the run's shape
@@ -325,9 +321,7 @@ class ZeroEngine {
   StepStats stats_, last_stats_;
   CommGroup group_;                         // the ranks, for the protocol
   std::unique_ptr<StepProtocol> protocol_;  // stages 1-3
-  uint64_t seed_ = 0;
-  std::string data_;
-  v1::TrainerState data_position_;  // data_* fields only
+  v1::TrainerState data_position_;          // data_* fields only
   int rollbacks_ = 0;
   std::string rollback_reason_;
   bool continued_ = false;

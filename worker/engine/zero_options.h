@@ -90,6 +90,11 @@ struct ZeroOptions {
   int threads = 1;
   // Servers: the job id of the registered ModelSpec.
   std::string job_id = "zero";
+  // Recorded with the workers' state from the first checkpoint on (a
+  // resumed job compares them: worker/train/run_changes.h): the run's seed
+  // and its data files (run_changes.h DataRecord; "" synthetic tokens).
+  uint64_t seed = 0;
+  std::string data;
   // Stages 1-3: checkpoint every this many steps (0: never; the servers
   // need --checkpoint_dir). Turns on recovery: the job starts from the
   // newest checkpoint the servers hold, and a step failed because a server

@@ -85,6 +85,13 @@ absl::StatusOr<std::optional<io::DataLoader>> OpenLoader(
   return std::optional<io::DataLoader>(std::move(loader));
 }
 
+engine::ZeroOptions EngineOptions(const TrainSpec& spec) {
+  engine::ZeroOptions o = spec.zero;
+  o.seed = spec.seed;
+  o.data = DataRecord(spec.data);
+  return o;
+}
+
 absl::Status RunSteps(const TrainSpec& spec, engine::ZeroEngine& engine,
                       io::DataLoader* loader, const StepCallback& on_step,
                       TrainProgress* progress, TrainResult* result,
@@ -93,8 +100,6 @@ absl::Status RunSteps(const TrainSpec& spec, engine::ZeroEngine& engine,
   const int bt = engine.options().micro_batch * engine.options().seq_len;
   const int rank = engine.comm().rank(), world = engine.comm().size();
   std::vector<int> tok(2 * bt);
-  engine.set_seed(spec.seed);
-  engine.set_data(DataRecord(spec.data));
   if (rank == 0 && engine.global_step() >= spec.steps &&
       engine.global_step() > 0) {
     std::printf(
@@ -208,9 +213,9 @@ absl::StatusOr<TrainResult> RunTraining(const TrainSpec& spec,
   ZS_ASSIGN_OR_RETURN(std::optional<io::DataLoader> loader,
                       OpenLoader(spec, *comm));
   ZS_ASSIGN_OR_RETURN(engine::ModelDef model, TrainModel(spec));
-  ZS_ASSIGN_OR_RETURN(
-      std::unique_ptr<engine::ZeroEngine> engine,
-      engine::ZeroEngine::Create(spec.zero, model, init, comm, client));
+  ZS_ASSIGN_OR_RETURN(std::unique_ptr<engine::ZeroEngine> engine,
+                      engine::ZeroEngine::Create(EngineOptions(spec), model,
+                                                 init, comm, client));
   TrainProgress scratch;
   if (progress == nullptr) progress = &scratch;
   TrainResult result;

@@ -119,6 +119,10 @@ absl::StatusOr<std::vector<float>> InitialParams(const TrainSpec& spec);
 // (worker/gpt2/engine_model.h).
 absl::StatusOr<engine::ModelDef> TrainModel(const TrainSpec& spec);
 
+// spec.zero with the run's seed and data files, which the engine records
+// with the workers' state.
+engine::ZeroOptions EngineOptions(const TrainSpec& spec);
+
 // Opens spec.data for this rank of `comm` (nullopt without data).
 absl::StatusOr<std::optional<io::DataLoader>> OpenLoader(
     const TrainSpec& spec, const collective::Communicator& comm);
