@@ -1,5 +1,7 @@
 // The launcher's pieces without processes: progress text and modes, log
 // following, the metrics records round trip, the SVG and the report.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -10,12 +12,14 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/env/mem_env.h"
 #include "gtest/gtest.h"
 #include "launcher/log_tail.h"
 #include "launcher/progress.h"
 #include "launcher/report.h"
 #include "launcher/save_path.h"
 #include "launcher/train_options.h"
+#include "launcher/work_dir.h"
 #include "worker/train/eval_loss.h"
 #include "worker/train/run_metrics.h"
 
@@ -484,6 +488,34 @@ TEST(ReportTest, StoppedRunWithEvalsAndContext) {
 TEST(ReportTest, SvgOfNoPointsIsStillAnSvg) {
   const std::string svg = LossCurveSvg({}, "empty");
   EXPECT_TRUE(absl::StrContains(svg, "</svg>"));
+}
+
+}  // namespace
+}  // namespace zeroshard
+
+namespace zeroshard {
+namespace {
+
+TEST(WorkDirTest, OneRunAtATime) {
+  MemEnv env;
+  ASSERT_TRUE(env.CreateDir("/run").ok());
+  auto first = LockWorkDir(&env, "/run");
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto second = LockWorkDir(&env, "/run");
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(
+      second.status().message(),
+      absl::StrCat("--work_dir /run is in use by another run (pid ", getpid(),
+                   "): give another --work_dir, or wait for that run "
+                   "to end"));
+  first->reset();  // that run ends
+  EXPECT_TRUE(LockWorkDir(&env, "/run").ok());
+  auto missing = LockWorkDir(&env, "/nowhere");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_TRUE(
+      absl::StartsWith(missing.status().message(), "--work_dir /nowhere: "))
+      << missing.status();
 }
 
 }  // namespace

@@ -30,6 +30,7 @@
 #include "launcher/log_tail.h"
 #include "launcher/server_watch.h"
 #include "launcher/train_options.h"
+#include "launcher/work_dir.h"
 
 namespace zeroshard {
 namespace {
@@ -414,6 +415,12 @@ int RunScript(int argc, char** argv) {
     ExitWithError(
         kProg, absl::StrCat("--work_dir ", options->work_dir,
                             " is not a writable directory: ", dir.message()));
+  }
+  // One run per work dir, held to the end (work_dir.h).
+  absl::StatusOr<std::unique_ptr<FileLock>> work_lock =
+      LockWorkDir(DefaultEnv(), options->work_dir);
+  if (!work_lock.ok()) {
+    ExitWithError(kProg, std::string(work_lock.status().message()));
   }
   signal(SIGINT, OnSignal);
   signal(SIGTERM, OnSignal);

@@ -31,6 +31,7 @@
 #include "launcher/report.h"
 #include "launcher/server_watch.h"
 #include "launcher/train_options.h"
+#include "launcher/work_dir.h"
 #include "worker/config/resolved_table.h"
 #include "worker/elastic/error_class.h"
 #include "worker/train/eval_loss.h"
@@ -653,6 +654,12 @@ int RunTrain(int argc, char** argv) {
     ExitWithError(
         kProg, absl::StrCat("--work_dir ", options->work_dir,
                             " is not a writable directory: ", dir.message()));
+  }
+  // One run per work dir, held to the end (work_dir.h).
+  absl::StatusOr<std::unique_ptr<FileLock>> work_lock =
+      LockWorkDir(DefaultEnv(), options->work_dir);
+  if (!work_lock.ok()) {
+    ExitWithError(kProg, std::string(work_lock.status().message()));
   }
   const std::string advice = config::NvmeAdvice(options->engine);
   for (const std::string& w : options->config_warnings) {

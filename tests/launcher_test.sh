@@ -153,6 +153,14 @@ check "a checkpoint dir held by another job's server: refused, the reason quoted
 lpid=$!
 for _ in $(seq 600); do grep -q "^step " "$T/sig.log" 2>/dev/null && break; sleep 0.05; done
 grep -q "^step " "$T/sig.log"; check "long job shows progress" $?
+# A second run in the same --work_dir (two runs with the default one):
+# refused before it starts anything, naming the run that holds it.
+before=$(ls "$T/sig" | sort | tr '\n' ' ')
+out=$("$LAUNCHER" train "${TINY[@]}" --steps=2 --work_dir="$T/sig" 2>&1); rc=$?
+[ $rc -eq 2 ] && [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] &&
+  grep -q -- "--work_dir $T/sig is in use by another run (pid $lpid): give another --work_dir, or wait for that run to end" <<<"$out" &&
+  [ "$(ls "$T/sig" | sort | tr '\n' ' ')" = "$before" ]
+check "a second run in a busy work dir: exit 2, one line naming pid $lpid, nothing changed (rc $rc: $out)" $?
 kill -TERM $lpid
 wait $lpid; rc=$?
 [ $rc -eq 143 ]; check "launcher exits 143 on SIGTERM (rc $rc)" $?
