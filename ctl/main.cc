@@ -38,6 +38,7 @@
 #include "common/model_spec.h"
 #include "common/version.h"
 #include "ctl/checkpoint_commands.h"
+#include "ctl/checkpoint_list.h"
 #include "ctl/model_commands.h"
 #include "fleet/local_fleet.h"
 #include "google/protobuf/util/json_util.h"
@@ -59,7 +60,10 @@ constexpr char kUsage[] =
     "  export   write the registered GPT-2 model to --out as an llm.c model\n"
     "           file (needs --heads)\n"
     "  import   write the weights of the llm.c model file --model into the\n"
-    "           registered model (same layout)";
+    "           registered model (same layout)\n"
+    "  list     the checkpoints in --checkpoint_dir, read from disk (no\n"
+    "           servers): complete, incomplete, damaged, snapshots; --verify\n"
+    "           reads every file whole; exit 1 if anything is damaged";
 
 std::string HumanBytes(double b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -257,6 +261,12 @@ int Main(int argc, char** argv) {
               "export: real vocabulary size for the header; 0 = the "
               "embedding's rows.");
   flags.String("model", &model, "import: the llm.c model file to load.");
+  std::string checkpoint_dir;
+  bool verify = false;
+  flags.String("checkpoint_dir", &checkpoint_dir,
+               "list: a checkpoint directory (the servers' --checkpoint_dir).");
+  flags.Bool("verify", &verify,
+             "list: read every shard file whole (block and file CRC-32C).");
   flags.Int64("deadline_ms", &deadline_ms, "Deadline of each RPC.");
   ClientSecurityFlags security;
   AddClientSecurityFlags(&flags, &security);
@@ -268,6 +278,18 @@ int Main(int argc, char** argv) {
                       : absl::StrCat("unexpected argument '", args[1], "'"));
   }
   const std::string& command = args[0];
+  if (command == "list") {  // from disk: no servers
+    if (checkpoint_dir.empty()) {
+      ExitWithError(flags.program(), "list needs --checkpoint_dir");
+    }
+    absl::StatusOr<ctl::CheckpointList> list =
+        ctl::ListCheckpointDir(DefaultEnv(), checkpoint_dir, verify);
+    if (!list.ok()) {
+      ExitWithError(flags.program(), std::string(list.status().message()), 1);
+    }
+    std::fputs(list->text.c_str(), stdout);
+    return list->damaged > 0 ? 1 : 0;
+  }
   const std::vector<std::string> admin = {"checkpoint", "restore", "export",
                                           "import"};
   const bool is_admin =

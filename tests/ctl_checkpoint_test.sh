@@ -155,6 +155,26 @@ out=$("$CTL" restore --servers="$K" --step=3 2>&1); rc=$?
 check "a restore that one server cannot do says where each one is ($out)" $?
 out=$("$CTL" restore --servers="$K" --step=4 2>&1); rc=$?
 [ $rc -eq 0 ] && grep -q "^restored step 4 " <<<"$out"; check "then step 4 restores on both ($out)" $?
+# list: the directory read from disk, no servers. Step 3's MANIFEST is
+# sound (list shows it complete); --verify reads the files and finds the
+# damaged one; a step directory without a MANIFEST is incomplete.
+mkdir -p "$T/kckpt/step-0000000009"
+cp "$T/kckpt/step-0000000004/shard-00000-of-00002.ckpt" "$T/kckpt/step-0000000009/"
+out=$("$CTL" list --checkpoint_dir="$T/kckpt" 2>&1); rc=$?
+echo "$out" | sed 's/^/    | /'
+[ $rc -eq 0 ] && grep -q "^  step 4  complete  job 'zero', 2 of 2 shards, [0-9]* bytes; updates 4, .*; recorded by a run of 1 worker (micro batch 2, " <<<"$out" &&
+  grep -q "^  step 3  complete  " <<<"$out" &&
+  grep -q "^  step 9  incomplete (no MANIFEST" <<<"$out" &&
+  grep -q "^newest complete checkpoint: step 4 " <<<"$out"
+check "list: steps 4 and 3 complete, 9 incomplete, 4 the newest (rc $rc)" $?
+out=$("$CTL" list --checkpoint_dir="$T/kckpt" --verify 2>&1); rc=$?
+echo "$out" | sed 's/^/    | /'
+[ $rc -eq 1 ] && grep -q "^  step 4  complete  " <<<"$out" &&
+  grep -q "^  step 3  DAMAGED  " <<<"$out" &&
+  grep -q "^    DATA_LOSS: .*shard-00001-of-00002.ckpt.*checksum mismatch" <<<"$out" &&
+  grep -q "^newest complete checkpoint that checks out: step 4 " <<<"$out"
+check "list --verify: step 3's damaged file found, exit 1 (rc $rc)" $?
+one_line "list without --checkpoint_dir" 2 "list needs --checkpoint_dir" list
 # Step 0 is a checkpoint like the others: a job shorter than its interval
 # has only it, and --step=0 or the newest restores it.
 Z="$(start z0 2 0 --checkpoint_dir="$T/zckpt"),$(start z1 2 1 --checkpoint_dir="$T/zckpt")"
