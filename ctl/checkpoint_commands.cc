@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "client/rollback.h"
 #include "common/status_macros.h"
+#include "ctl/state_text.h"
 
 namespace zeroshard::ctl {
 namespace {
@@ -137,22 +138,12 @@ absl::StatusOr<std::string> RestoreCheckpoint(ShardClient& client,
                      "job: it rolls back to their newest common checkpoint"));
   }
   const v1::TrainerState& state = *restored;
-  std::string run;  // what the state records of the run that wrote it
-  if (state.world_size() > 0) {
-    run = absl::StrCat(
-        "; recorded by a run of ", state.world_size(),
-        state.world_size() == 1 ? " worker" : " workers", " (micro batch ",
-        state.micro_batch(), ", sequence length ", state.seq_len(),
-        ", gradient accumulation ", state.gradient_accumulation_steps(),
-        ", lr ", state.lr(), ", data ",
-        state.data().empty() ? "synthetic" : state.data(), ")");
-  }
   return absl::StrCat("restored step ", *step, " at epoch ", epoch,
                       "; trainer state: step ", state.step(), ", updates ",
                       state.updates(), ", loss_scale ", state.loss_scale(),
                       ", data epoch ", state.data_epoch(), " shard ",
                       state.data_shard(), " offset ", state.data_offset(),
-                      ", seed ", state.seed(), run);
+                      ", seed ", state.seed(), RecordedRun(state));
 }
 
 }  // namespace zeroshard::ctl

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "ctl/state_text.h"
 #include "server/checkpoint/checkpoint_files.h"
 
 namespace zeroshard::ctl {
@@ -20,14 +21,7 @@ std::string DescribeState(const v1::TrainerState& s) {
   if (s.loss_scale() != 0 && s.loss_scale() != 1) {
     absl::StrAppend(&text, ", loss scale ", s.loss_scale());
   }
-  if (s.world_size() > 0) {
-    absl::StrAppend(&text, "; recorded by a run of ", s.world_size(),
-                    s.world_size() == 1 ? " worker" : " workers",
-                    " (micro batch ", s.micro_batch(), ", sequence length ",
-                    s.seq_len(), ", gradient accumulation ",
-                    s.gradient_accumulation_steps(), ", lr ", s.lr(), ", data ",
-                    s.data().empty() ? "synthetic" : s.data(), ")");
-  }
+  absl::StrAppend(&text, RecordedRun(s));
   return text;
 }
 
