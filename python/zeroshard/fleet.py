@@ -12,9 +12,10 @@ The Python twin of fleet/local_fleet.{h,cc}: each server listens on
 so that no other process's outgoing connection can take it while a
 restarted server is down (a restart keeps the port: the clients know it);
 a server that finds its port taken at start is started again on another,
-up to 5 times. It writes the port to a file in `work_dir`; it runs with --insecure (plaintext, no
-tokens: loopback only); its output goes to work_dir/server-<k>.log (a restart
-writes server-<k>.restart-<n>.log; `log_path(k)` names the current one).
+up to 5 times. It writes the port to a file in `work_dir`; it runs with
+--insecure (plaintext, no tokens: loopback only); its output goes to
+work_dir/server-<k>.log (a restart writes server-<k>.restart-<n>.log;
+`log_path(k)` names the current one).
 A server is ready once it is alive and its port accepts a TCP connection.
 Stopping sends SIGTERM, then SIGKILL after a grace period. The servers get
 PR_SET_PDEATHSIG (SIGTERM), as local_fleet's do: they end if the thread that
