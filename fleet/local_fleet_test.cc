@@ -28,11 +28,15 @@ int PortOf(const std::string& address) {
   return port;
 }
 
-// A socket listening on 127.0.0.1:`port` (0: any) until destroyed.
+// A socket listening on 127.0.0.1:`port` (0: any) until destroyed. With
+// SO_REUSEADDR, as a server binds: a connection of the killed server
+// lingering in TIME_WAIT on that port does not stop it.
 class Holder {
  public:
   explicit Holder(int port) {
     fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    const int one = 1;
+    if (fd_ >= 0) setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
