@@ -139,11 +139,7 @@ absl::StatusOr<std::string> RestoreCheckpoint(ShardClient& client,
   }
   const v1::TrainerState& state = *restored;
   return absl::StrCat("restored step ", *step, " at epoch ", epoch,
-                      "; trainer state: step ", state.step(), ", updates ",
-                      state.updates(), ", loss_scale ", state.loss_scale(),
-                      ", data epoch ", state.data_epoch(), " shard ",
-                      state.data_shard(), " offset ", state.data_offset(),
-                      ", seed ", state.seed(), RecordedRun(state));
+                      "; trainer state: ", TrainerStateText(state));
 }
 
 }  // namespace zeroshard::ctl

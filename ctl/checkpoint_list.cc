@@ -12,19 +12,6 @@
 namespace zeroshard::ctl {
 namespace {
 
-// "step 3, updates 3, data epoch 0 shard 0 offset 96, seed 1; recorded by
-// a run of 2 workers (micro batch 2, ...)".
-std::string DescribeState(const v1::TrainerState& s) {
-  std::string text = absl::StrCat(
-      "updates ", s.updates(), ", data epoch ", s.data_epoch(), " shard ",
-      s.data_shard(), " offset ", s.data_offset(), ", seed ", s.seed());
-  if (s.loss_scale() != 0 && s.loss_scale() != 1) {
-    absl::StrAppend(&text, ", loss scale ", s.loss_scale());
-  }
-  absl::StrAppend(&text, RecordedRun(s));
-  return text;
-}
-
 uint64_t Bytes(const v1::CheckpointManifest& m) {
   uint64_t total = 0;
   for (const v1::CheckpointShard& s : m.shards()) total += s.bytes();
@@ -58,7 +45,7 @@ absl::StatusOr<CheckpointList> ListCheckpointDir(Env* env,
         m.step(), checked.ok() ? "complete" : "DAMAGED", m.spec().job_id(),
         m.shards_size(), m.spec().num_servers(), Bytes(m),
         m.tag().empty() ? "" : absl::StrCat(", tag \"", m.tag(), "\""),
-        DescribeState(m.trainer_state()));
+        TrainerStateText(m.trainer_state()));
     if (!checked.ok()) {
       absl::StrAppend(&t, "    ", checked.ToString(), "\n");
       ++out.damaged;

@@ -14,4 +14,11 @@ std::string RecordedRun(const v1::TrainerState& s) {
       s.lr(), ", data ", s.data().empty() ? "synthetic" : s.data(), ")");
 }
 
+std::string TrainerStateText(const v1::TrainerState& s) {
+  return absl::StrCat("step ", s.step(), ", updates ", s.updates(),
+                      ", loss_scale ", s.loss_scale(), ", data epoch ",
+                      s.data_epoch(), " shard ", s.data_shard(), " offset ",
+                      s.data_offset(), ", seed ", s.seed(), RecordedRun(s));
+}
+
 }  // namespace zeroshard::ctl

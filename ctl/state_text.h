@@ -1,5 +1,6 @@
-// How zeroshard-ctl prints what a trainer state records of the run that
-// wrote it (TrainerState world_size .. data; worker/train/run_changes.h).
+// How zeroshard-ctl prints a trainer state and what it records of the run
+// that wrote it (TrainerState world_size .. data; worker/train/
+// run_changes.h).
 // Pure; thread-compatible.
 #ifndef ZEROSHARD_CTL_STATE_TEXT_H_
 #define ZEROSHARD_CTL_STATE_TEXT_H_
@@ -14,6 +15,10 @@ namespace zeroshard::ctl {
 // gradient accumulation 1, lr 0.003, data tokens.bin)", or "" when the
 // state records no run (an older build's, or a C API caller's).
 std::string RecordedRun(const v1::TrainerState& state);
+
+// The whole state as restore and list print it: "step 3, updates 3,
+// loss_scale 1, data epoch 0 shard 0 offset 96, seed 1" and RecordedRun.
+std::string TrainerStateText(const v1::TrainerState& state);
 
 }  // namespace zeroshard::ctl
 

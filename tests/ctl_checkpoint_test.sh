@@ -162,7 +162,7 @@ mkdir -p "$T/kckpt/step-0000000009"
 cp "$T/kckpt/step-0000000004/shard-00000-of-00002.ckpt" "$T/kckpt/step-0000000009/"
 out=$("$CTL" list --checkpoint_dir="$T/kckpt" 2>&1); rc=$?
 echo "$out" | sed 's/^/    | /'
-[ $rc -eq 0 ] && grep -q "^  step 4  complete  job 'zero', 2 of 2 shards, [0-9]* bytes; updates 4, .*; recorded by a run of 1 worker (micro batch 2, " <<<"$out" &&
+[ $rc -eq 0 ] && grep -q "^  step 4  complete  job 'zero', 2 of 2 shards, [0-9]* bytes; step 4, updates 4, .*; recorded by a run of 1 worker (micro batch 2, " <<<"$out" &&
   grep -q "^  step 3  complete  " <<<"$out" &&
   grep -q "^  step 9  incomplete (no MANIFEST" <<<"$out" &&
   grep -q "^newest complete checkpoint: step 4 " <<<"$out"

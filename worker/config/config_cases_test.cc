@@ -38,6 +38,16 @@ const char kHfInputs[] =
     "--learning_rate=3e-4 --precision=bf16 --per_device_train_batch_size=4 "
     "--steps=1000 --warmup_steps=20 --hidden_size=128";
 
+// The three keys sized from the model, as the error for their unfilled
+// "auto" names them together.
+#define ZS_MODEL_KEYS                                                      \
+  "zero_optimization.reduce_bucket_size (it is hidden^2 of the model's "   \
+  "hidden size, which is not known here), "                                \
+  "zero_optimization.stage3_prefetch_bucket_size (it is 0.9 hidden^2 of "  \
+  "the model's hidden size, which is not known here) and "                 \
+  "zero_optimization.stage3_param_persistence_threshold (it is 10 hidden " \
+  "of the model's hidden size, which is not known here): give the model"
+
 std::vector<Case> Cases() {
   return {
       {"hf zero3: every auto from the flags and the model",
@@ -88,14 +98,9 @@ std::vector<Case> Cases() {
        "train_micro_batch_size_per_gpu: give --per_device_train_batch_size "
        "(or a train_batch_size in the config); optimizer.params.lr: give "
        "--learning_rate; scheduler.params.total_num_steps: give --steps; "
-       "fp16.enabled and bf16.enabled: give --precision=fp32, fp16 or bf16; "
-       "zero_optimization.reduce_bucket_size (it is hidden^2 of the model's "
-       "hidden size, which is not known here), "
-       "zero_optimization.stage3_prefetch_bucket_size (it is 0.9 hidden^2 of "
-       "the model's hidden size, which is not known here) and "
-       "zero_optimization.stage3_param_persistence_threshold (it is 10 "
-       "hidden of the model's hidden size, which is not known here): give "
-       "the model: zeroshard train's --channels or --model_file, the C API's "
+       "fp16.enabled and bf16.enabled: give --precision=fp32, fp16 or "
+       "bf16; " ZS_MODEL_KEYS
+       ": zeroshard train's --channels or --model_file, the C API's "
        "and zeroshard.Config's hidden_size"},
       {"hf zero3 without a micro-batch", "hf_zero3.json", nullptr, 2,
        "--learning_rate=1e-3 --precision=fp32 --steps=10 --hidden_size=8",
@@ -110,14 +115,7 @@ std::vector<Case> Cases() {
       {"hf zero3 without the model", "hf_zero3.json", nullptr, 2,
        "--learning_rate=1e-3 --precision=fp32 --per_device_train_batch_size=1 "
        "--steps=10",
-       "\"auto\" with nothing to fill it, in 3 keys: "
-       "zero_optimization.reduce_bucket_size (it is hidden^2 of the model's "
-       "hidden size, which is not known here), "
-       "zero_optimization.stage3_prefetch_bucket_size (it is 0.9 hidden^2 of "
-       "the model's hidden size, which is not known here) and "
-       "zero_optimization.stage3_param_persistence_threshold (it is 10 "
-       "hidden of the model's hidden size, which is not known here): give "
-       "the model"},
+       "\"auto\" with nothing to fill it, in 3 keys: " ZS_MODEL_KEYS},
       {"hf zero2: fp16, accumulation from the flag, buckets from the file",
        "hf_zero2.json",
        nullptr,
