@@ -165,9 +165,12 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None,
                              client_schedule=schedule)
     if engine.rank == 0:  # DeepSpeed's tensorboard / csv_monitor files
         engine.monitor = Monitors.open(config, cfg.precision == "fp16")
+    engine.collate_fn = collate_fn
+    engine.dataloader_drop_last = bool(
+        (client_optim.config_dict(config) or {}).get("dataloader_drop_last"))
     loader = None
     if training_data is not None:
-        loader = engine.deepspeed_io(training_data, collate_fn=collate_fn)
+        loader = engine.deepspeed_io(training_data)
     return engine, engine.optimizer, loader, engine.lr_scheduler
 
 
@@ -279,6 +282,9 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
             client_schedule is not None and
             client_schedule.scheduler is not None)
         self.rank, self.world = rank, world
+        # deepspeed_io's defaults (initialize() sets them from its
+        # collate_fn and the config's dataloader_drop_last).
+        self.collate_fn, self.dataloader_drop_last = None, False
         self.local_rank, self.local_world = local_rank, local_world
         self.stage = cfg.stage
         self.gas = int(cfg.gradient_accumulation_steps)
@@ -1060,11 +1066,37 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
         if self.monitor is not None:
             self.monitor.close()
 
-    def deepspeed_io(self, dataset, collate_fn=None):
-        sampler = None
-        if self.world > 1:
-            sampler = torch.utils.data.distributed.DistributedSampler(
-                dataset, num_replicas=self.world, rank=self.rank)
+    def deepspeed_io(self, dataset, batch_size=None, route="train",
+                     pin_memory=True, data_sampler=None, collate_fn=None,
+                     num_local_io_workers=None):
+        """DeepSpeed's: a DataLoader of this rank's share of `dataset` in
+        micro-batches (batch_size: train_micro_batch_size_per_gpu). A
+        map-style dataset is drawn by a DistributedSampler over the data-
+        parallel ranks, shuffled (seed 0) on the "train" route and in order
+        on "eval" and "predict", as DeepSpeed's loader draws it; an
+        iterable dataset gives each rank what it yields. The config's
+        dataloader_drop_last drops a last short batch. collate_fn defaults
+        to initialize()'s; num_local_io_workers to 0 (in-process loading);
+        pin_memory only where the model is on a GPU."""
+        if not isinstance(dataset, torch.utils.data.Dataset):
+            raise ValueError("deepspeed_io: the data must be a torch Dataset "
+                             f"(map-style or iterable), got "
+                             f"{type(dataset).__name__}")
+        if route not in ("train", "eval", "predict"):
+            raise ValueError('deepspeed_io: route must be "train", "eval" or '
+                             f'"predict", got {route!r}')
+        if batch_size is None:
+            batch_size = self.train_micro_batch_size_per_gpu()
+        if collate_fn is None:
+            collate_fn = self.collate_fn
+        iterable = isinstance(dataset, torch.utils.data.IterableDataset)
+        if data_sampler is None and not iterable:
+            data_sampler = torch.utils.data.distributed.DistributedSampler(
+                dataset, num_replicas=self.world, rank=self.rank,
+                shuffle=route == "train")
+        on_gpu = self.device.type == "cuda"
         return torch.utils.data.DataLoader(
-            dataset, batch_size=self.train_micro_batch_size_per_gpu(),
-            sampler=sampler, collate_fn=collate_fn)
+            dataset, batch_size=batch_size, sampler=data_sampler,
+            collate_fn=collate_fn, num_workers=num_local_io_workers or 0,
+            pin_memory=bool(pin_memory) and on_gpu,
+            drop_last=self.dataloader_drop_last)

@@ -34,6 +34,17 @@ def materialised(engine, net):
     return {n: p.detach().clone() for n, p in net.named_parameters()}
 
 
+def trains_as_torch(test, engine, net, ref, opt, steps):
+    """`steps` steps of the engine over `net` and of torch's `opt` over
+    `ref` on data(step): the same losses and parameters."""
+    for step in range(steps):
+        loss, ref_loss = tm.step_mean_square(engine, ref, opt, data(step))
+        test.assertAlmostEqual(loss, ref_loss, delta=1e-6, msg=step)
+    got = materialised(engine, net)
+    for name, p in ref.named_parameters():
+        test.assertLess((got[name] - p).abs().max().item(), 1e-6, name)
+
+
 def hooks(net):
     return [(len(m._forward_pre_hooks), len(m._forward_hooks),
              type(m._parameters).__name__) for m in net.modules()]
@@ -72,14 +83,7 @@ class FirstForwardTest(unittest.TestCase):
             self.assertEqual(engine._params.trace, [])
             held = [p.numel() for p in net.parameters()]
             self.assertEqual(held, [0] * len(held), "units left gathered")
-            for step in range(4):
-                loss, ref_loss = tm.step_mean_square(engine, ref, opt,
-                                                     data(step))
-                self.assertAlmostEqual(loss, ref_loss, delta=1e-6, msg=step)
-            got = materialised(engine, net)
-            for name, p in ref.named_parameters():
-                self.assertLess((got[name] - p).abs().max().item(), 1e-6,
-                                name)
+            trains_as_torch(self, engine, net, ref, opt, 4)
             self.assertEqual(hooks(net), before)
             self.assertNotIn("forward", vars(net))
             engine.close()
@@ -282,8 +286,61 @@ class CheckpointBuffersTest(unittest.TestCase):
         self.check_stage(3)
 
 
-if __name__ == "__main__":
-    unittest.main()
+class DataAndConfigsTest(unittest.TestCase):
+    """deepspeed_io as DeepSpeed's loader draws (checked against torch's
+    own DistributedSampler order), and a ZeRO-3 config written with
+    DeepSpeed's field names (axolotl's max_live_parameters /
+    max_reuse_distance) training as torch does."""
+
+    def test_deepspeed_io_draws_as_deepspeed(self):
+        data = torch.utils.data.TensorDataset(torch.arange(10.0))
+        cfg = config(2, dataloader_drop_last=True)
+        with zeroshard.LocalFleet(1) as fleet:
+            engine, _, loader, _ = zeroshard.initialize(
+                model=tm.model(), config=cfg, servers=fleet.addresses,
+                training_data=data,
+                collate_fn=lambda items: [int(i[0]) for i in items])
+            # A DistributedSampler's train order: torch's randperm of
+            # seed 0 (epoch 0); the last short batch dropped.
+            perm = torch.randperm(
+                10, generator=torch.Generator().manual_seed(0)).tolist()
+            b = tm.BATCH
+            want = [perm[i:i + b] for i in range(0, 10 - b + 1, b)
+                    if len(perm[i:i + b]) == b]
+            self.assertEqual(list(loader), want)
+            self.assertEqual(list(loader), want)  # DeepSpeed's: every epoch
+            evals = engine.deepspeed_io(data, batch_size=4, route="eval")
+            # In order; initialize()'s collate_fn; drop_last.
+            self.assertEqual(list(evals), [[0, 1, 2, 3], [4, 5, 6, 7]])
+            self.assertEqual(evals.sampler.num_replicas, engine.world)
+
+            class Stream(torch.utils.data.IterableDataset):
+                def __iter__(self):
+                    return iter(range(5))
+
+            got = engine.deepspeed_io(Stream(), batch_size=2,
+                                      collate_fn=list)
+            self.assertEqual(list(got), [[0, 1], [2, 3]])
+            with self.assertRaisesRegex(ValueError, "must be a torch Dataset"):
+                engine.deepspeed_io([1, 2, 3])
+            with self.assertRaisesRegex(ValueError, "route must be"):
+                engine.deepspeed_io(data, route="test")
+            engine.close()
+
+    def test_stage3_under_deepspeed_field_names(self):
+        torch.manual_seed(0)
+        ref = Attn()
+        net = copy.deepcopy(ref)
+        opt = torch.optim.AdamW(tm.torch_groups(ref, WD), lr=LR)
+        cfg = config(3, zero={"max_live_parameters": 0,
+                              "max_reuse_distance": 0})
+        with zeroshard.LocalFleet(2) as fleet:
+            engine, _, _, _ = zeroshard.initialize(
+                model=net, config=cfg, servers=fleet.addresses)
+            self.assertEqual(engine._params.reuse, 0)
+            self.assertNotIn("unknown key", " ".join(engine.config.warnings))
+            trains_as_torch(self, engine, net, ref, opt, 3)
+            engine.close()
 
 
 class ClientOptimizerTest(unittest.TestCase):
@@ -696,3 +753,7 @@ class LrEditTest(unittest.TestCase):
                         self.assertTrue(torch.equal(p, q))
             self.assertEqual(opt.param_groups[0]["lr"], engine.config.lr(4))
             engine.close()
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -345,6 +345,48 @@ void ReadLegacyZero(google::protobuf::Struct* root,
   }
 }
 
+// DeepSpeed's zero_optimization takes each stage3_* key also under its
+// field name (DeepSpeedZeroConfig's pydantic aliases, populate_by_name):
+// "max_reuse_distance" is "stage3_max_reuse_distance". The field names are
+// rewritten in `root` to the stage3_ spelling, which the rest of the
+// reader (and the "auto" fills, and the resolved table) use; both
+// spellings with different values are an error.
+absl::Status ReadZeroAliases(google::protobuf::Struct* root) {
+  auto* fields = root->mutable_fields();
+  auto it = fields->find("zero_optimization");
+  if (it == fields->end() || !it->second.has_struct_value()) {
+    return absl::OkStatus();
+  }
+  static const char* const kFieldNames[] = {
+      "prefetch_bucket_size",         "param_persistence_threshold",
+      "model_persistence_threshold",  "max_live_parameters",
+      "max_reuse_distance",           "gather_16bit_weights_on_model_save",
+      "module_granularity_threshold", "use_all_reduce_for_fetch_params",
+      "allgather_sequential"};
+  auto* z = it->second.mutable_struct_value()->mutable_fields();
+  for (const char* name : kFieldNames) {
+    auto short_it = z->find(name);
+    if (short_it == z->end()) continue;
+    const std::string alias = absl::StrCat("stage3_", name);
+    auto long_it = z->find(alias);
+    if (long_it != z->end()) {
+      const std::string a = internal::DescribeValue(short_it->second);
+      const std::string b = internal::DescribeValue(long_it->second);
+      if (a != b) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "zero_optimization.", name, " (", a, ") and zero_optimization.",
+            alias, " (", b,
+            ") are one DeepSpeed setting under two names and differ: give "
+            "one"));
+      }
+    } else {
+      (*z)[alias] = short_it->second;
+    }
+    z->erase(name);
+  }
+  return absl::OkStatus();
+}
+
 const char* ScheduleName(engine::LrScheduleType type) {
   static const char* const kSchedules[] = {"constant lr", "WarmupLR",
                                            "WarmupDecayLR", "WarmupCosineLR"};
@@ -478,6 +520,7 @@ absl::StatusOr<EngineConfig> Parse(absl::string_view json, int world_size,
   EngineConfig config;
   const bool no_optimizer = DefaultOptimizer(inputs, &root_struct);
   ReadLegacyZero(&root_struct, &log->warnings);
+  ZS_RETURN_IF_ERROR(ReadZeroAliases(&root_struct));
   ObjectReader root(&root_struct, "", log);
   ZS_RETURN_IF_ERROR(ParseBatch(root, world_size, &config.batch));
   ZS_ASSIGN_OR_RETURN(
@@ -515,7 +558,7 @@ absl::StatusOr<EngineConfig> Parse(absl::string_view json, int world_size,
   ZS_RETURN_IF_ERROR(internal::ParseAio(root, &config.zero.nvme, log));
   ZS_RETURN_IF_ERROR(internal::ParseZeroShard(root, &config.zeroshard));
   ZS_RETURN_IF_ERROR(internal::ParseMonitors(root, &config.monitor, log));
-  internal::IgnoreUnusedTopLevel(root);
+  ZS_RETURN_IF_ERROR(internal::ReadUnusedTopLevel(root));
   root.WarnUnknown();
   if (!log->errors.empty()) return absl::InvalidArgumentError(log->errors[0]);
   WarnUnusedFlags(*log, &log->warnings);

@@ -44,7 +44,10 @@
 //   reduce_bucket_size and allgather_bucket_size 5e8,
 //   stage3_prefetch_bucket_size 5e7, stage3_max_live_parameters 1e9,
 //   stage3_max_reuse_distance 1e9, stage3_param_persistence_threshold 1e5,
-//   sub_group_size 1e9 (elements; non-negative integers).
+//   sub_group_size 1e9 (elements; non-negative integers). Each stage3_*
+//   key may also be written under DeepSpeedZeroConfig's field name
+//   (max_reuse_distance for stage3_max_reuse_distance, ...), as DeepSpeed
+//   takes it; both names with different values are an error.
 //   offload_param.device: "none" or "server" ("cpu" is read as "server",
 //   with a warning; "nvme" means "server" with the servers' NVMe tier);
 //   "server" requires stage 3. offload_optimizer.device "cpu" or "none" is
@@ -83,6 +86,8 @@
 //              the arithmetic (engine.h, docs/training.md). Stages 1-2
 //              without checkpoint_interval or server_aggregation
 //              (ds_options.h refuses the rest by name).
+// - gradient_allreduce_op: "mean" only (any case; "sum" is an error);
+//   dataloader_drop_last: a bool, used by Python's deepspeed_io.
 // - tensorboard, csv_monitor, wandb, comet: DeepSpeed's monitor sections
 //   (monitor_config.h).
 // - Numbers: integers may be written as floats when integral (5e8); a

@@ -37,6 +37,15 @@ constexpr Unused kUnusedTopLevel[] = {
     {"gradient_predivide_factor", "gradients are averaged once, in fp32"},
     {"communication_data_type", "gradients travel in the training dtype"},
     {"seq_parallel_communication_data_type", "no sequence parallelism"},
+    {"sequence_parallel_size", "no sequence parallelism: data parallel only"},
+    {"tensor_parallel", "no tensor parallelism: data parallel only"},
+    {"torch_autocast",
+     "the model computes in the dtype of the fp16 or bf16 section"},
+    {"compile", "no DeepSpeed compiler"},
+    {"graph_harvesting", "a DeepSpeed implementation detail"},
+    {"use_node_local_storage", "the shard servers checkpoint themselves"},
+    {"timers", "no DeepSpeed timers"},
+    {"weight_quantization", "no quantized weights"},
     {"fp32_allreduce", "gradients are reduced in fp32 always"},
     {"sparse_gradients", "gradients are dense"},
     {"amp", "use fp16 or bf16"},
@@ -88,6 +97,20 @@ constexpr Unused kUnusedZero[] = {
     {"cpu_offload", "deprecated; optimizer state lives on the servers"},
     {"cpu_offload_param", "deprecated; use offload_param"},
     {"cpu_offload_use_pin_memory", "deprecated"},
+    {"stage3_module_granularity_threshold",
+     "a DeepSpeed implementation detail"},
+    {"stage3_use_all_reduce_for_fetch_params",
+     "a DeepSpeed implementation detail"},
+    {"stage3_allgather_sequential", "a DeepSpeed implementation detail"},
+    {"enable_sanity_checks", "a DeepSpeed implementation detail"},
+    {"leaf_module", "a DeepSpeed implementation detail"},
+    {"log_trace_cache_warnings", "a DeepSpeed implementation detail"},
+    {"override_module_apply", "a DeepSpeed implementation detail"},
+    {"pipeline_loading_checkpoint", "the servers own the optimizer state"},
+    {"legacy_stage1", "one stage 1, the servers'"},
+    {"save_muon_momentum_buffer_in_memory", "the servers run AdamW"},
+    {"zenflow", "no ZenFlow: the servers run every update"},
+    {"zeropp_loco_param", "no quantized communication"},
 };
 
 // Keys read into ZeroConfig (typed, reported) that no part of zeroshard
@@ -464,6 +487,12 @@ absl::Status ParsePrecision(ObjectReader& root, EngineConfig* out) {
   ZS_ASSIGN_OR_RETURN(ObjectReader bf16, root.Object(bf16_key));
   ZS_ASSIGN_OR_RETURN(bool bf16_enabled, bf16.Bool("enabled", false));
   bf16.Ignore("immediate_grad_update", "a DeepSpeed implementation detail");
+  bf16.Ignore("check_grad_overflow",
+              "an update whose gradients are not finite is skipped, always");
+  bf16.Ignore("bf16_master_weights_and_grads",
+              "master weights are fp32 on the servers");
+  bf16.Ignore("bf16_optimizer_states",
+              "the optimizer state is fp32 on the servers");
   bf16.WarnUnknown();
   if (root.Has("bf16") && root.Has("bfloat16")) {
     root.Ignore("bfloat16",
@@ -576,8 +605,21 @@ absl::Status ParseZeroShard(ObjectReader& root, ZeroShardConfig* out) {
   return absl::OkStatus();
 }
 
-void IgnoreUnusedTopLevel(ObjectReader& root) {
+absl::Status ReadUnusedTopLevel(ObjectReader& root) {
   IgnoreAll(root, kUnusedTopLevel);
+  // Read by Python's deepspeed_io (python/zeroshard/engine.py).
+  ZS_ASSIGN_OR_RETURN(bool drop_last, root.Bool("dataloader_drop_last", false));
+  (void)drop_last;
+  ZS_ASSIGN_OR_RETURN(std::string op,
+                      root.String("gradient_allreduce_op", "mean"));
+  if (absl::AsciiStrToLower(op) != "mean") {
+    return root.Error(
+        "gradient_allreduce_op",
+        absl::StrCat("only \"mean\" (DeepSpeed's default): the workers "
+                     "average the gradients, got \"",
+                     op, "\""));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace zeroshard::config::internal

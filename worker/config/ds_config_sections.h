@@ -25,8 +25,10 @@ absl::Status ParseZero(ObjectReader& root, ZeroConfig* out, ReadLog* log);
 absl::Status ParseAio(ObjectReader& root, NvmeConfig* nvme, ReadLog* log);
 // "zeroshard".
 absl::Status ParseZeroShard(ObjectReader& root, ZeroShardConfig* out);
-// Warns about the top-level DeepSpeed keys zeroshard has no use for.
-void IgnoreUnusedTopLevel(ObjectReader& root);
+// Warns about the top-level DeepSpeed keys zeroshard has no use for;
+// checks dataloader_drop_last (read by Python's deepspeed_io) and
+// gradient_allreduce_op (only "mean": "sum" would change the arithmetic).
+absl::Status ReadUnusedTopLevel(ObjectReader& root);
 
 }  // namespace zeroshard::config::internal
 

@@ -514,6 +514,86 @@ TEST(DsConfigTest, DeepSpeedWarningsAndAliases) {
                   "zeroshard (a DeepSpeed implementation detail); ignored"));
 }
 
+// DeepSpeedZeroConfig takes each stage3_* key also under its field name
+// (axolotl's zero3 configs write max_live_parameters, max_reuse_distance,
+// gather_16bit_weights_on_model_save): read as the stage3_ key, "auto"
+// included; both names with different values are an error naming both.
+TEST(DsConfigTest, ZeroFieldNamesAreTheStage3Keys) {
+  std::vector<std::string> warnings;
+  AutoInputs in;
+  in.hidden_size = 100;
+  auto c = ParseDeepSpeedConfig(R"({
+      "train_micro_batch_size_per_gpu": 1, "optimizer": {"type": "AdamW"},
+      "zero_optimization": {"stage": 3, "max_live_parameters": 0,
+          "max_reuse_distance": 7, "stage3_max_reuse_distance": 7,
+          "prefetch_bucket_size": "auto", "param_persistence_threshold": 12,
+          "gather_16bit_weights_on_model_save": true,
+          "model_persistence_threshold": 5}})",
+                                1, in, &warnings);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->zero.stage3_max_live_parameters, 0);
+  EXPECT_EQ(c->zero.stage3_max_reuse_distance, 7);
+  EXPECT_EQ(c->zero.stage3_prefetch_bucket_size, 9000);  // 0.9 hidden^2
+  EXPECT_EQ(c->zero.stage3_param_persistence_threshold, 12);
+  const std::string all = absl::StrJoin(warnings, "\n");
+  EXPECT_THAT(all, Not(HasSubstr("unknown key")));
+  EXPECT_THAT(all, HasSubstr("zero_optimization.stage3_gather_16bit_weights_"
+                             "on_model_save: not used by zeroshard"));
+
+  c = ParseDeepSpeedConfig(R"({
+      "train_micro_batch_size_per_gpu": 1, "optimizer": {"type": "AdamW"},
+      "zero_optimization": {"stage": 3, "max_reuse_distance": 5,
+          "stage3_max_reuse_distance": 1e9}})",
+                           1, nullptr);
+  EXPECT_EQ(c.status().message(),
+            "zero_optimization.max_reuse_distance (5) and "
+            "zero_optimization.stage3_max_reuse_distance (1000000000) are one "
+            "DeepSpeed setting under two names and differ: give one");
+}
+
+// Keys of current DeepSpeed that zeroshard does not act on are named as
+// such, not as unknown; gradient_allreduce_op "sum" (which would change
+// the arithmetic) is an error, and dataloader_drop_last (Python's
+// deepspeed_io) is checked.
+TEST(DsConfigTest, CurrentDeepSpeedKeysAreKnown) {
+  std::vector<std::string> warnings;
+  auto c = ParseDeepSpeedConfig(R"({
+      "train_micro_batch_size_per_gpu": 1, "optimizer": {"type": "AdamW"},
+      "bf16": {"enabled": true, "check_grad_overflow": true,
+               "bf16_master_weights_and_grads": false,
+               "bf16_optimizer_states": false},
+      "torch_autocast": {"enabled": false}, "tensor_parallel": {"tp_size": 1},
+      "compile": {"deepcompile": false}, "sequence_parallel_size": 1,
+      "gradient_allreduce_op": "Mean", "dataloader_drop_last": true,
+      "zero_optimization": {"stage": 3, "zenflow": null,
+          "stage3_allgather_sequential": false, "leaf_module": {},
+          "stage3_module_granularity_threshold": 0,
+          "allgather_sequential": false, "zeropp_loco_param": null}})",
+                                1, &warnings);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(absl::StrJoin(warnings, "\n"), Not(HasSubstr("unknown key")));
+  EXPECT_THAT(warnings,
+              testing::Contains("bf16.bf16_master_weights_and_grads: not used "
+                                "by zeroshard (master weights are fp32 on the "
+                                "servers); ignored"));
+  EXPECT_THAT(warnings,
+              testing::Contains("tensor_parallel: not used by zeroshard (no "
+                                "tensor parallelism: data parallel only); "
+                                "ignored"));
+
+  c = ParseDeepSpeedConfig(R"({"train_micro_batch_size_per_gpu": 1,
+      "gradient_allreduce_op": "sum"})",
+                           1, nullptr);
+  EXPECT_EQ(c.status().message(),
+            "gradient_allreduce_op: only \"mean\" (DeepSpeed's default): the "
+            "workers average the gradients, got \"sum\"");
+  c = ParseDeepSpeedConfig(R"({"train_micro_batch_size_per_gpu": 1,
+      "dataloader_drop_last": "yes"})",
+                           1, nullptr);
+  EXPECT_THAT(c.status().message(),
+              HasSubstr("dataloader_drop_last: must be true or false"));
+}
+
 // An NVMe offload_param's unused keys are warned once each (they are in
 // both the NVMe list and offload_param's).
 TEST(DsConfigTest, NvmeOffloadParamWarnsOnce) {
