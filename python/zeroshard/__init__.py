@@ -29,5 +29,13 @@ def initialize(*args, **kwargs):
 
 initialize.__doc__ = "See zeroshard.engine.initialize."
 
-__all__ = ["Client", "Config", "Error", "LocalFleet", "Member", "Trainer",
-           "initialize", "__version__"]
+
+def GatheredParameters(*args, **kwargs):  # noqa: N802 - DeepSpeed's name
+    from .gathered import GatheredParameters as _gathered
+    return _gathered(*args, **kwargs)
+
+
+GatheredParameters.__doc__ = "See zeroshard.gathered (also zeroshard.zero)."
+
+__all__ = ["Client", "Config", "Error", "GatheredParameters", "LocalFleet",
+           "Member", "Trainer", "initialize", "__version__"]

@@ -32,7 +32,7 @@ import warnings
 
 import torch
 
-from . import _lib, client_optim, layout
+from . import _lib, client_optim, gathered, layout
 from .behind import BehindFetch, owners as param_owners, pre_hooks
 from .client import Client
 from .config import Config
@@ -165,6 +165,7 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None,
                              client_schedule=schedule)
     if engine.rank == 0:  # DeepSpeed's tensorboard / csv_monitor files
         engine.monitor = Monitors.open(config, cfg.precision == "fp16")
+    gathered.ENGINES.add(engine)  # for GatheredParameters
     engine.collate_fn = collate_fn
     engine.dataloader_drop_last = bool(
         (client_optim.config_dict(config) or {}).get("dataloader_drop_last"))

@@ -17,6 +17,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch_models as tm  # noqa: E402
 import zeroshard  # noqa: E402
+import zeroshard.zero  # noqa: E402
 from torch_engine_test import LR, WD, config, step_both  # noqa: E402
 
 
@@ -32,6 +33,15 @@ def materialised(engine, net):
         for u in engine._params.units:
             engine._params._materialise(u)
     return {n: p.detach().clone() for n, p in net.named_parameters()}
+
+
+def attn_pair():
+    """(ref, net, opt): an Attn, its copy for the engine, and torch's
+    AdamW over the first."""
+    torch.manual_seed(0)
+    ref = Attn()
+    return ref, copy.deepcopy(ref), torch.optim.AdamW(
+        tm.torch_groups(ref, WD), lr=LR)
 
 
 def trains_as_torch(test, engine, net, ref, opt, steps):
@@ -69,10 +79,7 @@ class FirstForwardTest(unittest.TestCase):
     def test_stage3_first_forward_that_raises(self):
         """A first forward that raises (a wrong input shape) leaves the
         engine as before it; the training that follows is torch's."""
-        torch.manual_seed(0)
-        ref = Attn()
-        net = copy.deepcopy(ref)
-        opt = torch.optim.AdamW(tm.torch_groups(ref, WD), lr=LR)
+        ref, net, opt = attn_pair()
         with zeroshard.LocalFleet(2) as fleet:
             engine, _, _, _ = zeroshard.initialize(
                 model=net, config=config(3), servers=fleet.addresses)
@@ -328,10 +335,7 @@ class DataAndConfigsTest(unittest.TestCase):
             engine.close()
 
     def test_stage3_under_deepspeed_field_names(self):
-        torch.manual_seed(0)
-        ref = Attn()
-        net = copy.deepcopy(ref)
-        opt = torch.optim.AdamW(tm.torch_groups(ref, WD), lr=LR)
+        ref, net, opt = attn_pair()
         cfg = config(3, zero={"max_live_parameters": 0,
                               "max_reuse_distance": 0})
         with zeroshard.LocalFleet(2) as fleet:
@@ -340,6 +344,108 @@ class DataAndConfigsTest(unittest.TestCase):
             self.assertEqual(engine._params.reuse, 0)
             self.assertNotIn("unknown key", " ".join(engine.config.warnings))
             trains_as_torch(self, engine, net, ref, opt, 3)
+            engine.close()
+
+
+class GatheredParametersTest(unittest.TestCase):
+    """zeroshard.GatheredParameters (DeepSpeed's zero.GatheredParameters):
+    whole parameters inside the block at stage 3, and an edit with
+    modifier_rank written to the servers, after which training goes on as
+    torch's does after the same edit (AdamW's moments kept)."""
+
+    def edit_and_train(self, stage):
+        ref, net, opt = attn_pair()
+        with zeroshard.LocalFleet(2) as fleet:
+            engine, _, _, _ = zeroshard.initialize(
+                model=net, config=config(stage), servers=fleet.addresses)
+            for step in range(2):  # (trains_as_torch leaves units live)
+                tm.step_mean_square(engine, ref, opt, data(step))
+            w = net.inp.weight
+            with zeroshard.GatheredParameters([w, net.inp.bias]):
+                self.assertEqual(tuple(w.shape), (8, 6))
+                whole = engine.consolidated_state_dict()["inp.weight"]
+                self.assertTrue(torch.equal(w.detach(), whole))
+            if stage == 3:  # released again
+                self.assertEqual(w.numel(), 0)
+            with zeroshard.zero.GatheredParameters(w, modifier_rank=0):
+                with torch.no_grad():
+                    w[1].fill_(0.25)
+            with torch.no_grad():
+                ref.inp.weight[1].fill_(0.25)
+            got = engine.consolidated_state_dict()["inp.weight"]
+            self.assertTrue(torch.equal(got[1], torch.full((6,), 0.25)))
+            trains_as_torch(self, engine, net, ref, opt, 2)
+            engine.close()
+
+    def test_stage_2(self):
+        self.edit_and_train(2)
+
+    def test_stage_3(self):
+        self.edit_and_train(3)
+
+    def test_16bit_keeps_the_masters_of_unchanged_elements(self):
+        torch.manual_seed(0)
+        net = Attn()
+        with zeroshard.LocalFleet(1) as fleet:
+            engine, _, _, _ = zeroshard.initialize(
+                model=net, config=config(3, bf16={"enabled": True}),
+                servers=fleet.addresses)
+            x = torch.ones(4, 6, dtype=torch.bfloat16)
+            engine.backward((engine(x).float() ** 2).mean())
+            engine.step()
+            e = [e for e in engine.entries if e.param is net.out.weight][0]
+            before = torch.empty(e.numel)
+            engine._client.gather(e.offset, before)
+            # Masters a bf16 copy does not hold.
+            self.assertFalse(torch.equal(before, before.bfloat16().float()))
+            with zeroshard.GatheredParameters(net.out.weight,
+                                              modifier_rank=0):
+                with torch.no_grad():
+                    net.out.weight[0, 3] = 2.0
+            after = torch.empty(e.numel)
+            engine._client.gather(e.offset, after)
+            self.assertEqual(after[3].item(), 2.0)
+            keep = torch.arange(e.numel) != 3
+            self.assertTrue(torch.equal(after[keep], before[keep]))
+            engine.close()
+
+    def test_what_it_refuses_and_leaves_alone(self):
+        free = torch.nn.Linear(2, 2)  # no engine's: nothing to do
+        with zeroshard.GatheredParameters(free.weight, modifier_rank=0):
+            pass
+        net = tm.model()
+        with zeroshard.LocalFleet(1) as fleet:
+            engine, _, _, _ = zeroshard.initialize(
+                model=net, config=config(2), servers=fleet.addresses)
+            with self.assertRaisesRegex(ValueError, "not a rank of this job"):
+                with zeroshard.GatheredParameters(net.mix.weight,
+                                                  modifier_rank=1):
+                    pass
+            x, y = tm.batch(0, 0, 0)
+            engine.backward(tm.loss_of(engine, x, y, 0))
+            before = engine.consolidated_state_dict()["mix.weight"]
+            with self.assertRaisesRegex(zeroshard.Error, "gradients are "
+                                        "pending"):
+                with zeroshard.GatheredParameters(net.mix.weight,
+                                                  modifier_rank=0):
+                    with torch.no_grad():
+                        net.mix.weight.zero_()
+            self.assertTrue(torch.equal(
+                engine.consolidated_state_dict()["mix.weight"], before))
+            self.assertTrue(torch.equal(net.mix.weight.detach(), before))
+            engine.step()
+            # A block that raises: nothing written, the edit undone.
+            kept = engine.consolidated_state_dict()["mix.weight"]
+            with self.assertRaisesRegex(RuntimeError, "changed my mind"):
+                with zeroshard.GatheredParameters(net.mix.weight,
+                                                  modifier_rank=0):
+                    with torch.no_grad():
+                        net.mix.weight.zero_()
+                    raise RuntimeError("changed my mind")
+            self.assertTrue(torch.equal(
+                engine.consolidated_state_dict()["mix.weight"], kept))
+            engine.wait_parameters()
+            self.assertTrue(torch.equal(net.mix.weight.detach(), kept))
             engine.close()
 
 

@@ -561,6 +561,25 @@ class TwoRanksTest(unittest.TestCase):
                          2 * released["partitioned_units"])
         self.assertTrue(same_bits(runs[None], runs[0]))
 
+    def test_gathered_parameters_modifier_rank(self):
+        """Rank 1's edit inside zeroshard.GatheredParameters(modifier_rank
+        =1) is what every rank holds after the block (stages 2 and 3);
+        inside it each rank held the same whole weight."""
+        for stage in (2, 3):
+            out = os.path.join(self.tmp, f"gathered-{stage}")
+            with zeroshard.LocalFleet(2) as fleet:
+                run_ranks(["gathered", out, json.dumps(config(stage)),
+                           fleet.address_string])
+            seen = [torch.load(f"{out}.{r}") for r in range(2)]
+            self.assertEqual(tuple(seen[0]["seen"].shape), (16, 16))
+            self.assertTrue(torch.equal(seen[0]["seen"], seen[1]["seen"]))
+            self.assertFalse(torch.equal(seen[0]["seen"],
+                                         torch.full((16, 16), 0.5)))
+            for r in range(2):
+                self.assertTrue(torch.equal(seen[r]["after"],
+                                            torch.full((16, 16), 0.5)),
+                                (stage, r))
+
     def deep_run(self, name, cfg):
         out = os.path.join(self.tmp, name + "-deep.pt")
         with zeroshard.LocalFleet(2) as fleet:

@@ -5,10 +5,15 @@ torch_engine_test.py:
   torch_worker.py ddp OUT STEPS GAS CLIP LR WD
   torch_worker.py zeroshard OUT STEPS CONFIG_JSON SERVERS [MODEL]
   torch_worker.py exit OUT keep|replace
+  torch_worker.py gathered OUT CONFIG_JSON SERVERS
 
 ddp: torch DistributedDataParallel + torch.optim.AdamW (the reference);
 zeroshard: zeroshard.initialize. Rank 0 saves the initial and final
 parameters (and, for zeroshard, the stage 3 bytes held) to OUT.
+gathered: one step, then zeroshard.GatheredParameters with
+modifier_rank=1 (rank 1 fills mix.weight with 0.5), a read-only block,
+and one more step; every rank saves what it saw in each block to
+OUT.<rank>.
 exit: the default process group zeroshard started, left alive (keep) or
 replaced by the script's own (replace); every rank writes to OUT.<rank>
 whether a process group was still alive when its last atexit handler
@@ -110,10 +115,37 @@ def run_zeroshard(out, steps, config, servers, model_name="convnet"):
         torch.save({"first": first, "last": last, "extra": extra}, out)
 
 
+def run_gathered(out, config, servers):
+    import zeroshard
+    net = tm.model()
+    engine, _, _, _ = zeroshard.initialize(model=net, config=config,
+                                           servers=servers,
+                                           job_id="torch-worker")
+    rank = engine.rank
+    for step in range(2):
+        x, y = tm.batch(step, 0, rank)
+        engine.backward(tm.loss_of(engine, x, y, step))
+        engine.step()
+        if step == 0:
+            w = net.mix.weight
+            with zeroshard.GatheredParameters(w, modifier_rank=1):
+                seen = w.detach().clone()
+                if rank == 1:
+                    with torch.no_grad():
+                        w.fill_(0.5)
+            with zeroshard.GatheredParameters(w):
+                after = w.detach().clone()
+    engine.close()
+    torch.save({"seen": seen, "after": after}, f"{out}.{rank}")
+
+
 def main():
     mode, out = sys.argv[1], sys.argv[2]
     if mode == "exit":
         run_exit(out, sys.argv[3])
+        return
+    if mode == "gathered":
+        run_gathered(out, json.loads(sys.argv[3]), sys.argv[4])
         return
     steps = int(sys.argv[3])
     if mode == "ddp":
