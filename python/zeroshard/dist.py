@@ -32,18 +32,27 @@ def env_int(name, default):
         raise ValueError(f"${name} is {value!r}, not an integer") from None
 
 
-def init_distributed(device_type="cpu"):
-    """(rank, world size, local rank, local world size)."""
+_RENDEZVOUS = ("RANK", "MASTER_ADDR", "MASTER_PORT")
+
+
+def init_distributed(device_type="cpu", backend=None, timeout=None):
+    """(rank, world size, local rank, local world size). Starts the group
+    for W > 1, and for W = 1 under torchrun (its rendezvous variables set:
+    a script may then call torch.distributed as it would under DeepSpeed,
+    which starts a group of one); backend: gloo on the CPU, NCCL for
+    device_type "cuda", unless given."""
     world = env_int("WORLD_SIZE", 1)
-    if world > 1 and not dist.is_initialized():
-        for name in ("RANK", "MASTER_ADDR", "MASTER_PORT"):
+    launched = all(name in os.environ for name in _RENDEZVOUS)
+    if (world > 1 or launched) and not dist.is_initialized():
+        for name in _RENDEZVOUS:
             if name not in os.environ:
                 raise ValueError(f"WORLD_SIZE is {world} but ${name} is not "
                                  "set (start the script with torchrun)")
-        backend = "nccl" if device_type == "cuda" else "gloo"
+        backend = backend or ("nccl" if device_type == "cuda" else "gloo")
         if backend == "nccl":
             torch.cuda.set_device(env_int("LOCAL_RANK", 0))
-        dist.init_process_group(backend=backend)
+        kwargs = {} if timeout is None else {"timeout": timeout}
+        dist.init_process_group(backend=backend, **kwargs)
         atexit.register(destroy_if_default, dist.group.WORLD)
     if dist.is_initialized():
         rank, world = dist.get_rank(), dist.get_world_size()

@@ -112,11 +112,23 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None,
         raise ValueError("initialize: model parallelism (mpu) is not "
                          "supported: zeroshard is data-parallel")
     config = config if config is not None else config_params
-    if config is None and args is not None:
-        config = getattr(args, "deepspeed_config", None)
+    from_args = None
+    if args is not None:
+        # --deepspeed_config, or DeepSpeed's deprecated --deepscale_config.
+        from_args = getattr(args, "deepspeed_config", None)
+        old = getattr(args, "deepscale_config", None)
+        if old is not None and from_args is not None and old != from_args:
+            raise ValueError("initialize: args has both deepspeed_config and "
+                             "the deprecated deepscale_config: give one")
+        from_args = from_args if from_args is not None else old
+    if from_args is not None and config is not None:
+        raise ValueError("initialize: a config both in args.deepspeed_config "
+                         "and in config= (or config_params=): give one, as "
+                         "DeepSpeed requires")
+    config = config if config is not None else from_args
     if config is None:
         raise ValueError("initialize: no config (pass config=dict or a JSON "
-                         "file)")
+                         "file, or args with --deepspeed_config)")
     if callable(optimizer) and not isinstance(optimizer,
                                               torch.optim.Optimizer):
         # DeepSpeed's callable: it makes the optimizer from the groups.
@@ -144,6 +156,8 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None,
         local_rank, local_world = 0, 1
     else:
         rank, world, local_rank, local_world = init_distributed(device)
+    if args is not None and hasattr(args, "local_rank"):
+        args.local_rank = local_rank  # as DeepSpeed aligns it to LOCAL_RANK
     if auto_values is not None and not isinstance(auto_values, dict):
         raise ValueError("initialize: auto_values must be a dict of "
                          "inputs (e.g. {'steps': 1000})")

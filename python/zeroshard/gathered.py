@@ -148,17 +148,41 @@ class GatheredParameters:
             raise Error(_FAILED_PRECONDITION, "GatheredParameters: "
                         "modifier_rank between steps only: a backward()'s "
                         "gradients are pending (call step() first)")
+        # Every rank's fetch of the last step is in before the servers'
+        # values change (each waited for it entering the block), and the
+        # write is done before any rank fetches again.
+        self._agree(engine, 0)
+        failed = None
         if engine.rank == self._modifier:
-            for e in self._entries:
-                engine._client.write_parameters(e.offset, self._master(
-                    engine, e))
-        if engine.world > 1:
-            torch.distributed.barrier(group=engine._group.group)
+            try:
+                for e in self._entries:
+                    engine._client.write_parameters(e.offset, self._master(
+                        engine, e))
+            except Exception as e:  # every rank hears of it, then raises
+                failed = e
+        if self._agree(engine, int(failed is not None)):
+            if failed is not None:
+                raise failed
+            raise Error(_FAILED_PRECONDITION, "GatheredParameters: rank "
+                        f"{self._modifier}'s write to the servers failed "
+                        "(its error is in its output)")
         if engine.stage == 3:
             for unit in self._units:
                 engine._params._release(unit)
             self._units = []
         engine._params.fetch()
+
+    @staticmethod
+    def _agree(engine, failed):
+        """A barrier of the job's ranks that also tells whether any of
+        them failed (the largest `failed`)."""
+        if engine.world == 1:
+            return failed
+        group = engine._group
+        flag = torch.tensor([failed], dtype=torch.int32, device=group.device)
+        torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX,
+                                     group=group.group)
+        return int(flag.item())
 
     def _master(self, engine, e):
         """The fp32 values to write for entry `e`: the parameter's own

@@ -3,10 +3,13 @@
 forward that raises, stage 3 modules returning namedtuples, dataclasses
 and other objects with their units released after forward, and the
 module's buffers (BatchNorm's running stats) in save/load_checkpoint."""
+import argparse
 import collections
 import copy
 import dataclasses
+import json
 import os
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -18,6 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch_models as tm  # noqa: E402
 import zeroshard  # noqa: E402
 import zeroshard.zero  # noqa: E402
+from zeroshard._ports import quiet_port  # noqa: E402
 from torch_engine_test import LR, WD, config, step_both  # noqa: E402
 
 
@@ -447,6 +451,68 @@ class GatheredParametersTest(unittest.TestCase):
             engine.wait_parameters()
             self.assertTrue(torch.equal(net.mix.weight.detach(), kept))
             engine.close()
+
+
+# A script written for DeepSpeed, with zeroshard's names: its flags from
+# add_config_arguments, init_distributed under torchrun's environment (a
+# group of one, as DeepSpeed starts), initialize(args=...).
+DS_SCRIPT = """
+import argparse, sys
+import torch.distributed as dist
+import torch_models as tm
+import zeroshard
+parser = argparse.ArgumentParser()
+parser.add_argument("--local_rank", type=int, default=-1)
+parser = zeroshard.add_config_arguments(parser)
+args = parser.parse_args()
+assert args.deepspeed and args.deepspeed_config
+zeroshard.init_distributed()
+assert dist.is_initialized() and dist.get_world_size() == 1
+with zeroshard.LocalFleet(1) as fleet:
+    engine, _, _, _ = zeroshard.initialize(args=args, model=tm.model(),
+                                           servers=fleet.addresses)
+    assert args.local_rank == 0, args.local_rank
+    x, y = tm.batch(0, 0, 0)
+    engine.backward(tm.loss_of(engine, x, y, 0))
+    engine.step()
+    print("steps", engine.global_steps, "rank", dist.get_rank())
+    engine.close()
+"""
+
+
+class DeepSpeedScriptTest(unittest.TestCase):
+    def test_a_deepspeed_script_under_torchrun(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "ds.json")
+            with open(path, "w") as f:
+                json.dump(config(2), f)
+            env = dict(os.environ, RANK="0", WORLD_SIZE="1", LOCAL_RANK="0",
+                       LOCAL_WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
+                       MASTER_PORT=str(quiet_port()))
+            env["PYTHONPATH"] = os.pathsep.join(
+                [os.path.dirname(os.path.abspath(__file__)),
+                 env.get("PYTHONPATH", "")])
+            run = subprocess.run(
+                [sys.executable, "-c", DS_SCRIPT, "--deepspeed",
+                 "--deepspeed_config", path, "--local_rank", "-1"],
+                env=env, capture_output=True, text=True, timeout=300)
+            self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+            self.assertIn("steps 1 rank 0", run.stdout)
+
+    def test_config_from_args_and_from_initialize(self):
+        args = zeroshard.add_config_arguments(argparse.ArgumentParser())
+        both = args.parse_args(["--deepspeed_config", "x.json"])
+        with self.assertRaisesRegex(ValueError, "give one, as DeepSpeed"):
+            zeroshard.initialize(args=both, model=tm.model(),
+                                 config=config(2))
+        old = args.parse_args(["--deepscale_config", "x.json",
+                               "--deepspeed_config", "y.json"])
+        with self.assertRaisesRegex(ValueError, "deprecated deepscale"):
+            zeroshard.initialize(args=old, model=tm.model())
+        with self.assertRaisesRegex(ValueError, "init_method=.* torchrun"):
+            zeroshard.init_distributed(init_method="tcp://1.2.3.4:5")
+        with self.assertRaisesRegex(ValueError, "dist_backend must be"):
+            zeroshard.init_distributed(dist_backend="mpi")
 
 
 class ClientOptimizerTest(unittest.TestCase):
