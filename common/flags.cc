@@ -68,6 +68,10 @@ FlagSet::Flag* FlagSet::Find(const std::string& name) {
   return nullptr;
 }
 
+void FlagSet::Foreign(const char* name, const char* hint) {
+  foreign_.emplace_back(name, hint);
+}
+
 std::string FlagSet::Nearest(const std::string& name) const {
   const size_t limit = name.size() >= 8 ? 2 : name.size() >= 4 ? 1 : 0;
   std::string best;
@@ -165,6 +169,12 @@ absl::StatusOr<std::vector<std::string>> FlagSet::Parse(int argc, char** argv,
       }
     }
     if (flag == nullptr) {
+      for (const auto& [foreign, hint] : foreign_) {
+        if (foreign == name) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("unknown flag --", typed, " (", hint, ")"));
+        }
+      }
       const std::string nearest = Nearest(name);
       return absl::InvalidArgumentError(absl::StrCat(
           "unknown flag --", typed,

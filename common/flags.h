@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -34,6 +35,9 @@ class FlagSet {
   void Uint32(const char* name, uint32_t* value, const char* help);
   void Double(const char* name, double* value, const char* help);
   void Bool(const char* name, bool* value, const char* help);
+  // A flag of another tool users bring here (torchrun's --nproc_per_node):
+  // giving it is the error "unknown flag --nproc_per_node (<hint>)".
+  void Foreign(const char* name, const char* hint);
 
   // Parses argv[first..argc). Returns the positional arguments, or
   // INVALID_ARGUMENT naming the flag and the problem; an unknown flag near
@@ -76,6 +80,7 @@ class FlagSet {
   std::string program_;
   std::string usage_;
   std::vector<Flag> flags_;
+  std::vector<std::pair<std::string, std::string>> foreign_;  // name, hint
   bool help_requested_ = false;
 };
 

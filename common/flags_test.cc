@@ -91,6 +91,8 @@ TEST(FlagsTest, RejectsBadFlagsNamingThem) {
       {{"p", "--u=-1"}, "--u: '-1' is not a non-negative integer"},
       {{"p", "--b=maybe"}, "--b: 'maybe' is not true or false"},
       {{"p", "--n"}, "--n needs a value"},
+      {{"p", "--nproc-per-node=2"},
+       "unknown flag --nproc-per-node (torchrun's: here --n)"},
   };
   for (const Case& c : cases) {
     int64_t n = 0;
@@ -100,6 +102,7 @@ TEST(FlagsTest, RejectsBadFlagsNamingThem) {
     f.Int64("n", &n, "");
     f.Uint32("u", &u, "");
     f.Bool("b", &b, "");
+    f.Foreign("nproc_per_node", "torchrun's: here --n");
     Args a(c.argv);
     auto pos = f.Parse(a.argc(), a.argv.data());
     ASSERT_FALSE(pos.ok()) << c.needle;

@@ -313,6 +313,18 @@ absl::StatusOr<RunOptions> ParseRunOptions(int argc, char** argv) {
   flags.String("python", &o.python,
                "the interpreter of a .py PROGRAM (a name in PATH or a path; "
                "e.g. /usr/bin/python3 for Debian's torch)");
+  // What torchrun's and DeepSpeed's launchers call these.
+  for (const char* name : {"nproc_per_node", "num_gpus"}) {
+    flags.Foreign(name, "torchrun's and deepspeed's: here --workers=N");
+  }
+  for (const char* name : {"nnodes", "num_nodes", "node_rank", "hostfile",
+                           "master_addr", "rdzv_endpoint"}) {
+    flags.Foreign(name,
+                  "zeroshard run starts the ranks of this machine: on "
+                  "several, start the script with torchrun on each and give "
+                  "every rank the same servers in ZEROSHARD_SERVERS");
+  }
+  flags.Foreign("master_port", "zeroshard run picks a free MASTER_PORT");
   bool dashes = false;
   const int start = ProgramStart(argc, argv, &dashes);
   auto rest = flags.Parse(start, argv, 2);

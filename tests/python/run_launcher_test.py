@@ -153,6 +153,8 @@ class RunLauncherTest(unittest.TestCase):
             ((os.path.join(self.dir, "missing.py"),), "cannot be read"),
             (("--server_addrs=127.0.0.1:70000", self.script), "70000"),
             (("no-such-program-zs",), "not an executable in PATH"),
+            (("--nproc_per_node", "2", self.script), "here --workers=N"),
+            (("--nnodes=2", self.script), "torchrun on each"),
         ]
         for args, words in cases:
             p = self.run_launcher(f"--work_dir={work}", *args)
