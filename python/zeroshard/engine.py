@@ -961,10 +961,14 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
 
     # ------------------------------------------------------- checkpoints
     def save_checkpoint(self, save_dir, tag=None, client_state=None,
-                        save_latest=True):
+                        save_latest=True, exclude_frozen_parameters=False):
         """Checkpoints the servers' state at this step (they write it under
         their --checkpoint_dir) and records in save_dir/tag which step it
-        is, with client_state. Collective."""
+        is, with client_state. Collective. Frozen parameters are never in
+        it (the servers hold the trained ones; a frozen one is the module's
+        own, as the script loads it), so exclude_frozen_parameters, which
+        Hugging Face's Trainer passes for PEFT models, changes nothing."""
+        del exclude_frozen_parameters
         from . import checkpoint
         self._check_not_held()
         self.wait_parameters()
