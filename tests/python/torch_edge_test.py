@@ -501,6 +501,24 @@ class DeepSpeedScriptTest(unittest.TestCase):
             self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
             self.assertIn("steps 1 rank 0", run.stdout)
 
+    def test_zero_init_builds_the_model_as_it_is(self):
+        with self.assertWarnsRegex(UserWarning, "built whole on every rank"):
+            with zeroshard.zero.Init(config_dict_or_path=config(3),
+                                     remote_device="cpu"):
+                net = tm.model()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with zeroshard.zero.Init(enabled=False):
+                pass
+        with zeroshard.LocalFleet(1) as fleet:
+            engine, _, _, _ = zeroshard.initialize(
+                model=net, config=config(3), servers=fleet.addresses)
+            x, y = tm.batch(0, 0, 0)
+            engine.backward(tm.loss_of(engine, x, y, 0))
+            engine.step()
+            self.assertEqual(engine.global_steps, 1)
+            engine.close()
+
     def test_config_from_args_and_from_initialize(self):
         args = zeroshard.add_config_arguments(argparse.ArgumentParser())
         both = args.parse_args(["--deepspeed_config", "x.json"])
