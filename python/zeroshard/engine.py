@@ -181,12 +181,31 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None,
         engine.monitor = Monitors.open(config, cfg.precision == "fp16")
     gathered.ENGINES.add(engine)  # for GatheredParameters
     engine.collate_fn = collate_fn
-    engine.dataloader_drop_last = bool(
-        (client_optim.config_dict(config) or {}).get("dataloader_drop_last"))
+    raw = client_optim.config_dict(config) or {}
+    engine.dataloader_drop_last = bool(raw.get("dataloader_drop_last"))
+    fp16 = raw.get("fp16") if isinstance(raw.get("fp16"), dict) else {}
+    engine._auto_cast = cfg.precision == "fp16" and bool(fp16.get("auto_cast"))
     loader = None
     if training_data is not None:
         loader = engine.deepspeed_io(training_data)
     return engine, engine.optimizer, loader, engine.lr_scheduler
+
+
+def _half(value, to_half):
+    """fp16.auto_cast (DeepSpeed's _cast_inputs_half): floating tensors in
+    positional inputs, lists, tuples and dicts to fp16 (to_half: the
+    module computes in fp16, on a GPU), or to fp32 holding fp16-rounded
+    values (on the CPU, where an fp16 module computes in fp32 with rounded
+    parameters: _cast_module); the rest as is."""
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return value.__class__(*[_half(v, to_half) for v in value])
+    if isinstance(value, (list, tuple)):
+        return value.__class__([_half(v, to_half) for v in value])
+    if isinstance(value, dict):
+        return {k: _half(v, to_half) for k, v in value.items()}
+    if torch.is_tensor(value) and value.is_floating_point():
+        return value.half() if to_half else value.half().float()
+    return value
 
 
 def _cast_module(model, precision, device):
@@ -297,9 +316,10 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
             client_schedule is not None and
             client_schedule.scheduler is not None)
         self.rank, self.world = rank, world
-        # deepspeed_io's defaults (initialize() sets them from its
-        # collate_fn and the config's dataloader_drop_last).
+        # deepspeed_io's defaults and fp16.auto_cast (initialize() sets
+        # them from its collate_fn and the config).
         self.collate_fn, self.dataloader_drop_last = None, False
+        self._auto_cast = False
         self.local_rank, self.local_world = local_rank, local_world
         self.stage = cfg.stage
         self.gas = int(cfg.gradient_accumulation_steps)
@@ -498,6 +518,8 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
         self._check_not_held()
         if self._script_ranges and self._behind is not None:
             self._behind.wait_ranges(self._script_ranges)
+        if self._auto_cast:  # fp16.auto_cast, as DeepSpeed's forward
+            inputs = _half(inputs, self.device.type == "cuda")
         return self.module(*inputs, **kwargs)
 
     def _behind_pre_hook(self, ranges):
@@ -575,6 +597,9 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
 
     def fp16_enabled(self):
         return self.precision == "fp16"
+
+    def fp16_auto_cast(self):
+        return self._auto_cast
 
     def bfloat16_enabled(self):
         return self.precision == "bf16"

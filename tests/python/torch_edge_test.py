@@ -519,6 +519,45 @@ class DeepSpeedScriptTest(unittest.TestCase):
             self.assertEqual(engine.global_steps, 1)
             engine.close()
 
+    def test_fp16_auto_cast_rounds_positional_inputs(self):
+        class Seen(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.w = torch.nn.Parameter(torch.ones(3))
+
+            def forward(self, x, pair, extra=None):
+                self.seen = (x, pair[0], pair[1], extra)
+                return (x * self.w).sum()
+
+        for auto_cast in (True, False):
+            net = Seen()
+            cfg = config(2, fp16={"enabled": True, "auto_cast": auto_cast})
+            with zeroshard.LocalFleet(1) as fleet:
+                engine, _, _, _ = zeroshard.initialize(
+                    model=net, config=cfg, servers=fleet.addresses)
+                self.assertEqual(engine.fp16_auto_cast(), auto_cast)
+                third = torch.full((3,), 1 / 3)
+                engine(third, (third[:1], torch.ones(1).long()),
+                       extra=third[:1])
+                # Positional floating tensors only, as DeepSpeed's; on the
+                # CPU (the module computes in fp32) rounded to fp16 values.
+                rounded = third.half().float() if auto_cast else third
+                x, first, ints, extra = net.seen
+                self.assertEqual(x.dtype, torch.float32)
+                self.assertTrue(torch.equal(x, rounded))
+                self.assertTrue(torch.equal(first, rounded[:1]))
+                self.assertEqual(ints.dtype, torch.int64)
+                self.assertTrue(torch.equal(extra, third[:1]))
+                engine.close()
+        # Where the module computes in fp16 (a GPU): fp16 tensors, through
+        # namedtuples and dicts.
+        from zeroshard.engine import _half
+        got = _half((NT(third, 1), {"k": [third]}), True)
+        self.assertEqual(type(got[0]), NT)
+        self.assertEqual(got[0].y.dtype, torch.float16)
+        self.assertEqual(got[0].aux, 1)
+        self.assertEqual(got[1]["k"][0].dtype, torch.float16)
+
     def test_config_from_args_and_from_initialize(self):
         args = zeroshard.add_config_arguments(argparse.ArgumentParser())
         both = args.parse_args(["--deepspeed_config", "x.json"])

@@ -204,7 +204,9 @@ absl::Status ParseFp16(ObjectReader& fp16, engine::LossScalerOptions* out) {
                       fp16.Bool("consecutive_hysteresis", false));
   ZS_ASSIGN_OR_RETURN(out->min_scale,
                       fp16.Number("min_loss_scale", 1.0, Bound::kPositive));
-  fp16.Ignore("auto_cast", "workers choose the compute dtype");
+  // Python's engine casts floating positional inputs to fp16 with it.
+  ZS_ASSIGN_OR_RETURN(bool auto_cast, fp16.Bool("auto_cast", false));
+  (void)auto_cast;
   fp16.Ignore("fp16_master_weights_and_grads",
               "master weights are fp32 on the servers");
   return absl::OkStatus();
