@@ -185,6 +185,9 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None,
     engine.dataloader_drop_last = bool(raw.get("dataloader_drop_last"))
     fp16 = raw.get("fp16") if isinstance(raw.get("fp16"), dict) else {}
     engine._auto_cast = cfg.precision == "fp16" and bool(fp16.get("auto_cast"))
+    autocast = raw.get("torch_autocast")
+    engine._autocast = isinstance(autocast, dict) and bool(
+        autocast.get("enabled"))  # (bfloat16: the reader allows no other)
     loader = None
     if training_data is not None:
         loader = engine.deepspeed_io(training_data)
@@ -319,7 +322,7 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
         # deepspeed_io's defaults and fp16.auto_cast (initialize() sets
         # them from its collate_fn and the config).
         self.collate_fn, self.dataloader_drop_last = None, False
-        self._auto_cast = False
+        self._auto_cast = self._autocast = False
         self.local_rank, self.local_world = local_rank, local_world
         self.stage = cfg.stage
         self.gas = int(cfg.gradient_accumulation_steps)
@@ -520,6 +523,10 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
             self._behind.wait_ranges(self._script_ranges)
         if self._auto_cast:  # fp16.auto_cast, as DeepSpeed's forward
             inputs = _half(inputs, self.device.type == "cuda")
+        if self._autocast:  # the config's torch_autocast
+            with torch.autocast(device_type=self.device.type,
+                                dtype=torch.bfloat16):
+                return self.module(*inputs, **kwargs)
         return self.module(*inputs, **kwargs)
 
     def _behind_pre_hook(self, ranges):
@@ -600,6 +607,12 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
 
     def fp16_auto_cast(self):
         return self._auto_cast
+
+    def torch_autocast_enabled(self):
+        return self._autocast
+
+    def torch_autocast_dtype(self):
+        return torch.bfloat16 if self._autocast else None
 
     def bfloat16_enabled(self):
         return self.precision == "bf16"

@@ -558,6 +558,34 @@ class DeepSpeedScriptTest(unittest.TestCase):
         self.assertEqual(got[0].aux, 1)
         self.assertEqual(got[1]["k"][0].dtype, torch.float16)
 
+    def test_torch_autocast_as_torch_runs_it(self):
+        """"torch_autocast": the forward under torch.autocast(bfloat16)
+        with fp32 parameters, as torch runs the same model and AdamW."""
+        ref, net, opt = attn_pair()
+        cfg = config(2, torch_autocast={"enabled": True,
+                                        "dtype": "bfloat16"})
+        with zeroshard.LocalFleet(1) as fleet:
+            engine, _, _, _ = zeroshard.initialize(
+                model=net, config=cfg, servers=fleet.addresses)
+            self.assertTrue(engine.torch_autocast_enabled())
+            self.assertEqual(net.inp.weight.dtype, torch.float32)
+            for step in range(3):
+                x = data(step)
+                out = engine(x)
+                self.assertEqual(out.dtype, torch.bfloat16)
+                engine.backward((out.float() ** 2).mean())
+                engine.step()
+                opt.zero_grad()
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    ref_out = ref(x)
+                (ref_out.float() ** 2).mean().backward()
+                opt.step()
+            got = engine.consolidated_state_dict()
+            for name, p in ref.named_parameters():
+                self.assertLess((got[name] - p).abs().max().item(), 1e-6,
+                                name)
+            engine.close()
+
     def test_config_from_args_and_from_initialize(self):
         args = zeroshard.add_config_arguments(argparse.ArgumentParser())
         both = args.parse_args(["--deepspeed_config", "x.json"])

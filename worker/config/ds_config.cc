@@ -553,6 +553,7 @@ absl::StatusOr<EngineConfig> Parse(absl::string_view json, int world_size,
         "initialize an optimizer) to choose"));
   }
   ZS_RETURN_IF_ERROR(internal::ParsePrecision(root, &config));
+  ZS_RETURN_IF_ERROR(internal::ParseTorchAutocast(root, &config));
   ZS_RETURN_IF_ERROR(internal::ParseZero(root, &config.zero, log));
   MatchDeepSpeedScaler(root_struct, &config, log);
   ZS_RETURN_IF_ERROR(internal::ParseAio(root, &config.zero.nvme, log));

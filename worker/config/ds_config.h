@@ -86,6 +86,12 @@
 //              the arithmetic (engine.h, docs/training.md). Stages 1-2
 //              without checkpoint_interval or server_aggregation
 //              (ds_options.h refuses the rest by name).
+// - torch_autocast: {"enabled", "dtype" ("bfloat16", the default, or
+//   "bf16"; float16 is an error: it needs torch's GradScaler), and
+//   "lower_precision_safe_modules" (not used: gradients travel in the
+//   parameters' fp32)}; enabled with fp16 or bf16 enabled is an error.
+//   Python's engine runs the module's forward under torch.autocast;
+//   zeroshard train refuses it (ds_options.h).
 // - gradient_allreduce_op: "mean" only (any case; "sum" is an error);
 //   dataloader_drop_last: a bool, used by Python's deepspeed_io.
 // - tensorboard, csv_monitor, wandb, comet: DeepSpeed's monitor sections
@@ -207,6 +213,9 @@ struct EngineConfig {
   engine::LrSchedule lr_schedule;
   engine::Precision precision = engine::Precision::kFp32;
   engine::LossScalerOptions loss_scaler;  // static scale 1 unless fp16
+  // torch_autocast.enabled (dtype bfloat16): a torch module's forward runs
+  // under torch.autocast, its parameters fp32 (Python's engine only).
+  bool torch_autocast = false;
   ZeroConfig zero;
   ZeroShardConfig zeroshard;
   std::vector<std::string> auto_keys;  // paths given as "auto"

@@ -39,8 +39,6 @@ constexpr Unused kUnusedTopLevel[] = {
     {"seq_parallel_communication_data_type", "no sequence parallelism"},
     {"sequence_parallel_size", "no sequence parallelism: data parallel only"},
     {"tensor_parallel", "no tensor parallelism: data parallel only"},
-    {"torch_autocast",
-     "the model computes in the dtype of the fp16 or bf16 section"},
     {"compile", "no DeepSpeed compiler"},
     {"graph_harvesting", "a DeepSpeed implementation detail"},
     {"use_node_local_storage", "the shard servers checkpoint themselves"},
@@ -508,6 +506,37 @@ absl::Status ParsePrecision(ObjectReader& root, EngineConfig* out) {
                    : bf16_enabled ? engine::Precision::kBf16
                                   : engine::Precision::kFp32;
   if (fp16_enabled) out->loss_scaler = fp16_scaler;
+  return absl::OkStatus();
+}
+
+absl::Status ParseTorchAutocast(ObjectReader& root, EngineConfig* out) {
+  ZS_ASSIGN_OR_RETURN(ObjectReader ta, root.Object("torch_autocast"));
+  ZS_ASSIGN_OR_RETURN(bool enabled, ta.Bool("enabled", false));
+  ZS_ASSIGN_OR_RETURN(std::string dtype, ta.String("dtype", "bfloat16"));
+  const std::string d = absl::AsciiStrToLower(dtype);
+  if (d == "float16" || d == "fp16" || d == "half" || d == "torch.float16" ||
+      d == "torch.half") {
+    return ta.Error("dtype",
+                    absl::StrCat("\"", dtype,
+                                 "\" needs torch's GradScaler, which zeroshard "
+                                 "does not run: use \"bfloat16\", or the fp16 "
+                                 "section (its loss scaler)"));
+  }
+  if (d != "bfloat16" && d != "bf16" && d != "torch.bfloat16") {
+    return ta.Error("dtype",
+                    absl::StrCat("must be \"bfloat16\", got \"", dtype, "\""));
+  }
+  ta.Ignore("lower_precision_safe_modules",
+            "gradients travel in the parameters' fp32");
+  ta.WarnUnknown();
+  if (enabled && out->precision != engine::Precision::kFp32) {
+    return ta.Error(
+        "enabled",
+        "true with the fp16 or bf16 section enabled: choose one (torch_"
+        "autocast keeps fp32 parameters and runs the forward under "
+        "torch.autocast; fp16 and bf16 cast the module)");
+  }
+  out->torch_autocast = enabled;
   return absl::OkStatus();
 }
 

@@ -19,6 +19,8 @@ absl::Status ParseScheduler(ObjectReader& root, double optimizer_lr,
                             engine::LrSchedule* out, ReadLog* log);
 // "fp16" and "bf16" (or its old name "bfloat16"): precision, loss scaler.
 absl::Status ParsePrecision(ObjectReader& root, EngineConfig* out);
+// "torch_autocast" (after ParsePrecision).
+absl::Status ParseTorchAutocast(ObjectReader& root, EngineConfig* out);
 // "zero_optimization".
 absl::Status ParseZero(ObjectReader& root, ZeroConfig* out, ReadLog* log);
 // "aio": the NVMe tier's I/O settings (with an "nvme" offload).

@@ -582,6 +582,24 @@ TEST(DsConfigTest, CurrentDeepSpeedKeysAreKnown) {
                                 "ignored"));
 
   c = ParseDeepSpeedConfig(R"({"train_micro_batch_size_per_gpu": 1,
+      "torch_autocast": {"enabled": true, "dtype": "torch.bfloat16",
+                         "lower_precision_safe_modules": ["torch.nn.Linear"]}})",
+                           1, &warnings);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->torch_autocast);
+  c = ParseDeepSpeedConfig(R"({"train_micro_batch_size_per_gpu": 1,
+      "torch_autocast": {"enabled": true, "dtype": "float16"}})",
+                           1, nullptr);
+  EXPECT_THAT(c.status().message(),
+              HasSubstr("torch_autocast.dtype: \"float16\" needs torch's "
+                        "GradScaler"));
+  c = ParseDeepSpeedConfig(R"({"train_micro_batch_size_per_gpu": 1,
+      "bf16": {"enabled": true}, "torch_autocast": {"enabled": true}})",
+                           1, nullptr);
+  EXPECT_THAT(c.status().message(),
+              HasSubstr("torch_autocast.enabled: true with the fp16 or bf16 "
+                        "section enabled: choose one"));
+  c = ParseDeepSpeedConfig(R"({"train_micro_batch_size_per_gpu": 1,
       "gradient_allreduce_op": "sum"})",
                            1, nullptr);
   EXPECT_EQ(c.status().message(),

@@ -42,6 +42,12 @@ absl::StatusOr<engine::ZeroOptions> ZeroOptionsFromConfig(
   o.offload_param_server = z.offload_param == config::OffloadDevice::kServer;
   o.checkpoint_interval = config.zeroshard.checkpoint_interval;
   o.server_aggregation = config.zeroshard.server_aggregation;
+  if (config.torch_autocast) {
+    return absl::InvalidArgumentError(
+        "torch_autocast.enabled: for a torch module's forward (Python's "
+        "zeroshard.initialize); this GPT-2 computes in fp32 or in the dtype "
+        "of the bf16 or fp16 section");
+  }
   const config::ZeroShardConfig& zs = config.zeroshard;
   if (zs.delayed_parameter_update) {
     const char* why = nullptr;

@@ -297,5 +297,17 @@ TEST(DsOptionsTest, DelayedUpdateIsMappedOrRefusedByName) {
   }
 }
 
+// torch_autocast is for a torch module's forward: the C++ trainer's GPT-2
+// refuses it by name.
+TEST(DsOptionsTest, TorchAutocastIsRefusedByName) {
+  auto got = FromJson(R"({"train_micro_batch_size_per_gpu": 1,
+                          "torch_autocast": {"enabled": true}})",
+                      1, nullptr);
+  ASSERT_FALSE(got.ok());
+  EXPECT_TRUE(absl::StrContains(got.status().message(),
+                                "torch_autocast.enabled: for a torch module"))
+      << got.status();
+}
+
 }  // namespace
 }  // namespace zeroshard::config
