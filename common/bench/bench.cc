@@ -129,15 +129,20 @@ double Results::SpeedVsReference(absl::string_view name) const {
 
 std::string Results::Table(absl::string_view rate_unit) const {
   const VariantResult* ref = reference();
+  // The name column: 24 wide, or the longest name (" (ref)" included).
+  int width = 24;
+  for (const VariantResult& v : variants_) {
+    width = std::max<int>(width, v.name.size() + (v.reference ? 6 : 0));
+  }
   std::string out =
-      absl::StrFormat("%-24s %4s %11s %11s %11s %7s", "variant", "runs",
+      absl::StrFormat("%-*s %4s %11s %11s %11s %7s", width, "variant", "runs",
                       "median ms", "min ms", "max ms", "spread");
   if (!rate_unit.empty()) absl::StrAppendFormat(&out, " %11s", rate_unit);
   if (ref != nullptr) absl::StrAppend(&out, "  time vs ", ref->name);
   absl::StrAppend(&out, "\n");
   for (const VariantResult& v : variants_) {
     const Summary& s = v.summary;
-    absl::StrAppendFormat(&out, "%-24s %4d %11.3f %11.3f %11.3f %6.1f%%",
+    absl::StrAppendFormat(&out, "%-*s %4d %11.3f %11.3f %11.3f %6.1f%%", width,
                           v.reference ? v.name + " (ref)" : v.name, s.count,
                           1e3 * s.median, 1e3 * s.min, 1e3 * s.max,
                           100 * s.spread());

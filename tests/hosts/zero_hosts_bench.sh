@@ -3,7 +3,8 @@
 # overlap_comm on against off, on the 10g profile (10 Gbit/s per host link)
 # and the slow 1g one. For each profile it runs zero_hosts_bench_run (its
 # file comment has the setup: 2 servers on srv0/srv1, 2 nodes × 2 ranks on
-# node0/node1, real processes, 8 variants alternated, medians) inside
+# node0/node1, real processes, 9 variants at 2 bucket sizes alternated,
+# medians; each stage's fastest setting counts) inside
 # `netlab.sh run`, then prints the summary and, last, the 10g profile's
 # figures:
 #
@@ -12,12 +13,14 @@
 #
 # RESULT zero3_vs_ddp_hosts=<best stage 3 / best DDP, 10g>
 #        zero2_vs_ddp_hosts=<best stage 2 / best DDP, 10g>
-#        overlap_vs_no_overlap_worst=<max over stages of on / off, 10g>
+#        overlap_vs_no_overlap_worst=<max over stages and bucket sizes of
+#            on / off, 10g>
 #        zero3_offload_vs_ddp_hosts=... correct=<1: every run had DDP's losses>
 #        zero3_vs_ddp_hosts_hi=... zero2_vs_ddp_hosts_hi=...
 #            (the high ends of their 95 % bootstrap intervals over the runs)
-#        overlap_slower_stages=<stages whose overlap on / off interval lies
-#            wholly above 1: slower beyond the runs' scatter>
+#        overlap_slower_stages=<(stage, bucket size) pairs whose overlap
+#            on / off interval lies wholly above 1: slower beyond the runs'
+#            scatter>
 #        zero2_delayed_vs_ddp_hosts=<stage 2 with the opt-in one-step
 #            delayed update / best DDP, 10g; its losses are its own>
 #        zero3_vs_ddp_hosts_1g=... zero2_vs_ddp_hosts_1g=...

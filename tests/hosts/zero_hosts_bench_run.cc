@@ -11,19 +11,23 @@
 // Variants, alternated round by round (common/bench/bench.h): stage 0
 // (DDP), 2, 3 and 3 with offload_param_server, each with overlap_comm on
 // and off, and stage 2 with the one-step delayed update from step 2
-// (zero2_delayed; opt-in, other arithmetic). A run's figure is the median of
+// (zero2_delayed; opt-in, other arithmetic); each at every
+// reduce_bucket_size of --buckets (default 128 Ki, zero_bench's, and
+// DeepSpeed's default 5e8, one bucket of this model), named <variant>_b<size>
+// when there are several. A run's figure is the median of
 // rank 0's step periods after the first step (period_seconds of its metrics
 // file: from one step's end to the next's, so that work moved between the steps
-// counts too); a variant's is the median over its runs. Best against best: each
-// stage's faster overlap setting. Correctness in the same run: every run's
-// per-step losses (7 digits) must equal the first DDP run's (a delayed
-// variant's, its own first run's).
+// counts too); a variant's is the median over its runs. Best against best:
+// each stage's fastest setting (overlap on or off, at any bucket size).
+// Correctness in the same run: every run's per-step losses (7 digits) must
+// equal the first DDP run's (a delayed variant's, its own first run's).
 //
 // --only runs some variants (the first named is the reference).
 //
 //   zero_hosts_bench_run --profile=10g --worker=... --server=...
 //       --netlab=tools/netlab.sh --dir=/tmp/x [--rounds=3] [--steps=12]
-//       [--prefetch=-1] [--reuse_distance=1000000000] [--bucket=131072]
+//       [--prefetch=-1] [--reuse_distance=1000000000]
+//       [--buckets=131072,500000000]
 //       [--allgather_bucket=-1]
 //       [--only=ddp,zero3]
 //
@@ -37,10 +41,11 @@
 //     zero3_vs_ddp_lo=<interval's low end> zero3_vs_ddp_hi=<high end>
 //     zero3_offload_vs_ddp=... zero2_vs_ddp=... zero2_delayed_vs_ddp=...
 //     (each with _lo and _hi)
-//     overlap_<stage>=<on / off> (_lo, _hi; stages ddp, zero2, zero3,
-//     zero3_offload)
-//     overlap_vs_no_overlap_worst=<max over stages of on / off>
-//     overlap_slower_stages=<stages whose interval lies wholly above 1>
+//     overlap_<stage>=<on / off at its worst bucket size> (_lo, _hi;
+//     stages ddp, zero2, zero3, zero3_offload)
+//     overlap_vs_no_overlap_worst=<max over stages and bucket sizes>
+//     overlap_slower_stages=<(stage, bucket size) pairs whose interval
+//     lies wholly above 1>
 //     correct=0|1
 #include <algorithm>
 #include <cmath>
@@ -52,6 +57,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -86,7 +92,10 @@ struct Paths {
   // stays from its forward to its backward).
   int64_t prefetch = -1;
   int64_t reuse_distance = 1000000000;
-  int64_t bucket = 1 << 17;  // reduce_bucket_size (elements)
+  // reduce_bucket_size (elements): every variant runs at each. 128 Ki
+  // (zero_bench's: buckets to overlap) and DeepSpeed's default 5e8 (one
+  // bucket of this model: the fewest operations).
+  std::vector<int64_t> buckets = {1 << 17, 500000000};
   // allgather_bucket_size (stages 1-2); -1: the engine's default (5e8).
   int64_t allgather_bucket = -1;
   // Variants to run (names, comma-separated; empty: all). The ratios of
@@ -95,7 +104,7 @@ struct Paths {
 };
 
 struct Variant {
-  const char* name;
+  std::string name;  // base name, then _b<bucket> with several buckets
   int stage;
   bool offload;
   bool overlap;
@@ -103,6 +112,8 @@ struct Variant {
   // differ from DDP's from that step on: its runs are checked against its
   // own first run, and the steps before against DDP's.
   int delayed_from = 0;
+  std::string base;    // the name --only and the ratios use
+  int64_t bucket = 0;  // reduce_bucket_size
 };
 
 struct Record {
@@ -134,7 +145,7 @@ train::TrainSpec Spec(const Paths& p, const Variant& v, int steps) {
   s.zero.seq_len = 64;
   s.zero.gradient_clipping = 1.0;
   s.zero.lr_schedule.lr = 1e-3;
-  s.zero.reduce_bucket_size = static_cast<uint64_t>(p.bucket);
+  s.zero.reduce_bucket_size = static_cast<uint64_t>(v.bucket);
   if (p.allgather_bucket >= 0) {
     s.zero.allgather_bucket_size = static_cast<uint64_t>(p.allgather_bucket);
   }
@@ -312,8 +323,10 @@ int Main(int argc, char** argv) {
   flags.String("profile", &p.profile, "the link profile's name (printed)");
   flags.Int64("rounds", &rounds, "runs of every variant, alternated");
   flags.Int64("steps", &steps, "steps per run (the first is a warm-up)");
-  flags.Int64("bucket", &p.bucket,
-              "reduce_bucket_size, elements (every variant)");
+  std::string buckets = "131072,500000000";
+  flags.String("buckets", &buckets,
+               "reduce_bucket_size values, elements, comma-separated: every "
+               "variant runs at each, and each stage's best setting counts");
   flags.Int64("allgather_bucket", &p.allgather_bucket,
               "stages 1-2: allgather_bucket_size, elements (0: one "
               "all-gather per unit; -1: the default, 5e8)");
@@ -328,13 +341,20 @@ int Main(int argc, char** argv) {
                "run only these variants (comma-separated names, e.g. "
                "ddp,zero3; the first named is the reference)");
   flags.ParseOrExit(argc, argv);
+  p.buckets.clear();
+  bool buckets_ok = true;
+  for (absl::string_view b : absl::StrSplit(buckets, ',', absl::SkipEmpty())) {
+    int64_t n = 0;
+    buckets_ok = buckets_ok && absl::SimpleAtoi(b, &n) && n >= 1;
+    p.buckets.push_back(n);
+  }
   if (p.worker.empty() || p.server.empty() || p.netlab.empty() ||
       p.dir.empty() || rounds < 1 || steps < 2 || p.reuse_distance < 0 ||
-      p.bucket < 1) {
+      !buckets_ok || p.buckets.empty()) {
     ExitWithError(flags.program(),
                   "--worker, --server, --netlab and --dir are required; "
                   "--rounds >= 1, --steps >= 2, --reuse_distance >= 0, "
-                  "--bucket >= 1");
+                  "--buckets: positive integers");
   }
   for (const char* h : {"srv0", "srv1", "node0", "node1"}) {
     if (HostIp(h).empty()) {
@@ -359,7 +379,7 @@ int Main(int argc, char** argv) {
       {"zero3_offload", 3, true, true},
       {"zero3_offload_no_overlap", 3, true, false},
       {"zero2_delayed", 2, false, true, /*delayed_from=*/2}};
-  std::vector<Variant> variants;
+  std::vector<Variant> chosen;
   const std::vector<std::string> only =
       absl::StrSplit(p.only, ',', absl::SkipEmpty());
   for (const std::string& name : only) {
@@ -372,9 +392,19 @@ int Main(int argc, char** argv) {
                     absl::StrCat("--only: no variant '", name, "' (",
                                  absl::StrJoin(names, ", "), ")"));
     }
-    variants.push_back(*it);
+    chosen.push_back(*it);
   }
-  if (only.empty()) variants = all;
+  if (only.empty()) chosen = all;
+  // Every chosen variant at every bucket size, the first bucket's first.
+  std::vector<Variant> variants;
+  for (int64_t b : p.buckets) {
+    for (Variant v : chosen) {
+      v.base = v.name;
+      v.bucket = b;
+      if (p.buckets.size() > 1) absl::StrAppend(&v.name, "_b", b);
+      variants.push_back(std::move(v));
+    }
+  }
   std::vector<Record> records(variants.size());
   // The first run's losses: the first variant's, and each delayed
   // variant's own (indexed by variant).
@@ -409,12 +439,12 @@ int Main(int argc, char** argv) {
   }
   const bench::Results& r = *results;
   std::printf("%s", r.Table().c_str());
-  std::printf("where rank 0's step time goes (ms, medians):\n%-26s", "variant");
+  std::printf("where rank 0's step time goes (ms, medians):\n%-36s", "variant");
   for (const char* n : kPhaseNames) std::printf(" %8s", n);
   std::printf(" %8s %s\n", "period", "same losses");
   bool ok = true;
   for (size_t i = 0; i < variants.size(); ++i) {
-    std::printf("%-26s", variants[i].name);
+    std::printf("%-36s", variants[i].name.c_str());
     for (int k = 0; k < kPhases; ++k) {
       std::printf(" %8.2f", 1e3 * bench::Median(records[i].phases[k]));
     }
@@ -431,16 +461,18 @@ int Main(int argc, char** argv) {
     }
     return std::vector<double>();
   };
-  // A stage's runs of each overlap setting that ran.
+  // A stage's runs of each setting that ran (overlap on and off, at each
+  // bucket size).
   auto settings_run = [&](const std::string& stage) {
     std::vector<std::vector<double>> out;
-    for (const std::string& v : {stage, stage + "_no_overlap"}) {
-      std::vector<double> runs = runs_of(v);
+    for (const Variant& v : variants) {
+      if (v.base != stage && v.base != stage + "_no_overlap") continue;
+      std::vector<double> runs = runs_of(v.name);
       if (!runs.empty()) out.push_back(std::move(runs));
     }
     return out;
   };
-  // Best against best: each side's faster overlap setting among those run.
+  // Best against best: each side's fastest setting among those run.
   auto best_vs = [&](const std::string& a, const std::string& b) {
     std::vector<std::vector<double>> samples = settings_run(a);
     const size_t na = samples.size();
@@ -456,9 +488,10 @@ int Main(int argc, char** argv) {
              *std::min_element(m.begin() + na, m.end());
     });
   };
-  auto on_vs_off = [&](const std::string& a) {
+  // Overlap on / off at one bucket size (the variants' suffix).
+  auto on_vs_off = [&](const std::string& a, const std::string& suffix) {
     return bench::BootstrapMedians(
-        {runs_of(a), runs_of(a + "_no_overlap")},
+        {runs_of(a + suffix), runs_of(a + "_no_overlap" + suffix)},
         [](const std::vector<double>& m) { return m[0] / m[1]; });
   };
   std::vector<std::pair<std::string, bench::Interval>> ratios = {
@@ -467,12 +500,25 @@ int Main(int argc, char** argv) {
       {"zero2_vs_ddp", best_vs("zero2", "ddp")},
       {"zero2_delayed_vs_ddp", best_vs("zero2_delayed", "ddp")}};
   double worst = std::nan("");  // fmax skips the pairs left out
-  int slower = 0;  // stages whose overlap is slower beyond the runs' scatter
+  // (stage, bucket size) pairs whose overlap is slower beyond the runs'
+  // scatter.
+  int slower = 0;
+  std::vector<std::pair<std::string, bench::Interval>> per_bucket;
   for (const char* stage : {"ddp", "zero2", "zero3", "zero3_offload"}) {
-    const bench::Interval i = on_vs_off(stage);
-    ratios.push_back({absl::StrCat("overlap_", stage), i});
-    worst = std::fmax(worst, i.value);
-    slower += i.low > 1 ? 1 : 0;
+    // overlap_<stage>: its worst bucket size's on / off.
+    bench::Interval stage_worst{std::nan(""), std::nan(""), std::nan("")};
+    for (int64_t b : p.buckets) {
+      const std::string suffix =
+          p.buckets.size() > 1 ? absl::StrCat("_b", b) : "";
+      const bench::Interval i = on_vs_off(stage, suffix);
+      if (p.buckets.size() > 1) {
+        per_bucket.push_back({absl::StrCat("overlap_", stage, suffix), i});
+      }
+      if (!(i.value <= stage_worst.value)) stage_worst = i;
+      slower += i.low > 1 ? 1 : 0;
+    }
+    ratios.push_back({absl::StrCat("overlap_", stage), stage_worst});
+    worst = std::fmax(worst, stage_worst.value);
   }
   std::printf(
       "ratios of medians, [95%% bootstrap interval over the runs]; "
@@ -484,6 +530,27 @@ int Main(int argc, char** argv) {
     absl::StrAppend(&keys, " ", name, "=", bench::FormatValue(i.value), " ",
                     name, "_lo=", bench::FormatValue(i.low), " ", name,
                     "_hi=", bench::FormatValue(i.high));
+  }
+  for (const auto& [name, i] : per_bucket) {
+    std::printf("  %-32s %6.3f  [%.3f, %.3f]\n", name.c_str(), i.value, i.low,
+                i.high);
+  }
+  // Each stage's fastest setting (the one its best-against-best used).
+  for (const char* stage :
+       {"ddp", "zero2", "zero3", "zero3_offload", "zero2_delayed"}) {
+    std::string fastest;
+    double t = 0;
+    for (const Variant& v : variants) {
+      if (v.base != stage && v.base != absl::StrCat(stage, "_no_overlap")) {
+        continue;
+      }
+      const double m = r.Median(v.name);
+      if (fastest.empty() || m < t) fastest = v.name, t = m;
+    }
+    if (!fastest.empty()) {
+      std::printf("  fastest %-14s %s (%.2f ms)\n", stage, fastest.c_str(),
+                  1e3 * t);
+    }
   }
   std::printf(
       "PROFILE %s%s overlap_vs_no_overlap_worst=%.4g "

@@ -35,13 +35,16 @@ for k in zero2_vs_ddp_hosts zero3_vs_ddp_hosts zero2_vs_ddp_hosts_hi \
   zero3_vs_ddp_hosts_hi overlap_vs_no_overlap_worst zero2_delayed_vs_ddp_hosts; do
   number "$(val $k)"; check "$k is a number ($(val $k))" $?
 done
-[ "$(val overlap_slower_stages)" = 0 ] || [ "$(val overlap_slower_stages)" = 1 ]
-check "overlap_slower_stages counts the one stage run both ways ($(val overlap_slower_stages))" $?
+[[ "$(val overlap_slower_stages)" =~ ^[012]$ ]]
+check "overlap_slower_stages counts the one stage run both ways, at two bucket sizes ($(val overlap_slower_stages))" $?
+grep -q "overlap_ddp_b500000000 .*\[" <<<"$out"; check "overlap on / off at each bucket size" $?
+grep -Eq "fastest zero2 +zero2_b" <<<"$out"; check "each stage's fastest setting is named" $?
 for k in zero3_offload_vs_ddp_hosts zero2_vs_ddp_hosts_1g; do
   [ "$(val $k)" = nan ]; check "$k is nan: not run ($(val $k))" $?
 done
 grep -q "overlap_ddp .*\[" <<<"$out"; check "the ratios are printed with their intervals" $?
-grep -Eq "^zero2_delayed .* 1 of 1$" <<<"$out"
+grep -Eq "^zero2_delayed_b131072 .* 1 of 1$" <<<"$out" &&
+  grep -Eq "^zero2_delayed_b500000000 .* 1 of 1$" <<<"$out"
 check "the delayed variant ran, its first steps with DDP's losses" $?
 
 if [ $fails -ne 0 ]; then
