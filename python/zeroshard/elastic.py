@@ -148,7 +148,7 @@ class ElasticWorld:
         try:
             self.member.heartbeat()
         except Error:
-            pass  # the lease keeper rejoins; the view stays as it was  # the lease keeper rejoins; the view stays as it was
+            pass  # the lease keeper rejoins; the view stays as it was
 
     def leave(self):
         if not self.left:
