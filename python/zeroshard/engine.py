@@ -156,6 +156,7 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None,
         local_rank, local_world = 0, 1
     else:
         rank, world, local_rank, local_world = init_distributed(device)
+        _check_backend(device, world)
     if args is not None and hasattr(args, "local_rank"):
         args.local_rank = local_rank  # as DeepSpeed aligns it to LOCAL_RANK
     if auto_values is not None and not isinstance(auto_values, dict):
@@ -192,6 +193,18 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None,
     if training_data is not None:
         loader = engine.deepspeed_io(training_data)
     return engine, engine.optimizer, loader, engine.lr_scheduler
+
+
+def _check_backend(device, world):
+    """An NCCL group cannot carry the gradients of a model on the CPU (a
+    group a script started with zeroshard.init_distributed() on a machine
+    with a GPU, as DeepSpeed's picks NCCL there)."""
+    if world > 1 and device == "cpu" and \
+            torch.distributed.get_backend() == "nccl":
+        raise ValueError(
+            "initialize: the process group is NCCL but the model is on the "
+            "CPU: move the model to its GPU first, or start the group with "
+            "gloo (zeroshard.init_distributed(dist_backend='gloo'))")
 
 
 def _half(value, to_half):

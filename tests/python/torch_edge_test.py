@@ -586,6 +586,19 @@ class DeepSpeedScriptTest(unittest.TestCase):
                                 name)
             engine.close()
 
+    def test_an_nccl_group_for_a_cpu_model_is_named(self):
+        from zeroshard import engine as zengine
+        real = torch.distributed.get_backend
+        torch.distributed.get_backend = lambda *a: "nccl"
+        try:
+            with self.assertRaisesRegex(ValueError, "NCCL but the model is "
+                                        "on the CPU"):
+                zengine._check_backend("cpu", 2)
+            zengine._check_backend("cuda", 2)
+            zengine._check_backend("cpu", 1)
+        finally:
+            torch.distributed.get_backend = real
+
     def test_config_from_args_and_from_initialize(self):
         args = zeroshard.add_config_arguments(argparse.ArgumentParser())
         both = args.parse_args(["--deepspeed_config", "x.json"])
