@@ -314,9 +314,7 @@ absl::StatusOr<RunOptions> ParseRunOptions(int argc, char** argv) {
                "the interpreter of a .py PROGRAM (a name in PATH or a path; "
                "e.g. /usr/bin/python3 for Debian's torch)");
   // What torchrun's and DeepSpeed's launchers call these.
-  for (const char* name : {"nproc_per_node", "num_gpus"}) {
-    flags.Foreign(name, "torchrun's and deepspeed's: here --workers=N");
-  }
+  AddWorkerCountHints(&flags);
   for (const char* name : {"nnodes", "num_nodes", "node_rank", "hostfile",
                            "master_addr", "rdzv_endpoint"}) {
     flags.Foreign(name,

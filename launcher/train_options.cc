@@ -221,6 +221,12 @@ void AddServerFlags(FlagSet* flags, std::string* server_addrs,
                 "the ranks wait while the servers step)");
 }
 
+void AddWorkerCountHints(FlagSet* flags) {
+  for (const char* name : {"nproc_per_node", "num_gpus"}) {
+    flags->Foreign(name, "torchrun's and deepspeed's: here --workers=N");
+  }
+}
+
 absl::StatusOr<TrainOptions> ParseTrainOptions(int argc, char** argv) {
   TrainOptions o;
   FlagSet flags(
@@ -237,9 +243,7 @@ absl::StatusOr<TrainOptions> ParseTrainOptions(int argc, char** argv) {
                "shard servers to start (default: the config's count, else 2)");
   AddServerFlags(&flags, &o.server_addrs, &o.server_threads);
   flags.Uint32("workers", &o.workers, "worker processes W");
-  for (const char* name : {"nproc_per_node", "num_gpus"}) {
-    flags.Foreign(name, "torchrun's and deepspeed's: here --workers=N");
-  }
+  AddWorkerCountHints(&flags);
   flags.Foreign("deepspeed_config", "a script's flag: here --config");
   flags.Uint32("nodes", &o.nodes,
                "simulated nodes M (W/M local ranks each, on this machine)");

@@ -90,6 +90,10 @@ uint32_t AutoServerThreads(uint32_t servers, unsigned cores);
 void AddServerFlags(FlagSet* flags, std::string* server_addrs,
                     uint32_t* server_threads);
 
+// torchrun's --nproc_per_node and deepspeed's --num_gpus, answered with
+// --workers (FlagSet::Foreign), as both commands do.
+void AddWorkerCountHints(FlagSet* flags);
+
 // Every worker's argv after the binary (no rank-specific flags): the
 // training options and `servers` (host:port,...; empty: none).
 std::vector<std::string> WorkerArgs(const TrainOptions& o,

@@ -178,16 +178,18 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None,
                              world=world, local_rank=local_rank,
                              local_world=local_world, elastic=elastic,
                              client_schedule=schedule)
+    # The config as JSON (read once; the library has checked it): the keys
+    # the engine acts on in Python.
+    raw = client_optim.config_dict(config) or {}
     if engine.rank == 0:  # DeepSpeed's tensorboard / csv_monitor files
-        engine.monitor = Monitors.open(config, cfg.precision == "fp16")
+        engine.monitor = Monitors.open(raw, cfg.precision == "fp16")
     gathered.ENGINES.add(engine)  # for GatheredParameters
     engine.collate_fn = collate_fn
-    raw = client_optim.config_dict(config) or {}
     engine.dataloader_drop_last = bool(raw.get("dataloader_drop_last"))
     fp16 = raw.get("fp16") if isinstance(raw.get("fp16"), dict) else {}
     engine._auto_cast = cfg.precision == "fp16" and bool(fp16.get("auto_cast"))
     autocast = raw.get("torch_autocast")
-    engine._autocast = isinstance(autocast, dict) and bool(
+    engine._torch_autocast = isinstance(autocast, dict) and bool(
         autocast.get("enabled"))  # (bfloat16: the reader allows no other)
     loader = None
     if training_data is not None:
@@ -335,7 +337,7 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
         # deepspeed_io's defaults and fp16.auto_cast (initialize() sets
         # them from its collate_fn and the config).
         self.collate_fn, self.dataloader_drop_last = None, False
-        self._auto_cast = self._autocast = False
+        self._auto_cast = self._torch_autocast = False
         self.local_rank, self.local_world = local_rank, local_world
         self.stage = cfg.stage
         self.gas = int(cfg.gradient_accumulation_steps)
@@ -536,7 +538,7 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
             self._behind.wait_ranges(self._script_ranges)
         if self._auto_cast:  # fp16.auto_cast, as DeepSpeed's forward
             inputs = _half(inputs, self.device.type == "cuda")
-        if self._autocast:  # the config's torch_autocast
+        if self._torch_autocast:  # the config's torch_autocast
             with torch.autocast(device_type=self.device.type,
                                 dtype=torch.bfloat16):
                 return self.module(*inputs, **kwargs)
@@ -622,10 +624,10 @@ class ZeroShardEngine(GradientPipeline, torch.nn.Module):
         return self._auto_cast
 
     def torch_autocast_enabled(self):
-        return self._autocast
+        return self._torch_autocast
 
     def torch_autocast_dtype(self):
-        return torch.bfloat16 if self._autocast else None
+        return torch.bfloat16 if self._torch_autocast else None
 
     def bfloat16_enabled(self):
         return self.precision == "bf16"

@@ -116,6 +116,17 @@ struct Variant {
   int64_t bucket = 0;  // reduce_bucket_size
 };
 
+// A run of `stage` (its base name), overlap on or off.
+bool OfStage(const Variant& v, const std::string& stage) {
+  return v.base == stage || v.base == stage + "_no_overlap";
+}
+
+// What a variant's name gets at reduce_bucket_size `b`: "_b<b>" when the
+// benchmark runs several sizes, else nothing.
+std::string BucketSuffix(const std::vector<int64_t>& buckets, int64_t b) {
+  return buckets.size() > 1 ? absl::StrCat("_b", b) : "";
+}
+
 struct Record {
   std::vector<double> phases[kPhases];  // each run's medians
   int runs = 0, same = 0;
@@ -401,7 +412,7 @@ int Main(int argc, char** argv) {
     for (Variant v : chosen) {
       v.base = v.name;
       v.bucket = b;
-      if (p.buckets.size() > 1) absl::StrAppend(&v.name, "_b", b);
+      absl::StrAppend(&v.name, BucketSuffix(p.buckets, b));
       variants.push_back(std::move(v));
     }
   }
@@ -466,7 +477,7 @@ int Main(int argc, char** argv) {
   auto settings_run = [&](const std::string& stage) {
     std::vector<std::vector<double>> out;
     for (const Variant& v : variants) {
-      if (v.base != stage && v.base != stage + "_no_overlap") continue;
+      if (!OfStage(v, stage)) continue;
       std::vector<double> runs = runs_of(v.name);
       if (!runs.empty()) out.push_back(std::move(runs));
     }
@@ -508,8 +519,7 @@ int Main(int argc, char** argv) {
     // overlap_<stage>: its worst bucket size's on / off.
     bench::Interval stage_worst{std::nan(""), std::nan(""), std::nan("")};
     for (int64_t b : p.buckets) {
-      const std::string suffix =
-          p.buckets.size() > 1 ? absl::StrCat("_b", b) : "";
+      const std::string suffix = BucketSuffix(p.buckets, b);
       const bench::Interval i = on_vs_off(stage, suffix);
       if (p.buckets.size() > 1) {
         per_bucket.push_back({absl::StrCat("overlap_", stage, suffix), i});
@@ -541,9 +551,7 @@ int Main(int argc, char** argv) {
     std::string fastest;
     double t = 0;
     for (const Variant& v : variants) {
-      if (v.base != stage && v.base != absl::StrCat(stage, "_no_overlap")) {
-        continue;
-      }
+      if (!OfStage(v, stage)) continue;
       const double m = r.Median(v.name);
       if (fastest.empty() || m < t) fastest = v.name, t = m;
     }
